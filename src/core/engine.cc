@@ -1,0 +1,544 @@
+#include "core/engine.h"
+
+#include <algorithm>
+
+#include "log/log.h"
+
+namespace graft::core {
+namespace {
+
+constexpr uint64_t kBoundarySalt = 0xb0a7da4e5a17ull;
+constexpr uint64_t kSegmentSalt = 0x5e63e47ull;
+constexpr size_t kHeldReserveOps = 4096;
+constexpr size_t kHeldReserveBytes = 1 << 20;
+
+size_t nextPow2(size_t v) {
+  size_t p = 1;
+  while (p < v) p <<= 1;
+  return p;
+}
+
+}  // namespace
+
+std::string_view toString(EagerCause c) {
+  switch (c) {
+    case EagerCause::None: return "none";
+#define GRAFT_CAUSE_CASE(name, text) \
+  case EagerCause::name: return text;
+      GRAFT_EAGER_CAUSES(GRAFT_CAUSE_CASE)
+#undef GRAFT_CAUSE_CASE
+    case EagerCause::Count: break;
+  }
+  return "unknown";
+}
+
+Engine::Engine(const EngineConfig& config, Executor& executor)
+    : config_(config),
+      executor_(executor),
+      history_(nextPow2(size_t(config.maxPeriod) + 1), nextPow2(size_t(config.maxPeriod) * 2 + 1),
+               size_t(32) << 20),
+      detector_(config.warmup, config.maxPeriod) {
+  held_.reserve(kHeldReserveOps, kHeldReserveBytes);
+  views_.reserve(kHeldReserveOps);
+  patch_.reserve(kHeldReserveOps);
+  stream_activity_.reserve(64);
+}
+
+Engine::~Engine() {
+  for (const auto& s : segments_.all()) {
+    if (s->graph) executor_.destroy(s->graph);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Submission
+
+void Engine::countStream(StreamKey stream) {
+  for (auto& [key, n] : stats_.opsByStream) {
+    if (key == stream) {
+      ++n;
+      return;
+    }
+  }
+  stats_.opsByStream.emplace_back(stream, 1);
+}
+
+void Engine::noteActivity(const OpDesc& op) {
+  bool found = false;
+  for (auto& [key, generation] : stream_activity_) {
+    if (key == op.stream) {
+      generation = boundary_generation_;
+      found = true;
+      break;
+    }
+  }
+  if (!found) stream_activity_.emplace_back(op.stream, boundary_generation_);
+  if (op.kind == OpKind::EventRecord) event_record_generation_[op.event] = boundary_generation_;
+}
+
+Decision Engine::submit(const OpDesc& op) {
+  if (!started_) {
+    started_ = true;
+    start_ = std::chrono::steady_clock::now();
+  }
+  ++stats_.opsTotal;
+  countStream(op.stream);
+  if (!config_.replay || capture_depth_ > 0) {
+    pending_cause_ = capture_depth_ > 0 ? EagerCause::ProgramCapture : EagerCause::NotCaptured;
+    pending_boundary_ = false;
+    return Decision::IssueNow;
+  }
+  noteActivity(op);
+
+  if (op.kind == OpKind::Boundary) {
+    if (!held_.empty()) resolveHeld(EagerCause::BoundaryInSegment, &op);
+    pending_cause_ = op.cause;
+    pending_boundary_ = true;
+    return Decision::IssueNow;
+  }
+  if (!held_.empty()) {
+    if (advance(op)) return Decision::Held;
+    resolveHeld(EagerCause::Mismatch, &op);
+  }
+  if (tryStart(op)) return Decision::Held;
+  pending_cause_ = EagerCause::NotCaptured;
+  pending_boundary_ = false;
+  return Decision::IssueNow;
+}
+
+void Engine::completeIssued(const OpDesc& op, bool succeeded) {
+  ++stats_.eagerByCause[size_t(pending_cause_)];
+  if (!config_.replay || capture_depth_ > 0 || !succeeded) return;
+  recordEagerOp(op, pending_boundary_);
+}
+
+// ---------------------------------------------------------------------------
+// Deferred matching
+
+bool Engine::tryStart(const OpDesc& op) {
+  const std::vector<Segment*>* list = segments_.startingWith(op.shapeHash);
+  if (!list) return false;
+  num_candidates_ = 0;
+  for (Segment* s : *list) {
+    if (num_candidates_ == candidates_.size()) break;
+    const OpDesc first = s->ops.view(0);
+    if (!sameShape(first, op)) continue;
+    EventInstances& events = candidate_events_[num_candidates_];
+    events.clear();
+    if (op.kind == OpKind::EventRecord && events.record(op.event) == EventInstances::kOverflow)
+      continue;
+    if (op.kind == OpKind::EventWait && events.wait(op.event) != s->waitInstance[0]) continue;
+    candidates_[num_candidates_++] = {s, true};
+  }
+  if (num_candidates_ == 0) return false;
+  last_mismatch_ = {};
+  held_.push(op);
+  afterHeldGrew();
+  return true;
+}
+
+bool Engine::advance(const OpDesc& op) {
+  const size_t j = held_.size();
+  bool any = false;
+  for (size_t c = 0; c < num_candidates_; ++c) {
+    Candidate& cand = candidates_[c];
+    if (!cand.alive) continue;
+    Segment* s = cand.segment;
+    if (j >= s->length()) {  // completed earlier, waiting for a longer one
+      cand.alive = false;
+      continue;
+    }
+    const OpDesc expected = s->ops.view(j);
+    bool ok = sameShape(expected, op);
+    if (ok && op.kind == OpKind::EventRecord)
+      ok = candidate_events_[c].record(op.event) != EventInstances::kOverflow;
+    if (ok && op.kind == OpKind::EventWait)
+      ok = candidate_events_[c].wait(op.event) == s->waitInstance[j];
+    if (!ok) {
+      cand.alive = false;
+      if (!last_mismatch_.segment || s->length() > last_mismatch_.segment->length())
+        last_mismatch_ = {s, j};
+      continue;
+    }
+    any = true;
+  }
+  if (!any) return false;
+  held_.push(op);
+  afterHeldGrew();
+  return true;
+}
+
+void Engine::afterHeldGrew() {
+  const size_t n = held_.size();
+  Segment* done = nullptr;
+  bool longerAlive = false;
+  for (size_t c = 0; c < num_candidates_; ++c) {
+    const Candidate& cand = candidates_[c];
+    if (!cand.alive) continue;
+    if (cand.segment->length() == n && !done) done = cand.segment;
+    else if (cand.segment->length() > n) longerAlive = true;
+  }
+  if (!done || longerAlive) return;
+  num_candidates_ = 0;
+  launchHeld(done, 0, n);
+  held_.clear();
+}
+
+bool Engine::matchesAt(Segment* s, size_t begin, EventInstances& events) {
+  events.clear();
+  for (size_t k = 0; k < s->length(); ++k) {
+    const OpDesc op = held_.view(begin + k);
+    const OpDesc expected = s->ops.view(k);
+    if (!sameShape(expected, op)) return false;
+    if (op.kind == OpKind::EventRecord && events.record(op.event) == EventInstances::kOverflow)
+      return false;
+    if (op.kind == OpKind::EventWait && events.wait(op.event) != s->waitInstance[k]) return false;
+  }
+  return true;
+}
+
+Segment* Engine::longestCompleteMatch(size_t begin, size_t end) {
+  const std::vector<Segment*>* list = segments_.startingWith(held_.view(begin).shapeHash);
+  if (!list) return nullptr;
+  for (Segment* s : *list) {
+    if (s->length() > end - begin) continue;
+    if (matchesAt(s, begin, scratch_events_)) return s;
+  }
+  return nullptr;
+}
+
+void Engine::resolveHeld(EagerCause cause, const OpDesc* trigger) {
+  const size_t n = held_.size();
+  // Log against the longest segment that was being matched.
+  Segment* primary = last_mismatch_.segment;
+  size_t index = last_mismatch_.index;
+  for (size_t c = 0; c < num_candidates_; ++c) {
+    Segment* s = candidates_[c].segment;
+    if (!primary || s->length() > primary->length()) {
+      primary = s;
+      index = n;
+    }
+  }
+  if (primary) {
+    OpDesc expected;
+    const bool haveExpected = index < primary->length();
+    if (haveExpected) expected = primary->ops.view(index);
+    logFallback(primary, index, cause, haveExpected ? &expected : nullptr, trigger, n);
+  }
+  num_candidates_ = 0;
+  last_mismatch_ = {};
+
+  size_t i = 0;
+  while (i < n) {
+    if (Segment* s = longestCompleteMatch(i, n)) {
+      launchHeld(s, i, s->length());
+      i += s->length();
+    } else {
+      issueHeldEagerly(held_.view(i), cause);
+      ++i;
+    }
+  }
+  held_.clear();
+}
+
+void Engine::launchHeld(Segment* s, size_t begin, size_t length) {
+  views_.clear();
+  patch_.clear();
+  for (size_t k = 0; k < length; ++k) {
+    views_.push_back(held_.view(begin + k));
+    if (!(views_.back().value == s->ops.view(k).value)) patch_.push_back(uint32_t(k));
+  }
+  std::string why;
+  const int rc = executor_.launch(s->graph, views_, patch_, &why);
+  if (rc != 0) {
+    logFallback(s, 0, EagerCause::LaunchFailed, nullptr, nullptr, length);
+    GRAFT_WARN("segment #{}: {}; issuing its {} ops eagerly and disabling it", s->id, why, length);
+    segments_.disable(s);
+    executor_.destroy(s->graph);
+    s->graph = nullptr;
+    for (size_t k = 0; k < length; ++k) issueHeldEagerly(held_.view(begin + k), EagerCause::LaunchFailed);
+    return;
+  }
+  for (uint32_t k : patch_) s->ops.setValue(k, views_[k].value);
+  ++s->replays;
+  s->patches += patch_.size();
+  ++stats_.replays;
+  stats_.patches += patch_.size();
+  stats_.opsViaGraph += length;
+  if (stats_.firstReplaySeconds < 0) {
+    stats_.firstReplaySeconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    GRAFT_INFO("first replay after {:.3f} s (segment #{}, {} ops)", stats_.firstReplaySeconds,
+               s->id, length);
+  }
+  history_.pushSegment(s->id, s->tokenHash);
+  feedDetector(s->tokenHash);
+}
+
+void Engine::issueHeldEagerly(const OpDesc& op, EagerCause cause) {
+  const int rc = executor_.issue(op);
+  if (rc != 0) {
+    if (stats_.reissueErrors++ == 0)
+      GRAFT_WARN("re-issuing a held op ({}) returned driver error {}", executor_.describe(op), rc);
+  }
+  ++stats_.eagerByCause[size_t(cause)];
+  if (rc == 0) recordEagerOp(op, false);
+}
+
+// ---------------------------------------------------------------------------
+// Barriers, queries, capture
+
+void Engine::hostBarrier(uint64_t barrierHash) {
+  if (!config_.replay || capture_depth_ > 0) return;
+  if (!held_.empty()) resolveHeld(EagerCause::SyncInSegment, nullptr);
+  pushBoundaryToken(hashCombine(barrierHash, kBoundarySalt));
+}
+
+void Engine::query(StreamKey stream, uint64_t event, uint64_t queryHash) {
+  if (!config_.replay || capture_depth_ > 0) return;
+  bool relevant = false;
+  if (event) {
+    auto it = event_record_generation_.find(event);
+    relevant = it != event_record_generation_.end() && it->second == boundary_generation_;
+  } else {
+    for (const auto& [key, generation] : stream_activity_)
+      if (key == stream) relevant = generation == boundary_generation_;
+  }
+  if (!relevant) return;
+  if (!held_.empty()) resolveHeld(EagerCause::QueryInSegment, nullptr);
+  pushBoundaryToken(hashCombine(queryHash, kBoundarySalt));
+}
+
+void Engine::releaseHandle(StreamKey stream, uint64_t event) {
+  if (held_.empty()) return;
+  for (size_t k = 0; k < held_.size(); ++k) {
+    const OpDesc op = held_.view(k);
+    if ((stream && op.stream == stream) || (event && op.event == event)) {
+      resolveHeld(EagerCause::SyncInSegment, nullptr);
+      return;
+    }
+  }
+}
+
+void Engine::programCaptureBegin() {
+  if (!held_.empty()) resolveHeld(EagerCause::ProgramCapture, nullptr);
+  if (capture_depth_++ == 0) {
+    detector_.reset();
+    GRAFT_DEBUG("program stream capture began: stepping aside");
+  }
+}
+
+void Engine::programCaptureEnd() {
+  if (capture_depth_ > 0 && --capture_depth_ == 0) GRAFT_DEBUG("program stream capture ended");
+}
+
+void Engine::flushAll() {
+  if (!held_.empty()) resolveHeld(EagerCause::SyncInSegment, nullptr);
+}
+
+void Engine::stopReplay() {
+  flushAll();
+  config_.replay = false;
+}
+
+// ---------------------------------------------------------------------------
+// Detection and building
+
+void Engine::recordEagerOp(const OpDesc& op, bool boundary) {
+  const uint64_t hash = boundary ? hashCombine(op.shapeHash, kBoundarySalt) : op.shapeHash;
+  history_.pushOp(op, hash, boundary);
+  if (boundary) ++boundary_generation_;
+  feedDetector(hash);
+}
+
+void Engine::pushBoundaryToken(uint64_t hash) {
+  history_.pushBarrier(hash);
+  ++boundary_generation_;
+  feedDetector(hash);
+}
+
+void Engine::feedDetector(uint64_t tokenHash) {
+  const uint32_t period = detector_.push(tokenHash);
+  if (period) buildFromPeriod(period);
+}
+
+void Engine::buildFromPeriod(uint32_t period) {
+  const uint64_t end = history_.tokenCount();
+  if (period > end) return;
+  std::vector<const Token*> tokens;
+  tokens.reserve(period);
+  for (uint64_t i = end - period; i < end; ++i) {
+    const Token* t = history_.token(i);
+    if (!t) return;
+    tokens.push_back(t);
+  }
+  // Start after a boundary when there is one; otherwise at a token that occurs
+  // once in the period, so the segment does not start on a common op.
+  size_t start = 0;
+  bool haveBoundary = false;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i]->boundary) {
+      start = (i + 1) % tokens.size();
+      haveBoundary = true;
+      break;
+    }
+  }
+  if (!haveBoundary) {
+    std::unordered_map<uint64_t, uint32_t> occurrences;
+    for (const Token* t : tokens) ++occurrences[t->hash];
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      if (occurrences[tokens[i]->hash] == 1) {
+        start = i;
+        break;
+      }
+    }
+  }
+  GRAFT_DEBUG("period of {} tokens confirmed", period);
+  std::vector<const Token*> run;
+  for (size_t k = 0; k < tokens.size(); ++k) {
+    const Token* t = tokens[(start + k) % tokens.size()];
+    if (t->boundary) {
+      buildRun(run);
+      run.clear();
+    } else {
+      run.push_back(t);
+    }
+  }
+  buildRun(run);
+}
+
+void Engine::buildRun(const std::vector<const Token*>& run) {
+  // Only runs with ops not yet in any graph are worth building; a run made of
+  // replayed segments alone is already graphed (and re-cutting it would churn).
+  bool anyEagerOp = false;
+  for (const Token* t : run) anyEagerOp |= t->kind == TokenKind::Op;
+  if (!anyEagerOp) return;
+
+  OpBuffer ops;
+  for (const Token* t : run) {
+    if (t->kind == TokenKind::Op) {
+      OpDesc d;
+      if (!history_.op(t->opSeq, &d)) return;  // too old: wait for the next confirmation
+      ops.push(d);
+    } else if (t->kind == TokenKind::Segment) {
+      const Segment* s = segments_.byId(t->segment);
+      if (!s) return;
+      for (size_t k = 0; k < s->length(); ++k) ops.push(s->ops.view(k));
+    }
+  }
+  if (ops.size() < config_.minSegmentOps) return;
+  SequenceHash whole;
+  for (size_t k = 0; k < ops.size(); ++k) whole.append(ops.view(k).shapeHash);
+  if (!built_runs_.insert(hashCombine(whole.value, whole.length)).second) return;
+
+  const std::vector<size_t> cuts = pieceCuts(ops);
+  for (size_t p = 0; p + 1 < cuts.size(); ++p) buildPiece(ops, cuts[p], cuts[p + 1]);
+}
+
+std::vector<size_t> Engine::pieceCuts(const OpBuffer& ops) const {
+  const size_t n = ops.size();
+  std::vector<size_t> cuts{0};
+  // Prefer to cut before an op whose shape occurs once in the run, so pieces
+  // do not start on a common op (fewer false starts while matching).
+  std::unordered_map<uint64_t, uint32_t> occurrences;
+  for (size_t k = 0; k < n; ++k) ++occurrences[ops.view(k).shapeHash];
+  size_t piece = config_.segmentOps ? config_.segmentOps : 32;
+  size_t at = 0;
+  while (n - at > piece + config_.minSegmentOps) {
+    size_t cut = at + piece;
+    for (size_t d = 0; d < 16 && cut + d < n - config_.minSegmentOps; ++d) {
+      if (occurrences[ops.view(cut + d).shapeHash] == 1) {
+        cut += d;
+        break;
+      }
+    }
+    cuts.push_back(cut);
+    at = cut;
+    if (!config_.segmentOps) piece = std::min<size_t>(piece * 2, 1024);
+  }
+  cuts.push_back(n);
+  return cuts;
+}
+
+void Engine::buildPiece(const OpBuffer& ops, size_t begin, size_t end) {
+  if (end - begin < config_.minSegmentOps) return;
+  SequenceHash h;
+  for (size_t k = begin; k < end; ++k) h.append(ops.view(k).shapeHash);
+  if (segments_.findExpanded(h)) return;
+  const OpDesc first = ops.view(begin);
+  if (segments_.live() >= config_.maxSegments) {
+    if (stats_.buildFailures++ == 0)
+      GRAFT_INFO("segment limit GRAFT_MAX_SEGMENTS={} reached: further sequences stay eager",
+                 config_.maxSegments);
+    return;
+  }
+  if (segments_.countStartingWith(first.shapeHash) >= config_.maxVariants) {
+    ++stats_.eagerByCause[size_t(EagerCause::VariantLimit)];
+    GRAFT_INFO("variant limit GRAFT_MAX_VARIANTS={} reached for sequences starting with {}; "
+               "this variant of {} ops stays eager",
+               config_.maxVariants, executor_.describe(first), end - begin);
+    return;
+  }
+
+  auto seg = std::make_unique<Segment>();
+  seg->ops.reserve(end - begin, 0);
+  seg->waitInstance.resize(end - begin, EventInstances::kExternal);
+  scratch_events_.clear();
+  std::vector<OpDesc> views;
+  views.reserve(end - begin);
+  for (size_t k = begin; k < end; ++k) {
+    const OpDesc op = ops.view(k);
+    seg->ops.push(op);
+    if (op.kind == OpKind::EventRecord &&
+        scratch_events_.record(op.event) == EventInstances::kOverflow)
+      return;
+    if (op.kind == OpKind::EventWait) seg->waitInstance[k - begin] = scratch_events_.wait(op.event);
+  }
+  for (size_t k = 0; k < seg->length(); ++k) views.push_back(seg->ops.view(k));
+  std::string why;
+  GraphHandle* graph = executor_.build(BuildRequest{views, seg->waitInstance}, &why);
+  if (!graph) {
+    ++stats_.buildFailures;
+    GRAFT_INFO("could not build a graph for {} ops starting with {}: {}; they stay eager",
+               end - begin, executor_.describe(first), why);
+    return;
+  }
+  seg->graph = graph;
+  seg->expanded = h;
+  seg->tokenHash = hashCombine(h.value ^ kSegmentSalt, h.length);
+  Segment* stored = segments_.add(std::move(seg));
+  ++stats_.graphsBuilt;
+  GRAFT_DEBUG("segment #{}: graph of {} ops, first {}", stored->id, stored->length(),
+              executor_.describe(first));
+}
+
+// ---------------------------------------------------------------------------
+// Fallback log and statistics
+
+void Engine::logFallback(Segment* s, size_t index, EagerCause cause, const OpDesc* expected,
+                         const OpDesc* actual, size_t heldCount) {
+  const uint64_t bit = uint64_t(1) << (size_t(cause) % 64);
+  if (s->loggedReasons & bit) return;
+  s->loggedReasons |= bit;
+  if (!log::enabled(log::Level::Info)) return;
+  std::string what;
+  if (expected && actual) {
+    what = executor_.describe(*expected) + ": " + executor_.describeDifference(*expected, *actual);
+  } else if (actual) {
+    what = "got " + executor_.describe(*actual);
+  } else if (cause == EagerCause::SyncInSegment) {
+    what = "the host synchronized";
+  } else if (cause == EagerCause::QueryInSegment) {
+    what = "the host queried held work";
+  }
+  GRAFT_INFO("fallback: segment #{} ({} ops) at op {}: {}{}{}; {} held ops issued eagerly", s->id,
+             s->length(), index, toString(cause), what.empty() ? "" : ": ", what, heldCount);
+}
+
+EngineStats Engine::stats() const {
+  EngineStats s = stats_;
+  s.liveSegments = segments_.live();
+  return s;
+}
+
+}  // namespace graft::core

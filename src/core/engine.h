@@ -1,0 +1,165 @@
+// Engine: detection, recording, deferred matching and replay (DESIGN.md §2).
+//
+// Every stream-ordered op the program issues is submitted here, in issue
+// order, under the engine lock. The engine either tells the caller to issue
+// the op now (eagerly, with the caller's own arguments) or holds it back
+// because it continues a segment that may be replayed through a graph. Held
+// ops are never lost: on a mismatch, a barrier, a relevant query or any
+// failure, they are issued eagerly from their recorded copies, in order,
+// before anything else.
+//
+// Threading: every public member except lock() must be called with the lock
+// returned by lock() held. The engine calls the Executor under that lock.
+// Hot path (submit/completeIssued in steady state): no allocation, no
+// logging above trace.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "core/event_instances.h"
+#include "core/executor.h"
+#include "core/history.h"
+#include "core/op.h"
+#include "core/op_buffer.h"
+#include "core/period_detector.h"
+#include "core/segment.h"
+
+namespace graft::core {
+
+struct EngineConfig {
+  bool replay = true;          // false: count and forward only (pass-through)
+  uint32_t warmup = 3;         // identical repeats before capture
+  uint32_t maxPeriod = 16384;  // tokens
+  uint32_t minSegmentOps = 2;
+  uint32_t segmentOps = 0;     // 0: automatic piece sizes
+  uint32_t maxVariants = 8;
+  uint32_t maxSegments = 4096;
+};
+
+enum class Decision : uint8_t { IssueNow, Held };
+
+struct EngineStats {
+  uint64_t opsTotal = 0;     // stream-ordered ops submitted
+  uint64_t opsViaGraph = 0;
+  std::array<uint64_t, size_t(EagerCause::Count)> eagerByCause{};
+  uint64_t graphsBuilt = 0;
+  uint64_t buildFailures = 0;
+  uint64_t replays = 0;
+  uint64_t patches = 0;
+  uint64_t reissueErrors = 0;
+  double firstReplaySeconds = -1;
+  size_t liveSegments = 0;
+  std::vector<std::pair<StreamKey, uint64_t>> opsByStream;
+
+  uint64_t opsEager() const {
+    uint64_t n = 0;
+    for (uint64_t v : eagerByCause) n += v;
+    return n;
+  }
+};
+
+class Engine {
+ public:
+  Engine(const EngineConfig& config, Executor& executor);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  std::unique_lock<std::mutex> lock() { return std::unique_lock<std::mutex>(mutex_); }
+
+  // A stream-ordered op. On IssueNow the caller issues the op with its own
+  // arguments and then calls completeIssued() before releasing the lock.
+  Decision submit(const OpDesc& op);
+  void completeIssued(const OpDesc& op, bool succeeded);
+
+  // The host is about to wait for or observe the GPU (synchronize, synchronous
+  // copy, free): issues everything held. Recurs as a segment boundary.
+  void hostBarrier(uint64_t barrierHash);
+  // A stream (event == 0) or event query. Flushes held work it could observe.
+  void query(StreamKey stream, uint64_t event, uint64_t queryHash);
+  // A stream or event handle is about to be destroyed: nothing held may use it.
+  void releaseHandle(StreamKey stream, uint64_t event);
+  // The program begins/ends its own stream capture: graft steps aside.
+  void programCaptureBegin();
+  void programCaptureEnd();
+  bool programCaptureActive() const { return capture_depth_ > 0; }
+  // Issues everything held (at exit, or before graft stops replaying).
+  void flushAll();
+  // Stops replaying for good (e.g. graft can no longer see every op): issues
+  // everything held; from now on every op is issued eagerly and only counted.
+  void stopReplay();
+  bool replaying() const { return config_.replay; }
+
+  EngineStats stats() const;
+
+ private:
+  struct Candidate {
+    Segment* segment = nullptr;
+    bool alive = false;
+  };
+  struct Mismatch {
+    Segment* segment = nullptr;
+    size_t index = 0;
+  };
+
+  bool advance(const OpDesc& op);
+  bool tryStart(const OpDesc& op);
+  void afterHeldGrew();
+  void resolveHeld(EagerCause cause, const OpDesc* trigger);
+  Segment* longestCompleteMatch(size_t begin, size_t end);
+  bool matchesAt(Segment* segment, size_t begin, EventInstances& events);
+  void launchHeld(Segment* segment, size_t begin, size_t length);
+  void issueHeldEagerly(const OpDesc& op, EagerCause cause);
+  void recordEagerOp(const OpDesc& op, bool boundary);
+  void pushBoundaryToken(uint64_t hash);
+  void feedDetector(uint64_t tokenHash);
+  void buildFromPeriod(uint32_t period);
+  void buildRun(const std::vector<const Token*>& run);
+  void buildPiece(const OpBuffer& ops, size_t begin, size_t end);
+  void logFallback(Segment* segment, size_t index, EagerCause cause, const OpDesc* expected,
+                   const OpDesc* actual, size_t heldCount);
+  void noteActivity(const OpDesc& op);
+  void countStream(StreamKey stream);
+  std::vector<size_t> pieceCuts(const OpBuffer& ops) const;
+
+  EngineConfig config_;
+  Executor& executor_;
+  std::mutex mutex_;
+
+  History history_;
+  PeriodDetector detector_;
+  SegmentStore segments_;
+  std::unordered_set<uint64_t> built_runs_;
+
+  OpBuffer held_;
+  std::array<Candidate, 4> candidates_{};
+  std::array<EventInstances, 4> candidate_events_;
+  EventInstances scratch_events_;
+  size_t num_candidates_ = 0;
+  Mismatch last_mismatch_;
+  std::vector<OpDesc> views_;
+  std::vector<uint32_t> patch_;
+
+  EagerCause pending_cause_ = EagerCause::NotCaptured;
+  bool pending_boundary_ = false;
+  int capture_depth_ = 0;
+
+  // Query relevance: work issued since the last boundary token.
+  uint64_t boundary_generation_ = 1;
+  std::vector<std::pair<StreamKey, uint64_t>> stream_activity_;
+  std::unordered_map<uint64_t, uint64_t> event_record_generation_;
+
+  EngineStats stats_;
+  std::chrono::steady_clock::time_point start_;
+  bool started_ = false;
+};
+
+}  // namespace graft::core

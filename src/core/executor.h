@@ -1,0 +1,56 @@
+// Executor: the engine's only way to affect the GPU. Implemented by the graph
+// layer on the real (or simulated) driver; unit tests inject a fake.
+//
+// Threading: called by the engine under its lock, on whatever program thread
+// holds it. Implementations may call the driver and may allocate on build;
+// issue() and launch() must not allocate in steady state.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "core/op.h"
+
+namespace graft::core {
+
+// An executable graph built from a segment. Opaque to the engine.
+struct GraphHandle;
+
+struct BuildRequest {
+  std::span<const OpDesc> ops;
+  // Per op: for EventWait, the record instance it waits on inside the
+  // sequence, or EventInstances::kExternal; ignored for other kinds.
+  std::span<const int32_t> waitInstance;
+};
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+
+  // Issues one graphable op exactly as the program issued it. Returns 0 or the
+  // driver's error code.
+  virtual int issue(const OpDesc& op) = 0;
+
+  // Builds an executable graph of the ops, re-issued into graft's own capture
+  // streams. Returns nullptr and a one-line reason on failure.
+  virtual GraphHandle* build(const BuildRequest& request, std::string* whyNot) = 0;
+
+  // Launches `graph` for one matched instance of its segment. `ops` are the
+  // program's ops of this instance (same shapes as built); `patch` lists the
+  // indices whose value bytes differ from what the executable graph holds and
+  // must be updated first. Keeps streams and events as DESIGN.md §2.5 says.
+  // Returns 0, or an error code and a one-line reason; on error nothing of
+  // the segment's work was enqueued, so the caller may issue `ops` eagerly.
+  virtual int launch(GraphHandle* graph, std::span<const OpDesc> ops,
+                     std::span<const uint32_t> patch, std::string* whyNot) = 0;
+
+  virtual void destroy(GraphHandle* graph) = 0;
+
+  // For the fallback log only (may allocate): a short description of an op
+  // ("kernel sgd_update") and of how two ops differ ("grid 128→96").
+  virtual std::string describe(const OpDesc& op) = 0;
+  virtual std::string describeDifference(const OpDesc& expected, const OpDesc& actual) = 0;
+};
+
+}  // namespace graft::core

@@ -1,0 +1,43 @@
+#include "core/segment.h"
+
+#include <algorithm>
+
+namespace graft::core {
+
+Segment* SegmentStore::add(std::unique_ptr<Segment> segment) {
+  Segment* s = segment.get();
+  s->id = static_cast<uint32_t>(all_.size());
+  all_.push_back(std::move(segment));
+  auto& list = by_first_[s->firstShapeHash()];
+  list.push_back(s);
+  std::stable_sort(list.begin(), list.end(),
+                   [](const Segment* a, const Segment* b) { return a->length() > b->length(); });
+  by_expanded_[hashCombine(s->expanded.value, s->expanded.length)] = s;
+  ++live_;
+  return s;
+}
+
+const std::vector<Segment*>* SegmentStore::startingWith(uint64_t firstShapeHash) const {
+  auto it = by_first_.find(firstShapeHash);
+  return it == by_first_.end() || it->second.empty() ? nullptr : &it->second;
+}
+
+size_t SegmentStore::countStartingWith(uint64_t firstShapeHash) const {
+  auto it = by_first_.find(firstShapeHash);
+  return it == by_first_.end() ? 0 : it->second.size();
+}
+
+Segment* SegmentStore::findExpanded(const SequenceHash& h) const {
+  auto it = by_expanded_.find(hashCombine(h.value, h.length));
+  return it == by_expanded_.end() ? nullptr : it->second;
+}
+
+void SegmentStore::disable(Segment* s) {
+  if (s->disabled) return;
+  s->disabled = true;
+  auto it = by_first_.find(s->firstShapeHash());
+  if (it != by_first_.end()) std::erase(it->second, s);
+  --live_;
+}
+
+}  // namespace graft::core

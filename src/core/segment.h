@@ -1,0 +1,59 @@
+// Segments: op sequences that have repeated and now have an executable graph,
+// and the store that finds them by their first op.
+//
+// Threading: not thread-safe (engine lock). Adding a segment allocates;
+// lookups do not.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "core/executor.h"
+#include "core/hash.h"
+#include "core/op_buffer.h"
+
+namespace graft::core {
+
+struct Segment {
+  uint32_t id = 0;
+  // The segment's ops: shapes as recorded, values as the executable graph
+  // currently holds them (updated after each patch).
+  OpBuffer ops;
+  std::vector<int32_t> waitInstance;  // per op, see BuildRequest
+  SequenceHash expanded;              // over the ops' shape hashes
+  uint64_t tokenHash = 0;             // what the period detector sees for one replay
+  GraphHandle* graph = nullptr;
+  bool disabled = false;              // a launch or patch failed: never matched again
+  uint64_t replays = 0;
+  uint64_t patches = 0;
+  uint64_t loggedReasons = 0;         // bit per fallback reason already logged
+
+  size_t length() const { return ops.size(); }
+  uint64_t firstShapeHash() const { return ops.view(0).shapeHash; }
+};
+
+class SegmentStore {
+ public:
+  // Takes ownership. Returns the stored segment.
+  Segment* add(std::unique_ptr<Segment> segment);
+  Segment* byId(uint32_t id) const { return id < all_.size() ? all_[id].get() : nullptr; }
+  // Live segments whose first op has this shape hash, longest first.
+  const std::vector<Segment*>* startingWith(uint64_t firstShapeHash) const;
+  size_t countStartingWith(uint64_t firstShapeHash) const;
+  Segment* findExpanded(const SequenceHash& h) const;
+  void disable(Segment* s);
+  size_t live() const { return live_; }
+  size_t nextId() const { return all_.size(); }
+  const std::vector<std::unique_ptr<Segment>>& all() const { return all_; }
+
+ private:
+  std::vector<std::unique_ptr<Segment>> all_;
+  std::unordered_map<uint64_t, std::vector<Segment*>> by_first_;
+  std::unordered_map<uint64_t, Segment*> by_expanded_;
+  size_t live_ = 0;
+};
+
+}  // namespace graft::core

@@ -1,0 +1,423 @@
+#include "graph/graph_executor.h"
+
+#include <fmt/format.h>
+
+#include "core/event_instances.h"
+#include "graph/op_codec.h"
+#include "hook/driver_api.h"
+#include "log/log.h"
+
+namespace graft::core {
+
+// An executable graph of one segment, and how to launch it.
+struct GraphHandle {
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  CUcontext ctx = nullptr;
+  std::vector<CUgraphNode> nodes;                   // per op; null for event ops
+  std::vector<CUDA_KERNEL_NODE_PARAMS> kernelBase;  // per op; meaningful for kernels
+  std::unordered_map<uint32_t, CUDA_MEMCPY3D> copyBase;
+  std::unordered_map<uint32_t, CUDA_MEMSET_NODE_PARAMS> setBase;
+  CUstream launchStream = nullptr;
+  std::vector<CUstream> otherStreams;  // touched streams other than launchStream
+  std::vector<CUevent> joinEvents;     // one per other stream
+  CUevent doneEvent = nullptr;
+  std::vector<uint32_t> externalWaits;  // ops waiting on events recorded before the segment
+  std::vector<uint32_t> records;        // program event records, re-recorded after the graph
+};
+
+}  // namespace graft::core
+
+namespace graft::graph {
+
+using core::GraphHandle;
+using core::OpDesc;
+using core::OpKind;
+using hook::ApiId;
+using hook::real;
+
+namespace {
+
+std::string errorName(CUresult r) {
+  const char* name = nullptr;
+  if (auto f = real<ApiId::k_cuGetErrorName_6000>()) f(r, &name);
+  return name ? fmt::format("{} ({})", name, int(r)) : fmt::format("CUresult {}", int(r));
+}
+
+// Makes `ctx` current for the scope if it is not already.
+class ContextScope {
+ public:
+  explicit ContextScope(CUcontext ctx) {
+    if (!ctx) return;
+    CUcontext current = nullptr;
+    real<ApiId::k_cuCtxGetCurrent_4000>()(&current);
+    if (current != ctx && real<ApiId::k_cuCtxPushCurrent_4000>()(ctx) == CUDA_SUCCESS) pushed_ = true;
+  }
+  ~ContextScope() {
+    if (pushed_) {
+      CUcontext popped = nullptr;
+      real<ApiId::k_cuCtxPopCurrent_4000>()(&popped);
+    }
+  }
+  ContextScope(const ContextScope&) = delete;
+  ContextScope& operator=(const ContextScope&) = delete;
+
+ private:
+  bool pushed_ = false;
+};
+
+CUstream asStream(core::StreamKey key) { return reinterpret_cast<CUstream>(key); }
+
+CUresult recordOn(CUevent e, CUstream s) { return real<ApiId::k_cuEventRecord_2000>()(e, s); }
+CUresult waitOn(CUstream s, CUevent e, unsigned flags = 0) {
+  return real<ApiId::k_cuStreamWaitEvent_3020>()(s, e, flags);
+}
+
+void destroyHandle(GraphHandle* g) {
+  if (g->exec) real<ApiId::k_cuGraphExecDestroy_10000>()(g->exec);
+  if (g->graph) real<ApiId::k_cuGraphDestroy_10000>()(g->graph);
+  for (CUevent e : g->joinEvents) real<ApiId::k_cuEventDestroy_4000>()(e);
+  if (g->doneEvent) real<ApiId::k_cuEventDestroy_4000>()(g->doneEvent);
+  delete g;
+}
+
+}  // namespace
+
+GraphExecutor::~GraphExecutor() = default;  // driver objects are left to process teardown
+
+CUstream GraphExecutor::captureStream(ContextPool& pool, size_t index, CUresult* status) {
+  while (pool.streams.size() <= index) {
+    CUstream s = nullptr;
+    *status = real<ApiId::k_cuStreamCreate_2000>()(&s, CU_STREAM_NON_BLOCKING);
+    if (*status != CUDA_SUCCESS) return nullptr;
+    pool.streams.push_back(s);
+  }
+  return pool.streams[index];
+}
+
+CUevent GraphExecutor::captureEvent(ContextPool& pool, size_t index, CUresult* status) {
+  while (pool.events.size() <= index) {
+    CUevent e = nullptr;
+    *status = real<ApiId::k_cuEventCreate_2000>()(&e, CU_EVENT_DISABLE_TIMING);
+    if (*status != CUDA_SUCCESS) return nullptr;
+    pool.events.push_back(e);
+  }
+  return pool.events[index];
+}
+
+void GraphExecutor::dropPool(CUcontext ctx) {
+  auto it = pools_.find(ctx);
+  if (it == pools_.end()) return;
+  for (CUstream s : it->second.streams) real<ApiId::k_cuStreamDestroy_4000>()(s);
+  for (CUevent e : it->second.events) real<ApiId::k_cuEventDestroy_4000>()(e);
+  pools_.erase(it);
+}
+
+bool GraphExecutor::isBlocking(core::StreamKey key) {
+  if (key == core::kLegacyStream) return false;  // the legacy stream itself
+  auto it = blocking_.find(key);
+  if (it != blocking_.end()) return it->second;
+  unsigned flags = 0;
+  const bool blocking =
+      real<ApiId::k_cuStreamGetFlags_5050>()(asStream(key), &flags) == CUDA_SUCCESS &&
+      !(flags & CU_STREAM_NON_BLOCKING);
+  blocking_.emplace(key, blocking);
+  return blocking;
+}
+
+int GraphExecutor::issue(const OpDesc& op) {
+  ContextScope scope(contextOf(op));
+  return int(issueOp(op, asStream(op.stream), kernels_, params_));
+}
+
+core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::string* why) {
+  const auto& ops = req.ops;
+  CUcontext ctx = nullptr;
+  for (const OpDesc& op : ops) {
+    CUcontext c = contextOf(op);
+    if (!c) continue;
+    if (ctx && c != ctx) {
+      *why = "the ops span several contexts";
+      return nullptr;
+    }
+    ctx = c;
+  }
+  ContextScope scope(ctx);
+  ContextPool& pool = pools_[ctx];
+
+  auto g = std::make_unique<GraphHandle>();
+  g->ctx = ctx;
+  g->nodes.assign(ops.size(), nullptr);
+  g->kernelBase.resize(ops.size());
+
+  // Program streams in order of first use; capture stream i stands for stream i.
+  std::vector<core::StreamKey> streams;
+  auto streamIndex = [&streams](core::StreamKey key) {
+    for (size_t i = 0; i < streams.size(); ++i)
+      if (streams[i] == key) return i;
+    streams.push_back(key);
+    return streams.size() - 1;
+  };
+  bool hasLegacy = false;
+  for (const OpDesc& op : ops) hasLegacy |= op.stream == core::kLegacyStream;
+
+  CUresult r = CUDA_SUCCESS;
+  std::string failure;
+  size_t eventsUsed = 0;
+  std::vector<CUevent> instanceEvents;
+  // Implicit ordering of the legacy stream against blocking streams.
+  std::vector<uint64_t> opsOn, opsOnAtLegacyJoin, legacyOpsAtJoin;
+  uint64_t legacyOps = 0;
+
+  CUstream origin = captureStream(pool, 0, &r);
+  CUevent fork = origin ? captureEvent(pool, eventsUsed++, &r) : nullptr;
+  bool capturing = false;
+  auto fail = [&](std::string what) {
+    if (failure.empty()) failure = what + ": " + errorName(r);
+    return false;
+  };
+  auto run = [&]() -> bool {
+    if (!origin || !fork) return fail("creating capture streams and events");
+    r = real<ApiId::k_cuStreamBeginCapture_10010>()(origin, CU_STREAM_CAPTURE_MODE_RELAXED);
+    if (r != CUDA_SUCCESS) return fail("cuStreamBeginCapture");
+    capturing = true;
+    if ((r = recordOn(fork, origin)) != CUDA_SUCCESS) return fail("recording the fork event");
+    streamIndex(ops[0].stream);
+    opsOn.assign(1, 0);
+    opsOnAtLegacyJoin.assign(1, 0);
+    legacyOpsAtJoin.assign(1, 0);
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const OpDesc& op = ops[i];
+      const size_t before = streams.size();
+      const size_t si = streamIndex(op.stream);
+      CUstream cs = captureStream(pool, si, &r);
+      if (!cs) return fail("creating a capture stream");
+      if (si >= before) {  // first op on this stream: fork it from the origin
+        opsOn.push_back(0);
+        opsOnAtLegacyJoin.push_back(0);
+        legacyOpsAtJoin.push_back(0);
+        if ((r = waitOn(cs, fork)) != CUDA_SUCCESS) return fail("forking a capture stream");
+      }
+      if (hasLegacy) {
+        auto join = [&](size_t from, size_t to) -> bool {
+          CUevent e = captureEvent(pool, eventsUsed++, &r);
+          if (!e) return false;
+          CUstream fromStream = captureStream(pool, from, &r);
+          return recordOn(e, fromStream) == CUDA_SUCCESS &&
+                 (r = waitOn(captureStream(pool, to, &r), e)) == CUDA_SUCCESS;
+        };
+        if (op.stream == core::kLegacyStream) {
+          // A legacy-stream op waits for all work already on blocking streams.
+          for (size_t j = 0; j < streams.size(); ++j) {
+            if (j == si || !isBlocking(streams[j]) || opsOn[j] == opsOnAtLegacyJoin[j]) continue;
+            if (!join(j, si)) return fail("ordering the legacy stream");
+            opsOnAtLegacyJoin[j] = opsOn[j];
+          }
+          ++legacyOps;
+        } else if (isBlocking(op.stream) && legacyOps != legacyOpsAtJoin[si]) {
+          // ... and work on a blocking stream waits for the legacy stream.
+          const size_t li = streamIndex(core::kLegacyStream);
+          if (!join(li, si)) return fail("ordering against the legacy stream");
+          legacyOpsAtJoin[si] = legacyOps;
+        }
+      }
+      switch (op.kind) {
+        case OpKind::Kernel:
+        case OpKind::Memcpy:
+        case OpKind::Memset: {
+          if ((r = issueOp(op, cs, kernels_, params_)) != CUDA_SUCCESS)
+            return fail("re-issuing " + describeOp(op, kernels_) + " into capture");
+          CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+          const CUgraphNode* deps = nullptr;
+          size_t numDeps = 0;
+          r = real<ApiId::k_cuStreamGetCaptureInfo_12030>()(cs, &status, nullptr, nullptr, &deps,
+                                                            nullptr, &numDeps);
+          if (r != CUDA_SUCCESS) return fail("cuStreamGetCaptureInfo");
+          if (status != CU_STREAM_CAPTURE_STATUS_ACTIVE || numDeps != 1 || !deps) {
+            r = CUDA_ERROR_UNKNOWN;
+            return fail("finding the node just captured");
+          }
+          g->nodes[i] = deps[0];
+          ++opsOn[si];
+          break;
+        }
+        case OpKind::EventRecord: {
+          CUevent e = captureEvent(pool, eventsUsed++, &r);
+          if (!e || (r = recordOn(e, cs)) != CUDA_SUCCESS) return fail("recording an event");
+          instanceEvents.push_back(e);
+          g->records.push_back(uint32_t(i));
+          break;
+        }
+        case OpKind::EventWait: {
+          const int32_t instance = req.waitInstance[i];
+          if (instance == core::EventInstances::kExternal) {
+            g->externalWaits.push_back(uint32_t(i));
+          } else if (instance >= 0 && size_t(instance) < instanceEvents.size()) {
+            if ((r = waitOn(cs, instanceEvents[instance], eventShapeOf(op).flags)) != CUDA_SUCCESS)
+              return fail("waiting on an event");
+          } else {
+            r = CUDA_ERROR_INVALID_VALUE;
+            return fail("bad event structure");
+          }
+          break;
+        }
+        case OpKind::Boundary:
+          r = CUDA_ERROR_INVALID_VALUE;
+          return fail("a boundary op inside a segment");
+      }
+    }
+    for (size_t si = 1; si < streams.size(); ++si) {
+      CUevent e = captureEvent(pool, eventsUsed++, &r);
+      if (!e || (r = recordOn(e, captureStream(pool, si, &r))) != CUDA_SUCCESS ||
+          (r = waitOn(origin, e)) != CUDA_SUCCESS)
+        return fail("joining capture streams");
+    }
+    capturing = false;
+    r = real<ApiId::k_cuStreamEndCapture_10000>()(origin, &g->graph);
+    if (r != CUDA_SUCCESS) return fail("cuStreamEndCapture");
+    r = real<ApiId::k_cuGraphInstantiateWithFlags_11040>()(&g->exec, g->graph, 0);
+    if (r != CUDA_SUCCESS) return fail("cuGraphInstantiateWithFlags");
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (!g->nodes[i]) continue;
+      if (ops[i].kind == OpKind::Kernel) {
+        r = real<ApiId::k_cuGraphKernelNodeGetParams_12000>()(g->nodes[i], &g->kernelBase[i]);
+        if (r != CUDA_SUCCESS) return fail("cuGraphKernelNodeGetParams");
+      } else if (ops[i].kind == OpKind::Memcpy) {
+        CUDA_MEMCPY3D p{};
+        r = real<ApiId::k_cuGraphMemcpyNodeGetParams_10000>()(g->nodes[i], &p);
+        if (r != CUDA_SUCCESS) return fail("cuGraphMemcpyNodeGetParams");
+        g->copyBase.emplace(uint32_t(i), p);
+      } else if (ops[i].kind == OpKind::Memset) {
+        CUDA_MEMSET_NODE_PARAMS p{};
+        r = real<ApiId::k_cuGraphMemsetNodeGetParams_10000>()(g->nodes[i], &p);
+        if (r != CUDA_SUCCESS) return fail("cuGraphMemsetNodeGetParams");
+        g->setBase.emplace(uint32_t(i), p);
+      }
+    }
+    // Launch plan (DESIGN.md §2.5): on the legacy stream if the segment uses
+    // it (its implicit synchronization is then never looser than eager), else
+    // on the stream of the first op.
+    g->launchStream = asStream(hasLegacy ? core::kLegacyStream : streams[0]);
+    for (core::StreamKey s : streams) {
+      if (asStream(s) == g->launchStream) continue;
+      CUevent e = nullptr;
+      if ((r = real<ApiId::k_cuEventCreate_2000>()(&e, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS)
+        return fail("creating launch events");
+      g->otherStreams.push_back(asStream(s));
+      g->joinEvents.push_back(e);
+    }
+    if ((r = real<ApiId::k_cuEventCreate_2000>()(&g->doneEvent, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS)
+      return fail("creating launch events");
+    return true;
+  };
+
+  if (!run()) {
+    if (capturing) {
+      CUgraph partial = nullptr;
+      real<ApiId::k_cuStreamEndCapture_10000>()(origin, &partial);
+      if (partial) real<ApiId::k_cuGraphDestroy_10000>()(partial);
+    }
+    dropPool(ctx);  // capture streams may be left in an unknown state
+    destroyHandle(g.release());
+    *why = failure;
+    return nullptr;
+  }
+  return g.release();
+}
+
+int GraphExecutor::launch(GraphHandle* g, std::span<const OpDesc> ops,
+                          std::span<const uint32_t> patch, std::string* why) {
+  ContextScope scope(g->ctx);
+  CUresult r = CUDA_SUCCESS;
+  for (uint32_t k : patch) {
+    const OpDesc& op = ops[k];
+    switch (op.kind) {
+      case OpKind::Kernel: {
+        CUDA_KERNEL_NODE_PARAMS p = g->kernelBase[k];
+        void* extra[5];
+        size_t extraSize = 0;
+        if (!kernelParamsOf(op, kernels_, params_, extra, &extraSize)) {
+          r = CUDA_ERROR_INVALID_VALUE;
+          break;
+        }
+        const bool buffer = kernelShapeOf(op).paramMode == kParamsBuffer;
+        p.kernelParams = buffer ? nullptr : params_.data();
+        p.extra = buffer ? extra : nullptr;
+        r = real<ApiId::k_cuGraphExecKernelNodeSetParams_12000>()(g->exec, g->nodes[k], &p);
+        break;
+      }
+      case OpKind::Memcpy: {
+        CUDA_MEMCPY3D p = g->copyBase.at(k);
+        const CopyValue v = copyValueOf(op);
+        if (p.srcMemoryType == CU_MEMORYTYPE_HOST) p.srcHost = reinterpret_cast<const void*>(v.src);
+        else p.srcDevice = v.src;
+        if (p.dstMemoryType == CU_MEMORYTYPE_HOST) p.dstHost = reinterpret_cast<void*>(v.dst);
+        else p.dstDevice = v.dst;
+        r = real<ApiId::k_cuGraphExecMemcpyNodeSetParams_10020>()(g->exec, g->nodes[k], &p, g->ctx);
+        break;
+      }
+      case OpKind::Memset: {
+        CUDA_MEMSET_NODE_PARAMS p = g->setBase.at(k);
+        const SetValue v = setValueOf(op);
+        p.dst = v.dst;
+        p.value = v.value;
+        r = real<ApiId::k_cuGraphExecMemsetNodeSetParams_10020>()(g->exec, g->nodes[k], &p, g->ctx);
+        break;
+      }
+      default: break;
+    }
+    if (r != CUDA_SUCCESS) {
+      *why = fmt::format("updating the graph node of op {} ({}) failed: {}", k,
+                         describeOp(op, kernels_), errorName(r));
+      return int(r);
+    }
+  }
+  const CUstream L = g->launchStream;
+  for (size_t i = 0; i < g->otherStreams.size(); ++i) {
+    if ((r = recordOn(g->joinEvents[i], g->otherStreams[i])) != CUDA_SUCCESS ||
+        (r = waitOn(L, g->joinEvents[i])) != CUDA_SUCCESS) {
+      *why = "joining streams before the graph failed: " + errorName(r);
+      return int(r);
+    }
+  }
+  for (uint32_t k : g->externalWaits) {
+    const OpDesc& op = ops[k];
+    if ((r = waitOn(L, reinterpret_cast<CUevent>(op.event), eventShapeOf(op).flags)) != CUDA_SUCCESS) {
+      *why = "waiting on the program's event before the graph failed: " + errorName(r);
+      return int(r);
+    }
+  }
+  if ((r = real<ApiId::k_cuGraphLaunch_10000>()(g->exec, L)) != CUDA_SUCCESS) {
+    *why = "cuGraphLaunch failed: " + errorName(r);
+    return int(r);
+  }
+  // After the graph: every touched stream waits for it, and the program's
+  // events recorded inside the segment are recorded again.
+  bool ok = (r = recordOn(g->doneEvent, L)) == CUDA_SUCCESS;
+  for (size_t i = 0; ok && i < g->otherStreams.size(); ++i)
+    ok = (r = waitOn(g->otherStreams[i], g->doneEvent)) == CUDA_SUCCESS;
+  for (size_t n = 0; ok && n < g->records.size(); ++n) {
+    const OpDesc& op = ops[g->records[n]];
+    ok = (r = issueOp(op, asStream(op.stream), kernels_, params_)) == CUDA_SUCCESS;
+  }
+  if (!ok) {
+    // The graph is enqueued; stay never-looser-than-eager by waiting for it.
+    GRAFT_WARN("stream bookkeeping after a graph launch failed ({}); synchronizing", errorName(r));
+    real<ApiId::k_cuStreamSynchronize_2000>()(L);
+  }
+  return 0;
+}
+
+void GraphExecutor::destroy(GraphHandle* g) {
+  if (!g) return;
+  ContextScope scope(g->ctx);
+  destroyHandle(g);
+}
+
+std::string GraphExecutor::describe(const OpDesc& op) { return describeOp(op, kernels_); }
+
+std::string GraphExecutor::describeDifference(const OpDesc& e, const OpDesc& a) {
+  return graph::describeDifference(e, a, kernels_);
+}
+
+}  // namespace graft::graph

@@ -1,0 +1,59 @@
+// GraphExecutor: the core::Executor on the real (or simulated) driver.
+//
+// build(): re-issues a segment's recorded ops into graft's own capture streams
+// (one per program stream, non-blocking, forked and joined with graft's own
+// events, never a program stream), instantiates the graph and remembers, per
+// op, the node it became (cuStreamGetCaptureInfo right after the op).
+// launch(): patches differing nodes, then launches on the segment's launch
+// stream with the stream and event bookkeeping of DESIGN.md §2.5.
+//
+// Threading: used under the engine lock only. Calls the driver through the
+// real pointers (never through graft's wrappers). build() allocates; issue()
+// and launch() do not in steady state.
+#pragma once
+
+#include <cuda.h>
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/executor.h"
+#include "graph/kernel_registry.h"
+
+namespace graft::graph {
+
+class GraphExecutor final : public core::Executor {
+ public:
+  explicit GraphExecutor(KernelRegistry& kernels) : kernels_(kernels) {}
+  ~GraphExecutor() override;
+
+  int issue(const core::OpDesc& op) override;
+  core::GraphHandle* build(const core::BuildRequest& request, std::string* whyNot) override;
+  int launch(core::GraphHandle* graph, std::span<const core::OpDesc> ops,
+             std::span<const uint32_t> patch, std::string* whyNot) override;
+  void destroy(core::GraphHandle* graph) override;
+  std::string describe(const core::OpDesc& op) override;
+  std::string describeDifference(const core::OpDesc& expected, const core::OpDesc& actual) override;
+
+  // A program stream was destroyed: forget what was cached about it.
+  void forgetStream(CUstream stream) { blocking_.erase(reinterpret_cast<uint64_t>(stream)); }
+
+ private:
+  struct ContextPool {
+    std::vector<CUstream> streams;
+    std::vector<CUevent> events;
+  };
+  CUstream captureStream(ContextPool& pool, size_t index, CUresult* status);
+  CUevent captureEvent(ContextPool& pool, size_t index, CUresult* status);
+  void dropPool(CUcontext ctx);
+  bool isBlocking(core::StreamKey stream);
+
+  KernelRegistry& kernels_;
+  std::unordered_map<CUcontext, ContextPool> pools_;
+  std::unordered_map<uint64_t, bool> blocking_;
+  std::vector<void*> params_;
+};
+
+}  // namespace graft::graph

@@ -1,0 +1,103 @@
+#include "graph/kernel_registry.h"
+
+#include <algorithm>
+
+#include "hook/driver_api.h"
+#include "log/log.h"
+
+namespace graft::graph {
+
+using hook::ApiId;
+using hook::real;
+
+void KernelRegistry::setEagerPrefixes(const std::string& list) {
+  eager_prefixes_.clear();
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t end = list.find(',', start);
+    if (end == std::string::npos) end = list.size();
+    std::string item = list.substr(start, end - start);
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (!item.empty()) eager_prefixes_.push_back(item);
+    start = end + 1;
+  }
+}
+
+KernelInfo* KernelRegistry::resolve(CUfunction f) {
+  auto info = std::make_unique<KernelInfo>();
+  info->handle = reinterpret_cast<uint64_t>(f);
+
+  const char* name = nullptr;
+  auto kernelName = real<ApiId::k_cuKernelGetName_12030>();
+  auto funcName = real<ApiId::k_cuFuncGetName_12030>();
+  if (!(kernelName && kernelName(&name, reinterpret_cast<CUkernel>(f)) == CUDA_SUCCESS && name)) {
+    name = nullptr;
+    if (!(funcName && funcName(&name, f) == CUDA_SUCCESS && name)) name = nullptr;
+  }
+  info->name = name ? name : "kernel@" + std::to_string(info->handle);
+
+  // Parameter layout: try the library-kernel family, then the function family.
+  auto kernelParam = real<ApiId::k_cuKernelGetParamInfo_12040>();
+  auto funcParam = real<ApiId::k_cuFuncGetParamInfo_12040>();
+  for (int family = 0; family < 2 && !info->layoutKnown; ++family) {
+    info->offsets.clear();
+    info->sizes.clear();
+    bool ok = false;
+    for (size_t index = 0; index < 4096; ++index) {
+      size_t offset = 0, size = 0;
+      CUresult r = CUDA_ERROR_NOT_SUPPORTED;
+      if (family == 0 && kernelParam)
+        r = kernelParam(reinterpret_cast<CUkernel>(f), index, &offset, &size);
+      if (family == 1 && funcParam) r = funcParam(f, index, &offset, &size);
+      if (r == CUDA_SUCCESS) {
+        info->offsets.push_back(uint32_t(offset));
+        info->sizes.push_back(uint32_t(size));
+        ok = true;
+        continue;
+      }
+      // Past the last parameter the driver answers CUDA_ERROR_INVALID_VALUE;
+      // a handle of the other family answers CUDA_ERROR_INVALID_HANDLE.
+      ok = index > 0 ? r == CUDA_ERROR_INVALID_VALUE : r == CUDA_ERROR_INVALID_VALUE;
+      break;
+    }
+    if (ok) {
+      info->layoutKnown = true;
+      uint32_t end = 0;
+      for (size_t i = 0; i < info->sizes.size(); ++i)
+        end = std::max(end, info->offsets[i] + info->sizes[i]);
+      info->paramBytes = end;
+    }
+  }
+  if (!info->layoutKnown) {
+    info->offsets.clear();
+    info->sizes.clear();
+    info->eager = core::EagerCause::UnknownParams;
+    GRAFT_INFO("kernel {}: parameter sizes unknown (cuKernelGetParamInfo and cuFuncGetParamInfo "
+               "both failed); it runs eagerly in sequence",
+               info->name);
+  }
+  for (const auto& prefix : eager_prefixes_) {
+    if (info->name.compare(0, prefix.size(), prefix) == 0) {
+      info->eager = core::EagerCause::EagerKernel;
+      GRAFT_DEBUG("kernel {}: matches GRAFT_EAGER_KERNELS prefix '{}'; it runs eagerly", info->name,
+                  prefix);
+      break;
+    }
+  }
+  KernelInfo* raw = info.get();
+  kernels_.emplace(raw->handle, std::move(info));
+  return raw;
+}
+
+std::vector<const KernelInfo*> KernelRegistry::byLaunches() const {
+  std::vector<const KernelInfo*> v;
+  v.reserve(kernels_.size());
+  for (const auto& [h, k] : kernels_) v.push_back(k.get());
+  std::sort(v.begin(), v.end(), [](const KernelInfo* a, const KernelInfo* b) {
+    return a->launches != b->launches ? a->launches > b->launches : a->name < b->name;
+  });
+  return v;
+}
+
+}  // namespace graft::graph

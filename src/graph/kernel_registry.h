@@ -1,0 +1,63 @@
+// KernelRegistry: what graft knows about each kernel handle it has seen
+// launched (name, parameter layout, whether it must run eagerly), resolved
+// once per handle through the real driver.
+//
+// Library kernels (CUkernel) answer cuKernelGetParamInfo/cuKernelGetName and
+// fail cuFunc*; true CUfunctions the other way round (DESIGN.md §1), so both
+// families are tried.
+//
+// Threading: not thread-safe; used under the engine lock. Allocates and calls
+// the driver only the first time a handle is seen.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/op.h"
+
+namespace graft::graph {
+
+struct KernelInfo {
+  uint64_t handle = 0;
+  std::string name;
+  bool layoutKnown = false;
+  uint32_t paramBytes = 0;
+  std::vector<uint32_t> offsets;
+  std::vector<uint32_t> sizes;
+  core::EagerCause eager = core::EagerCause::None;  // UnknownParams or EagerKernel
+  uint64_t launches = 0;
+};
+
+class KernelRegistry {
+ public:
+  // Comma-separated kernel-name prefixes that always run eagerly (GRAFT_EAGER_KERNELS).
+  void setEagerPrefixes(const std::string& commaSeparated);
+
+  KernelInfo& get(CUfunction f) {
+    const uint64_t h = reinterpret_cast<uint64_t>(f);
+    if (last_ && last_->handle == h) return *last_;
+    auto it = kernels_.find(h);
+    last_ = it != kernels_.end() ? it->second.get() : resolve(f);
+    return *last_;
+  }
+  const KernelInfo* find(uint64_t handle) const {
+    auto it = kernels_.find(handle);
+    return it == kernels_.end() ? nullptr : it->second.get();
+  }
+  // Most launched first.
+  std::vector<const KernelInfo*> byLaunches() const;
+
+ private:
+  KernelInfo* resolve(CUfunction f);
+
+  std::unordered_map<uint64_t, std::unique_ptr<KernelInfo>> kernels_;
+  KernelInfo* last_ = nullptr;
+  std::vector<std::string> eager_prefixes_;
+};
+
+}  // namespace graft::graph

@@ -1,0 +1,370 @@
+#include "graph/op_codec.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "core/hash.h"
+
+namespace graft::graph {
+
+using core::OpDesc;
+using core::OpKind;
+using hook::ApiId;
+using hook::real;
+
+namespace {
+
+constexpr size_t kMaxParamBytes = 64 * 1024;
+
+// Copies the fields that matter for `in.id` into a zeroed attribute, so equal
+// attributes compare equal byte for byte. False for attributes graft cannot
+// re-issue faithfully (they carry events or device-side node handles).
+bool normalizeAttr(const CUlaunchAttribute& in, CUlaunchAttribute* out) {
+  std::memset(out, 0, sizeof(*out));
+  out->id = in.id;
+  const CUlaunchAttributeValue& v = in.value;
+  CUlaunchAttributeValue& o = out->value;
+  switch (in.id) {
+    case CU_LAUNCH_ATTRIBUTE_IGNORE: return true;
+    case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW: o.accessPolicyWindow = v.accessPolicyWindow; return true;
+    case CU_LAUNCH_ATTRIBUTE_COOPERATIVE: o.cooperative = v.cooperative; return true;
+    case CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY: o.syncPolicy = v.syncPolicy; return true;
+    case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION: o.clusterDim = v.clusterDim; return true;
+    case CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
+      o.clusterSchedulingPolicyPreference = v.clusterSchedulingPolicyPreference;
+      return true;
+    case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
+      o.programmaticStreamSerializationAllowed = v.programmaticStreamSerializationAllowed;
+      return true;
+    case CU_LAUNCH_ATTRIBUTE_PRIORITY: o.priority = v.priority; return true;
+    case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP: o.memSyncDomainMap = v.memSyncDomainMap; return true;
+    case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN: o.memSyncDomain = v.memSyncDomain; return true;
+    case CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION: o.preferredClusterDim = v.preferredClusterDim; return true;
+    case CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT: o.sharedMemCarveout = v.sharedMemCarveout; return true;
+    case CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING:
+      o.nvlinkUtilCentricScheduling = v.nvlinkUtilCentricScheduling;
+      return true;
+    default: return false;  // programmatic/launch-completion events, device-updatable nodes, unknown
+  }
+}
+
+template <typename T>
+T readAs(core::Bytes b, size_t offset = 0) {
+  T t{};
+  if (b.size >= offset + sizeof(T)) std::memcpy(&t, b.data + offset, sizeof(T));
+  return t;
+}
+
+}  // namespace
+
+OpEncoder::OpEncoder() {
+  shape_.resize(sizeof(KernelShape) + kMaxLaunchAttrs * sizeof(CUlaunchAttribute));
+  value_.resize(kMaxParamBytes);
+}
+
+const OpDesc& OpEncoder::finish(OpKind kind, ApiId api, core::StreamKey stream, uint64_t event,
+                                size_t shapeSize, size_t valueSize) {
+  op_.kind = kind;
+  op_.cause = core::EagerCause::None;
+  op_.api = uint16_t(api);
+  op_.stream = stream;
+  op_.event = event;
+  op_.shape = {shape_.data(), uint32_t(shapeSize)};
+  op_.value = {value_.data(), uint32_t(valueSize)};
+  uint64_t h = core::hashBytes(shape_.data(), shapeSize);
+  h = core::hashCombine(h, (uint64_t(kind) << 16) | uint64_t(api));
+  op_.shapeHash = core::hashCombine(h, stream);
+  return op_;
+}
+
+const OpDesc& OpEncoder::boundary(ApiId api, core::StreamKey stream, core::EagerCause cause) {
+  finish(OpKind::Boundary, api, stream, 0, 0, 0);
+  op_.cause = cause;
+  return op_;
+}
+
+const OpDesc& OpEncoder::kernel(ApiId api, core::StreamKey stream, CUcontext ctx, KernelInfo& info,
+                                const LaunchArgs& a) {
+  ++info.launches;
+  if (info.eager != core::EagerCause::None) return boundary(api, stream, info.eager);
+  if (a.numAttrs > kMaxLaunchAttrs) return boundary(api, stream, core::EagerCause::UnsupportedLaunch);
+
+  KernelShape ks;
+  std::memset(&ks, 0, sizeof(ks));
+  ks.func = reinterpret_cast<uint64_t>(a.func);
+  ks.ctx = reinterpret_cast<uint64_t>(ctx);
+  for (int d = 0; d < 3; ++d) {
+    ks.grid[d] = a.grid[d];
+    ks.block[d] = a.block[d];
+  }
+  ks.sharedMem = a.sharedMem;
+  ks.numAttrs = uint8_t(a.numAttrs);
+  auto* attrs = reinterpret_cast<CUlaunchAttribute*>(shape_.data() + sizeof(KernelShape));
+  for (unsigned i = 0; i < a.numAttrs; ++i) {
+    if (!normalizeAttr(a.attrs[i], &attrs[i]))
+      return boundary(api, stream, core::EagerCause::UnsupportedLaunch);
+  }
+
+  // Parameters: the `extra` buffer form, or one pointer per parameter.
+  const void* buffer = nullptr;
+  size_t bufferSize = 0;
+  bool extraOk = true;
+  if (a.extra) {
+    for (void** e = a.extra; *e != CU_LAUNCH_PARAM_END; e += 2) {
+      if (e[0] == CU_LAUNCH_PARAM_BUFFER_POINTER) buffer = e[1];
+      else if (e[0] == CU_LAUNCH_PARAM_BUFFER_SIZE) bufferSize = *static_cast<size_t*>(e[1]);
+      else extraOk = false;
+    }
+  }
+  size_t valueSize = 0;
+  if (a.kernelParams || !a.extra) {
+    if (a.kernelParams && !info.layoutKnown)
+      return boundary(api, stream, core::EagerCause::UnknownParams);
+    ks.paramMode = kParamsArray;
+    valueSize = a.kernelParams ? info.paramBytes : 0;
+    if (valueSize > value_.size()) return boundary(api, stream, core::EagerCause::UnsupportedLaunch);
+    if (valueSize) {
+      std::memset(value_.data(), 0, valueSize);
+      for (size_t i = 0; i < info.sizes.size(); ++i)
+        std::memcpy(value_.data() + info.offsets[i], a.kernelParams[i], info.sizes[i]);
+    }
+  } else {
+    if (!extraOk || !buffer || bufferSize > value_.size())
+      return boundary(api, stream, core::EagerCause::UnsupportedLaunch);
+    ks.paramMode = kParamsBuffer;
+    valueSize = bufferSize;
+    std::memcpy(value_.data(), buffer, bufferSize);
+  }
+  ks.paramBytes = uint32_t(valueSize);
+  std::memcpy(shape_.data(), &ks, sizeof(ks));
+  return finish(OpKind::Kernel, api, stream, 0, sizeof(ks) + a.numAttrs * sizeof(CUlaunchAttribute),
+                valueSize);
+}
+
+const OpDesc& OpEncoder::memcpy(ApiId api, core::StreamKey stream, CUcontext ctx, CUdeviceptr dst,
+                                CUdeviceptr src, size_t bytes) {
+  const CopyShape s{reinterpret_cast<uint64_t>(ctx), bytes};
+  const CopyValue v{dst, src};
+  std::memcpy(shape_.data(), &s, sizeof(s));
+  std::memcpy(value_.data(), &v, sizeof(v));
+  return finish(OpKind::Memcpy, api, stream, 0, sizeof(s), sizeof(v));
+}
+
+const OpDesc& OpEncoder::memset(ApiId api, core::StreamKey stream, CUcontext ctx, CUdeviceptr dst,
+                                size_t pitch, unsigned value, unsigned elementSize, size_t width,
+                                size_t height) {
+  const SetShape s{reinterpret_cast<uint64_t>(ctx), width, height, pitch, elementSize, 0};
+  const SetValue v{dst, value, 0};
+  std::memcpy(shape_.data(), &s, sizeof(s));
+  std::memcpy(value_.data(), &v, sizeof(v));
+  return finish(OpKind::Memset, api, stream, 0, sizeof(s), sizeof(v));
+}
+
+const OpDesc& OpEncoder::eventRecord(ApiId api, core::StreamKey stream, CUevent event,
+                                     unsigned flags) {
+  const EventShape s{flags, 0};
+  std::memcpy(shape_.data(), &s, sizeof(s));
+  return finish(OpKind::EventRecord, api, stream, reinterpret_cast<uint64_t>(event), sizeof(s), 0);
+}
+
+const OpDesc& OpEncoder::eventWait(ApiId api, core::StreamKey stream, CUevent event, unsigned flags) {
+  const EventShape s{flags, 0};
+  std::memcpy(shape_.data(), &s, sizeof(s));
+  return finish(OpKind::EventWait, api, stream, reinterpret_cast<uint64_t>(event), sizeof(s), 0);
+}
+
+// ---------------------------------------------------------------------------
+
+const KernelShape& kernelShapeOf(const OpDesc& op) {
+  return *reinterpret_cast<const KernelShape*>(op.shape.data);
+}
+std::span<const CUlaunchAttribute> kernelAttrsOf(const OpDesc& op) {
+  const KernelShape& ks = kernelShapeOf(op);
+  return {reinterpret_cast<const CUlaunchAttribute*>(op.shape.data + sizeof(KernelShape)),
+          ks.numAttrs};
+}
+CopyShape copyShapeOf(const OpDesc& op) { return readAs<CopyShape>(op.shape); }
+CopyValue copyValueOf(const OpDesc& op) { return readAs<CopyValue>(op.value); }
+SetShape setShapeOf(const OpDesc& op) { return readAs<SetShape>(op.shape); }
+SetValue setValueOf(const OpDesc& op) { return readAs<SetValue>(op.value); }
+EventShape eventShapeOf(const OpDesc& op) { return readAs<EventShape>(op.shape); }
+
+CUcontext contextOf(const OpDesc& op) {
+  switch (op.kind) {
+    case OpKind::Kernel: return reinterpret_cast<CUcontext>(kernelShapeOf(op).ctx);
+    case OpKind::Memcpy: return reinterpret_cast<CUcontext>(copyShapeOf(op).ctx);
+    case OpKind::Memset: return reinterpret_cast<CUcontext>(setShapeOf(op).ctx);
+    default: return nullptr;
+  }
+}
+
+bool kernelParamsOf(const OpDesc& op, const KernelRegistry& kernels, std::vector<void*>& pointers,
+                    void** extra, size_t* extraSize) {
+  const KernelShape& ks = kernelShapeOf(op);
+  auto* data = const_cast<uint8_t*>(op.value.data);
+  if (ks.paramMode == kParamsBuffer) {
+    *extraSize = op.value.size;
+    extra[0] = CU_LAUNCH_PARAM_BUFFER_POINTER;
+    extra[1] = data;
+    extra[2] = CU_LAUNCH_PARAM_BUFFER_SIZE;
+    extra[3] = extraSize;
+    extra[4] = CU_LAUNCH_PARAM_END;
+    pointers.clear();
+    return true;
+  }
+  const KernelInfo* info = kernels.find(ks.func);
+  if (!info || !info->layoutKnown) return false;
+  pointers.resize(info->offsets.size());
+  for (size_t i = 0; i < info->offsets.size(); ++i) pointers[i] = data + info->offsets[i];
+  return true;
+}
+
+CUresult issueOp(const OpDesc& op, CUstream stream, const KernelRegistry& kernels,
+                 std::vector<void*>& paramPointers) {
+  const ApiId api = ApiId(op.api);
+  switch (op.kind) {
+    case OpKind::Kernel: {
+      const KernelShape& ks = kernelShapeOf(op);
+      void* extra[5];
+      size_t extraSize = 0;
+      if (!kernelParamsOf(op, kernels, paramPointers, extra, &extraSize))
+        return CUDA_ERROR_INVALID_VALUE;
+      void** params = ks.paramMode == kParamsArray ? paramPointers.data() : nullptr;
+      void** ex = ks.paramMode == kParamsBuffer ? extra : nullptr;
+      auto f = reinterpret_cast<CUfunction>(ks.func);
+      if (api == ApiId::k_cuLaunchKernel_4000) {
+        return real<ApiId::k_cuLaunchKernel_4000>()(f, ks.grid[0], ks.grid[1], ks.grid[2],
+                                                    ks.block[0], ks.block[1], ks.block[2],
+                                                    ks.sharedMem, stream, params, ex);
+      }
+      if (api == ApiId::k_cuLaunchCooperativeKernel_9000) {
+        return real<ApiId::k_cuLaunchCooperativeKernel_9000>()(
+            f, ks.grid[0], ks.grid[1], ks.grid[2], ks.block[0], ks.block[1], ks.block[2],
+            ks.sharedMem, stream, params);
+      }
+      auto attrs = kernelAttrsOf(op);
+      CUlaunchAttribute copy[kMaxLaunchAttrs];
+      std::memcpy(copy, attrs.data(), attrs.size_bytes());
+      CUlaunchConfig cfg{};
+      cfg.gridDimX = ks.grid[0];
+      cfg.gridDimY = ks.grid[1];
+      cfg.gridDimZ = ks.grid[2];
+      cfg.blockDimX = ks.block[0];
+      cfg.blockDimY = ks.block[1];
+      cfg.blockDimZ = ks.block[2];
+      cfg.sharedMemBytes = ks.sharedMem;
+      cfg.hStream = stream;
+      cfg.attrs = attrs.empty() ? nullptr : copy;
+      cfg.numAttrs = unsigned(attrs.size());
+      return real<ApiId::k_cuLaunchKernelEx_11060>()(&cfg, f, params, ex);
+    }
+    case OpKind::Memcpy: {
+      const CopyShape s = copyShapeOf(op);
+      const CopyValue v = copyValueOf(op);
+      if (api == ApiId::k_cuMemcpyDtoDAsync_3020)
+        return real<ApiId::k_cuMemcpyDtoDAsync_3020>()(v.dst, v.src, s.bytes, stream);
+      return real<ApiId::k_cuMemcpyAsync_4000>()(v.dst, v.src, s.bytes, stream);
+    }
+    case OpKind::Memset: {
+      const SetShape s = setShapeOf(op);
+      const SetValue v = setValueOf(op);
+      switch (api) {
+        case ApiId::k_cuMemsetD8Async_3020:
+          return real<ApiId::k_cuMemsetD8Async_3020>()(v.dst, (unsigned char)v.value, s.width, stream);
+        case ApiId::k_cuMemsetD16Async_3020:
+          return real<ApiId::k_cuMemsetD16Async_3020>()(v.dst, (unsigned short)v.value, s.width, stream);
+        case ApiId::k_cuMemsetD32Async_3020:
+          return real<ApiId::k_cuMemsetD32Async_3020>()(v.dst, v.value, s.width, stream);
+        case ApiId::k_cuMemsetD2D8Async_3020:
+          return real<ApiId::k_cuMemsetD2D8Async_3020>()(v.dst, s.pitch, (unsigned char)v.value,
+                                                          s.width, s.height, stream);
+        case ApiId::k_cuMemsetD2D16Async_3020:
+          return real<ApiId::k_cuMemsetD2D16Async_3020>()(v.dst, s.pitch, (unsigned short)v.value,
+                                                           s.width, s.height, stream);
+        case ApiId::k_cuMemsetD2D32Async_3020:
+          return real<ApiId::k_cuMemsetD2D32Async_3020>()(v.dst, s.pitch, v.value, s.width,
+                                                           s.height, stream);
+        default: return CUDA_ERROR_INVALID_VALUE;
+      }
+    }
+    case OpKind::EventRecord: {
+      const EventShape s = eventShapeOf(op);
+      auto e = reinterpret_cast<CUevent>(op.event);
+      if (api == ApiId::k_cuEventRecordWithFlags_11010)
+        return real<ApiId::k_cuEventRecordWithFlags_11010>()(e, stream, s.flags);
+      return real<ApiId::k_cuEventRecord_2000>()(e, stream);
+    }
+    case OpKind::EventWait:
+      return real<ApiId::k_cuStreamWaitEvent_3020>()(stream, reinterpret_cast<CUevent>(op.event),
+                                                     eventShapeOf(op).flags);
+    case OpKind::Boundary: break;
+  }
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+// ---------------------------------------------------------------------------
+
+std::string describeOp(const OpDesc& op, const KernelRegistry& kernels) {
+  switch (op.kind) {
+    case OpKind::Kernel: {
+      const KernelInfo* k = kernels.find(kernelShapeOf(op).func);
+      return "kernel " + (k ? k->name : std::string("?"));
+    }
+    case OpKind::Memcpy: return fmt::format("memcpy of {} bytes", copyShapeOf(op).bytes);
+    case OpKind::Memset: {
+      const SetShape s = setShapeOf(op);
+      return fmt::format("memset of {}x{} elements of {} bytes", s.width, s.height, s.elementSize);
+    }
+    case OpKind::EventRecord: return "event record";
+    case OpKind::EventWait: return "stream wait on event";
+    case OpKind::Boundary:
+      return fmt::format("{} ({})", hook::apiInfo(ApiId(op.api)).base, core::toString(op.cause));
+  }
+  return "op";
+}
+
+std::string describeDifference(const OpDesc& e, const OpDesc& a, const KernelRegistry& kernels) {
+  auto dims = [](const uint32_t* d) { return fmt::format("({},{},{})", d[0], d[1], d[2]); };
+  if (e.kind != a.kind || e.api != a.api) return "got " + describeOp(a, kernels);
+  if (e.stream != a.stream) return fmt::format("stream {:#x}→{:#x}", e.stream, a.stream);
+  std::string d;
+  auto add = [&d](const std::string& s) { d += d.empty() ? s : ", " + s; };
+  switch (e.kind) {
+    case OpKind::Kernel: {
+      const KernelShape& x = kernelShapeOf(e);
+      const KernelShape& y = kernelShapeOf(a);
+      if (x.func != y.func) return "got " + describeOp(a, kernels);
+      if (std::memcmp(x.grid, y.grid, sizeof(x.grid))) add("grid " + dims(x.grid) + "→" + dims(y.grid));
+      if (std::memcmp(x.block, y.block, sizeof(x.block)))
+        add("block " + dims(x.block) + "→" + dims(y.block));
+      if (x.sharedMem != y.sharedMem) add(fmt::format("shared memory {}→{}", x.sharedMem, y.sharedMem));
+      if (x.ctx != y.ctx) add("context differs");
+      if (x.paramBytes != y.paramBytes || x.paramMode != y.paramMode)
+        add(fmt::format("parameter bytes {}→{}", x.paramBytes, y.paramBytes));
+      if (x.numAttrs != y.numAttrs ||
+          std::memcmp(e.shape.data + sizeof(KernelShape), a.shape.data + sizeof(KernelShape),
+                      x.numAttrs * sizeof(CUlaunchAttribute)))
+        add("launch attributes differ");
+      break;
+    }
+    case OpKind::Memcpy:
+      if (copyShapeOf(e).bytes != copyShapeOf(a).bytes)
+        add(fmt::format("size {}→{} bytes", copyShapeOf(e).bytes, copyShapeOf(a).bytes));
+      break;
+    case OpKind::Memset: {
+      const SetShape x = setShapeOf(e), y = setShapeOf(a);
+      if (x.width != y.width || x.height != y.height) add(fmt::format("size {}x{}→{}x{}", x.width, x.height, y.width, y.height));
+      if (x.pitch != y.pitch) add("pitch differs");
+      break;
+    }
+    case OpKind::EventRecord:
+    case OpKind::EventWait:
+      if (eventShapeOf(e).flags != eventShapeOf(a).flags) add("flags differ");
+      break;
+    case OpKind::Boundary: break;
+  }
+  return d.empty() ? "event dependencies differ" : d;
+}
+
+}  // namespace graft::graph

@@ -1,0 +1,133 @@
+// OpCodec: turns driver-call arguments into core::OpDesc (shape + value bytes)
+// and back into driver calls (eager re-issue, capture, patch).
+//
+// Shape bytes hold everything a replay must match exactly; value bytes hold
+// what a replay may patch (kernel parameter bytes; copy and memset pointers
+// and values). Padding is always zeroed so equal ops have equal bytes.
+//
+// Threading: an encoder writes into its own scratch buffer and is used under
+// the engine lock. Encoding never allocates; decoding helpers may call the
+// driver (issue) but never allocate in steady state.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/op.h"
+#include "graph/kernel_registry.h"
+#include "hook/driver_api.h"
+
+namespace graft::graph {
+
+inline constexpr unsigned kMaxLaunchAttrs = 16;
+
+struct KernelShape {
+  uint64_t func;
+  uint64_t ctx;
+  uint32_t grid[3];
+  uint32_t block[3];
+  uint32_t sharedMem;
+  uint32_t paramBytes;
+  uint8_t paramMode;  // kParamsArray or kParamsBuffer
+  uint8_t numAttrs;
+  uint8_t pad[6];
+  // followed by numAttrs CUlaunchAttribute, normalized
+};
+inline constexpr uint8_t kParamsArray = 0;   // kernelParams: one pointer per parameter
+inline constexpr uint8_t kParamsBuffer = 1;  // extra: CU_LAUNCH_PARAM_BUFFER_POINTER
+
+struct CopyShape {
+  uint64_t ctx;
+  uint64_t bytes;
+};
+struct CopyValue {
+  uint64_t dst;
+  uint64_t src;
+};
+struct SetShape {
+  uint64_t ctx;
+  uint64_t width;   // elements per row
+  uint64_t height;  // rows (1 for 1-D)
+  uint64_t pitch;   // bytes (0 for 1-D)
+  uint32_t elementSize;
+  uint32_t pad;
+};
+struct SetValue {
+  uint64_t dst;
+  uint32_t value;
+  uint32_t pad;
+};
+struct EventShape {
+  uint32_t flags;
+  uint32_t pad;
+};
+
+// Launch configuration as the driver gave it, before encoding.
+struct LaunchArgs {
+  CUfunction func;
+  unsigned grid[3];
+  unsigned block[3];
+  unsigned sharedMem;
+  const CUlaunchAttribute* attrs;
+  unsigned numAttrs;
+  void** kernelParams;
+  void** extra;
+};
+
+class OpEncoder {
+ public:
+  OpEncoder();
+  // Each returns a view into this encoder's scratch; valid until the next call.
+  const core::OpDesc& kernel(hook::ApiId api, core::StreamKey stream, CUcontext ctx,
+                             KernelInfo& info, const LaunchArgs& args);
+  const core::OpDesc& memcpy(hook::ApiId api, core::StreamKey stream, CUcontext ctx,
+                             CUdeviceptr dst, CUdeviceptr src, size_t bytes);
+  const core::OpDesc& memset(hook::ApiId api, core::StreamKey stream, CUcontext ctx,
+                             CUdeviceptr dst, size_t pitch, unsigned value, unsigned elementSize,
+                             size_t width, size_t height);
+  const core::OpDesc& eventRecord(hook::ApiId api, core::StreamKey stream, CUevent event,
+                                  unsigned flags);
+  const core::OpDesc& eventWait(hook::ApiId api, core::StreamKey stream, CUevent event,
+                                unsigned flags);
+  // An op issued eagerly in sequence (never graphed).
+  const core::OpDesc& boundary(hook::ApiId api, core::StreamKey stream, core::EagerCause cause);
+
+ private:
+  const core::OpDesc& finish(core::OpKind kind, hook::ApiId api, core::StreamKey stream,
+                             uint64_t event, size_t shapeSize, size_t valueSize);
+  std::vector<uint8_t> shape_;
+  std::vector<uint8_t> value_;
+  core::OpDesc op_;
+};
+
+// Views of an encoded op's bytes.
+const KernelShape& kernelShapeOf(const core::OpDesc& op);
+std::span<const CUlaunchAttribute> kernelAttrsOf(const core::OpDesc& op);
+CopyShape copyShapeOf(const core::OpDesc& op);
+CopyValue copyValueOf(const core::OpDesc& op);
+SetShape setShapeOf(const core::OpDesc& op);
+SetValue setValueOf(const core::OpDesc& op);
+EventShape eventShapeOf(const core::OpDesc& op);
+
+// Issues a recorded graphable op on `stream` (the op's own stream, or a capture
+// stream), through the same driver function the program used. `paramPointers`
+// is scratch of at least the kernel's parameter count. Returns the driver status.
+CUresult issueOp(const core::OpDesc& op, CUstream stream, const KernelRegistry& kernels,
+                 std::vector<void*>& paramPointers);
+
+// Fills `pointers` (kernelParams form) or `extra` (buffer form) for a recorded
+// kernel op; returns false when the layout is unknown.
+bool kernelParamsOf(const core::OpDesc& op, const KernelRegistry& kernels,
+                    std::vector<void*>& pointers, void** extra, size_t* extraSize);
+
+CUcontext contextOf(const core::OpDesc& op);
+
+std::string describeOp(const core::OpDesc& op, const KernelRegistry& kernels);
+std::string describeDifference(const core::OpDesc& expected, const core::OpDesc& actual,
+                               const KernelRegistry& kernels);
+
+}  // namespace graft::graph

@@ -1,0 +1,91 @@
+// The driver API table (driver_api.def) turned into types: ApiId, per-entry
+// info, typed pointers to the real driver, and name lookup.
+//
+// Threading: the real-pointer slots are written once by resolveDriverTable()
+// (under a once-flag) and read lock-free afterwards. Never allocates after
+// resolution. Calls the driver only in resolveDriverTable().
+#pragma once
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string_view>
+
+namespace graft::hook {
+
+enum class ApiClass : uint8_t {
+  Launch, Copy, Set, EventRecord, StreamWait, Barrier, Query, Alloc, Free, HostFunc,
+  Capture, GraphLaunch, StreamOrdered, Lifecycle, Resolver, Internal, Count
+};
+// Report names of the classes, in ApiClass order (the exit report's by_class keys).
+inline constexpr std::string_view kApiClassNames[] = {
+  "launch", "copy", "set", "event_record", "stream_wait", "barrier", "query", "alloc", "free",
+  "host_func", "capture", "graph_launch", "stream_ordered", "lifecycle", "resolver", "internal"};
+static_assert(std::size(kApiClassNames) == size_t(ApiClass::Count));
+
+enum class Variant : uint8_t { NONE, PTSZ, PTDS };
+
+namespace trait {
+inline constexpr uint8_t NONE = 0, SYNC = 1, ORDERED = 2, BEGIN = 4, END = 8;
+}
+
+enum class ApiId : uint16_t {
+#define GRAFT_API(base, symbol, version, variant, klass, traits) k_##base##_##version,
+#include "hook/driver_api.def"
+#undef GRAFT_API
+  Count
+};
+inline constexpr size_t kApiCount = size_t(ApiId::Count);
+
+struct ApiInfo {
+  std::string_view base;
+  std::string_view symbol;
+  int version;
+  Variant variant;
+  ApiClass klass;
+  uint8_t traits;
+};
+
+inline constexpr ApiInfo kApis[] = {
+#define GRAFT_API(base, symbol, version, variant, klass, traits) \
+  {#base, #symbol, version, Variant::variant, ApiClass::klass, trait::traits},
+#include "hook/driver_api.def"
+#undef GRAFT_API
+};
+static_assert(std::size(kApis) == kApiCount);
+
+constexpr const ApiInfo& apiInfo(ApiId id) { return kApis[size_t(id)]; }
+
+// The typed pointer of each entry: ApiType<ApiId::k_cuLaunchKernel_4000>::type
+// is PFN_cuLaunchKernel_v4000.
+template <ApiId Id> struct ApiType;
+#define GRAFT_API(base, symbol, version, variant, klass, traits) \
+  template <> struct ApiType<ApiId::k_##base##_##version> { using type = PFN_##base##_v##version; };
+#include "hook/driver_api.def"
+#undef GRAFT_API
+
+// Real driver pointers: [api][0] default variant, [api][1] per-thread variant.
+extern std::atomic<void*> g_realDriver[kApiCount][2];
+
+template <ApiId Id>
+inline typename ApiType<Id>::type real(int perThread = 0) {
+  return reinterpret_cast<typename ApiType<Id>::type>(
+      g_realDriver[size_t(Id)][perThread].load(std::memory_order_relaxed));
+}
+
+// Resolves every entry through the real driver's cuGetProcAddress_v2.
+// Returns the number of entries that could not be resolved.
+int resolveDriverTable(PFN_cuGetProcAddress_v12000 realGetProcAddress);
+
+// The entry cuGetProcAddress(name, version) refers to: the entry with this base
+// name and the largest ABI version <= `version`, or ApiId::Count.
+ApiId findByBaseName(std::string_view base, int version);
+// The entry whose exported symbol is `symbol` (per-thread symbols set *perThread).
+ApiId findBySymbol(std::string_view symbol, bool* perThread);
+// True when `symbol` names an older ABI of an intercepted function (e.g.
+// "cuMemcpyDtoHAsync" for the _v2 entry): graft cannot wrap it.
+bool isOlderAbiSymbol(std::string_view symbol);
+
+}  // namespace graft::hook

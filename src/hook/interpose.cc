@@ -1,0 +1,542 @@
+// The preload layer: the only extern "C" in graft.
+//
+//   dlsym             runtimes fetch cuGetProcAddress_v2 from libcuda's handle
+//   cuGetProcAddress  ... and every driver function through it (itself too)
+//   cu* exports       for programs that link libcuda directly
+//
+// Every wrapper is generated from driver_api.def: one per (function, variant),
+// each forwarding to exactly the pointer it replaced. A wrapper classifies the
+// call by its semantic class and hands stream-ordered ops to the engine.
+//
+// Hot path rules: no allocation, no getenv, no logging above trace; graft's
+// own driver calls go through the real pointers, and t_inGraft keeps anything
+// the driver might call back from being intercepted again.
+
+#include <dlfcn.h>
+
+#include <cstring>
+#include <type_traits>
+
+#include "hook/driver_api.h"
+#include "hook/runtime.h"
+#include "log/log.h"
+
+namespace graft::hook {
+namespace {
+
+using core::EagerCause;
+using core::OpDesc;
+using core::OpKind;
+using core::StreamKey;
+
+// ---------------------------------------------------------------------------
+// Argument helpers
+
+template <typename T>
+T firstOf() {
+  return T{};
+}
+template <typename T, typename A0, typename... A>
+T firstOf(A0 a0, A... rest) {
+  if constexpr (std::is_same_v<A0, T>) return a0;
+  else return firstOf<T>(rest...);
+}
+
+// The engine's key for a stream: NULL means the legacy default stream in the
+// plain variant and the calling thread's default stream in the per-thread one.
+inline StreamKey streamKey(CUstream s, int perThread) {
+  if (!s) return perThread ? core::kPerThreadStream : core::kLegacyStream;
+  return reinterpret_cast<StreamKey>(s);
+}
+
+inline CUcontext currentContext() {
+  CUcontext ctx = nullptr;
+  real<ApiId::k_cuCtxGetCurrent_4000>()(&ctx);
+  return ctx;
+}
+
+inline bool isDevicePointer(CUdeviceptr p) {
+  unsigned type = 0;
+  return real<ApiId::k_cuPointerGetAttribute_4000>()(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) ==
+             CUDA_SUCCESS &&
+         type == CU_MEMORYTYPE_DEVICE;
+}
+
+// Why an ordered op that graft does not model is issued eagerly in sequence.
+constexpr EagerCause boundaryCause(ApiId id) {
+  switch (apiInfo(id).klass) {
+    case ApiClass::Copy:
+      return id == ApiId::k_cuMemcpyHtoDAsync_3020 || id == ApiId::k_cuMemcpyDtoHAsync_3020
+                 ? EagerCause::HostMemoryCopy
+                 : EagerCause::UnsupportedCopy;
+    case ApiClass::Alloc:
+    case ApiClass::Free: return EagerCause::StreamOrderedAlloc;
+    case ApiClass::HostFunc: return EagerCause::HostFunc;
+    case ApiClass::GraphLaunch: return EagerCause::ProgramGraph;
+    default: return EagerCause::OtherStreamOrdered;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Encoders: driver arguments -> OpDesc, for the functions graft can graph.
+// A function without a specialization here is issued eagerly in sequence.
+
+template <ApiId Id>
+struct Encoder;
+
+template <ApiId Id>
+concept HasEncoder = requires { Encoder<Id>::kGraphable; };
+
+template <>
+struct Encoder<ApiId::k_cuLaunchKernel_4000> {
+  static constexpr bool kGraphable = true;
+  static const OpDesc& encode(Runtime& rt, int pt, CUfunction f, unsigned gx, unsigned gy,
+                              unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shmem,
+                              CUstream s, void** params, void** extra) {
+    graph::LaunchArgs a{f, {gx, gy, gz}, {bx, by, bz}, shmem, nullptr, 0, params, extra};
+    return rt.encoder().kernel(ApiId::k_cuLaunchKernel_4000, streamKey(s, pt), currentContext(),
+                               rt.kernels().get(f), a);
+  }
+};
+
+template <>
+struct Encoder<ApiId::k_cuLaunchKernelEx_11060> {
+  static constexpr bool kGraphable = true;
+  static const OpDesc& encode(Runtime& rt, int pt, const CUlaunchConfig* c, CUfunction f,
+                              void** params, void** extra) {
+    if (!c)
+      return rt.encoder().boundary(ApiId::k_cuLaunchKernelEx_11060, core::kLegacyStream,
+                                   EagerCause::UnsupportedLaunch);
+    graph::LaunchArgs a{f,           {c->gridDimX, c->gridDimY, c->gridDimZ},
+                        {c->blockDimX, c->blockDimY, c->blockDimZ},
+                        c->sharedMemBytes, c->attrs, c->numAttrs, params, extra};
+    return rt.encoder().kernel(ApiId::k_cuLaunchKernelEx_11060, streamKey(c->hStream, pt),
+                               currentContext(), rt.kernels().get(f), a);
+  }
+};
+
+template <>
+struct Encoder<ApiId::k_cuLaunchCooperativeKernel_9000> {
+  static constexpr bool kGraphable = true;
+  static const OpDesc& encode(Runtime& rt, int pt, CUfunction f, unsigned gx, unsigned gy,
+                              unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shmem,
+                              CUstream s, void** params) {
+    graph::LaunchArgs a{f, {gx, gy, gz}, {bx, by, bz}, shmem, nullptr, 0, params, nullptr};
+    return rt.encoder().kernel(ApiId::k_cuLaunchCooperativeKernel_9000, streamKey(s, pt),
+                               currentContext(), rt.kernels().get(f), a);
+  }
+};
+
+template <>
+struct Encoder<ApiId::k_cuMemcpyDtoDAsync_3020> {
+  static constexpr bool kGraphable = true;
+  static const OpDesc& encode(Runtime& rt, int pt, CUdeviceptr dst, CUdeviceptr src, size_t n,
+                              CUstream s) {
+    return rt.encoder().memcpy(ApiId::k_cuMemcpyDtoDAsync_3020, streamKey(s, pt), currentContext(),
+                               dst, src, n);
+  }
+};
+
+template <>
+struct Encoder<ApiId::k_cuMemcpyAsync_4000> {
+  static constexpr bool kGraphable = true;
+  static const OpDesc& encode(Runtime& rt, int pt, CUdeviceptr dst, CUdeviceptr src, size_t n,
+                              CUstream s) {
+    // Unified addressing: only device-to-device copies are graphed; a copy
+    // touching host memory runs eagerly at its position (DESIGN.md §2.6).
+    if (!isDevicePointer(dst) || !isDevicePointer(src))
+      return rt.encoder().boundary(ApiId::k_cuMemcpyAsync_4000, streamKey(s, pt),
+                                   EagerCause::HostMemoryCopy);
+    return rt.encoder().memcpy(ApiId::k_cuMemcpyAsync_4000, streamKey(s, pt), currentContext(), dst,
+                               src, n);
+  }
+};
+
+template <ApiId Id, unsigned ElementSize, typename V>
+struct MemsetEncoder {
+  static constexpr bool kGraphable = true;
+  static const OpDesc& encode(Runtime& rt, int pt, CUdeviceptr dst, V value, size_t n, CUstream s) {
+    return rt.encoder().memset(Id, streamKey(s, pt), currentContext(), dst, 0, unsigned(value),
+                               ElementSize, n, 1);
+  }
+  static const OpDesc& encode(Runtime& rt, int pt, CUdeviceptr dst, size_t pitch, V value,
+                              size_t width, size_t height, CUstream s) {
+    return rt.encoder().memset(Id, streamKey(s, pt), currentContext(), dst, pitch, unsigned(value),
+                               ElementSize, width, height);
+  }
+};
+template <> struct Encoder<ApiId::k_cuMemsetD8Async_3020>
+    : MemsetEncoder<ApiId::k_cuMemsetD8Async_3020, 1, unsigned char> {};
+template <> struct Encoder<ApiId::k_cuMemsetD16Async_3020>
+    : MemsetEncoder<ApiId::k_cuMemsetD16Async_3020, 2, unsigned short> {};
+template <> struct Encoder<ApiId::k_cuMemsetD32Async_3020>
+    : MemsetEncoder<ApiId::k_cuMemsetD32Async_3020, 4, unsigned int> {};
+template <> struct Encoder<ApiId::k_cuMemsetD2D8Async_3020>
+    : MemsetEncoder<ApiId::k_cuMemsetD2D8Async_3020, 1, unsigned char> {};
+template <> struct Encoder<ApiId::k_cuMemsetD2D16Async_3020>
+    : MemsetEncoder<ApiId::k_cuMemsetD2D16Async_3020, 2, unsigned short> {};
+template <> struct Encoder<ApiId::k_cuMemsetD2D32Async_3020>
+    : MemsetEncoder<ApiId::k_cuMemsetD2D32Async_3020, 4, unsigned int> {};
+
+template <>
+struct Encoder<ApiId::k_cuEventRecord_2000> {
+  static constexpr bool kGraphable = true;
+  static const OpDesc& encode(Runtime& rt, int pt, CUevent e, CUstream s) {
+    return rt.encoder().eventRecord(ApiId::k_cuEventRecord_2000, streamKey(s, pt), e, 0);
+  }
+};
+
+template <>
+struct Encoder<ApiId::k_cuEventRecordWithFlags_11010> {
+  static constexpr bool kGraphable = true;
+  static const OpDesc& encode(Runtime& rt, int pt, CUevent e, CUstream s, unsigned flags) {
+    if (flags != CU_EVENT_RECORD_DEFAULT)
+      return rt.encoder().boundary(ApiId::k_cuEventRecordWithFlags_11010, streamKey(s, pt),
+                                   EagerCause::OtherStreamOrdered);
+    return rt.encoder().eventRecord(ApiId::k_cuEventRecordWithFlags_11010, streamKey(s, pt), e,
+                                    flags);
+  }
+};
+
+template <>
+struct Encoder<ApiId::k_cuStreamWaitEvent_3020> {
+  static constexpr bool kGraphable = true;
+  static const OpDesc& encode(Runtime& rt, int pt, CUstream s, CUevent e, unsigned flags) {
+    if (flags != CU_EVENT_WAIT_DEFAULT)
+      return rt.encoder().boundary(ApiId::k_cuStreamWaitEvent_3020, streamKey(s, pt),
+                                   EagerCause::OtherStreamOrdered);
+    return rt.encoder().eventWait(ApiId::k_cuStreamWaitEvent_3020, streamKey(s, pt), e, flags);
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Handling by semantic class
+
+inline bool swallowed(const OpDesc& op) {
+  return op.kind == OpKind::Kernel || op.kind == OpKind::Memcpy || op.kind == OpKind::Memset ||
+         (op.kind == OpKind::Boundary && apiInfo(ApiId(op.api)).klass == ApiClass::Launch);
+}
+
+// A stream-ordered op: the engine holds it for a replay or has it issued now.
+template <ApiId Id, int PT, typename Real, typename... A>
+CUresult submitOp(Runtime& rt, Real realFn, A... a) {
+  auto lock = rt.engine().lock();
+  const OpDesc* op;
+  if constexpr (HasEncoder<Id>) {
+    op = &Encoder<Id>::encode(rt, PT, a...);
+  } else {
+    op = &rt.encoder().boundary(Id, streamKey(firstOf<CUstream>(a...), PT), boundaryCause(Id));
+  }
+  if (op->stream == core::kPerThreadStream && op->kind != OpKind::Boundary)
+    op = &rt.encoder().boundary(Id, op->stream, EagerCause::PerThreadStream);
+  if (rt.mode() == config::Mode::Swallow && swallowed(*op)) return CUDA_SUCCESS;
+  if (rt.engine().submit(*op) == core::Decision::Held) return CUDA_SUCCESS;
+  const CUresult r = realFn(a...);
+  rt.engine().completeIssued(*op, r == CUDA_SUCCESS);
+  return r;
+}
+
+template <ApiId Id, typename... A>
+uint64_t barrierHash(A... a) {
+  return core::hashCombine(uint64_t(Id), reinterpret_cast<uint64_t>(firstOf<CUstream>(a...)) ^
+                                             reinterpret_cast<uint64_t>(firstOf<CUevent>(a...)));
+}
+
+CUresult getProcAddress(const char* symbol, void** pfn, int version, cuuint64_t flags,
+                        CUdriverProcAddressQueryResult* status);
+
+template <ApiId Id, int PT, typename Real, typename... A>
+CUresult dispatch(Real realFn, A... a) {
+  constexpr ApiInfo info = apiInfo(Id);
+  if constexpr (info.klass == ApiClass::Resolver) {
+    if constexpr (Id == ApiId::k_cuGetProcAddress_12000) {
+      return getProcAddress(a...);
+    } else {
+      return getProcAddress(a..., nullptr);
+    }
+  } else {
+    Runtime& rt = Runtime::get();
+    rt.countClass(info.klass);
+    if constexpr (info.traits & trait::ORDERED) {
+      return submitOp<Id, PT>(rt, realFn, a...);
+    } else if constexpr (info.traits & trait::BEGIN) {
+      {
+        auto lock = rt.engine().lock();
+        rt.engine().programCaptureBegin();
+      }
+      const CUresult r = realFn(a...);
+      if (r != CUDA_SUCCESS) {
+        auto lock = rt.engine().lock();
+        rt.engine().programCaptureEnd();
+      }
+      return r;
+    } else if constexpr (info.traits & trait::END) {
+      const CUresult r = realFn(a...);
+      if (r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED ||
+          r == CUDA_ERROR_STREAM_CAPTURE_UNJOINED) {
+        auto lock = rt.engine().lock();
+        rt.engine().programCaptureEnd();
+      }
+      return r;
+    } else if constexpr (info.traits & trait::SYNC) {
+      {
+        auto lock = rt.engine().lock();
+        rt.engine().hostBarrier(barrierHash<Id>(a...));
+      }
+      return realFn(a...);
+    } else if constexpr (info.klass == ApiClass::Query) {
+      {
+        auto lock = rt.engine().lock();
+        const CUstream s = firstOf<CUstream>(a...);
+        const CUevent e = firstOf<CUevent>(a...);
+        rt.engine().query(e ? 0 : streamKey(s, PT), reinterpret_cast<uint64_t>(e),
+                          barrierHash<Id>(a...));
+      }
+      return realFn(a...);
+    } else if constexpr (info.klass == ApiClass::Lifecycle) {
+      {
+        auto lock = rt.engine().lock();
+        const CUstream s = firstOf<CUstream>(a...);
+        rt.engine().releaseHandle(s ? streamKey(s, PT) : 0,
+                                  reinterpret_cast<uint64_t>(firstOf<CUevent>(a...)));
+        if (s) rt.executor().forgetStream(s);
+      }
+      return realFn(a...);
+    } else {
+      return realFn(a...);  // allocation, capture queries: forwarded as they are
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Wrappers: one per (function, variant), forwarding to the pointer replaced.
+
+template <ApiId Id, int PT, typename Fn>
+struct Wrapper;
+
+template <ApiId Id, int PT, typename... A>
+struct Wrapper<Id, PT, CUresult(CUDAAPI*)(A...)> {
+  using Fn = CUresult(CUDAAPI*)(A...);
+  static CUresult CUDAAPI call(A... a) {
+    Fn realFn = reinterpret_cast<Fn>(g_realDriver[size_t(Id)][PT].load(std::memory_order_relaxed));
+    if (!realFn) {
+      Runtime::ensureStarted(nullptr);
+      realFn = reinterpret_cast<Fn>(g_realDriver[size_t(Id)][PT].load(std::memory_order_relaxed));
+      if (!realFn) return CUDA_ERROR_NOT_FOUND;
+    }
+    if constexpr (apiInfo(Id).klass == ApiClass::Resolver) {
+      if (Runtime::options().disable) return realFn(a...);
+    } else {
+      if (t_inGraft || !Runtime::active()) return realFn(a...);
+    }
+    t_inGraft = true;
+    const CUresult r = dispatch<Id, PT>(realFn, a...);
+    t_inGraft = false;
+    return r;
+  }
+};
+
+// Wrapper addresses, [api][variant]; nullptr where graft does not wrap.
+template <ApiId Id>
+void* wrapperOf(int perThread) {
+  using Fn = typename ApiType<Id>::type;
+  if constexpr (apiInfo(Id).klass == ApiClass::Internal) {
+    return nullptr;
+  } else {
+    if (perThread && apiInfo(Id).variant == Variant::NONE) return nullptr;
+    return perThread ? reinterpret_cast<void*>(&Wrapper<Id, 1, Fn>::call)
+                     : reinterpret_cast<void*>(&Wrapper<Id, 0, Fn>::call);
+  }
+}
+
+void* const kWrappers[kApiCount][2] = {
+#define GRAFT_API(base, symbol, version, variant, klass, traits) \
+  {wrapperOf<ApiId::k_##base##_##version>(0), wrapperOf<ApiId::k_##base##_##version>(1)},
+#include "hook/driver_api.def"
+#undef GRAFT_API
+};
+
+// Which wrapper stands for the real pointer `fn` of entry `id`: the default or
+// the per-thread variant, or none (another ABI than graft's table).
+void* wrapperForReal(ApiId id, void* fn) {
+  for (int pt = 0; pt < 2; ++pt) {
+    if (kWrappers[size_t(id)][pt] && fn == g_realDriver[size_t(id)][pt].load(std::memory_order_relaxed))
+      return kWrappers[size_t(id)][pt];
+  }
+  return nullptr;
+}
+
+bool isOurWrapper(void* fn) {
+  for (size_t i = 0; i < kApiCount; ++i)
+    if (fn && (fn == kWrappers[i][0] || fn == kWrappers[i][1])) return true;
+  return false;
+}
+
+CUresult getProcAddress(const char* symbol, void** pfn, int version, cuuint64_t flags,
+                        CUdriverProcAddressQueryResult* status) {
+  PFN_cuGetProcAddress_v12000 gpa = Runtime::realGetProcAddress();
+  if (!gpa) return CUDA_ERROR_NOT_INITIALIZED;
+  const CUresult r = gpa(symbol, pfn, version, flags, status);
+  if (r != CUDA_SUCCESS || !pfn || !*pfn || !symbol || Runtime::options().disable) return r;
+  const ApiId id = findByBaseName(symbol, version);
+  if (id == ApiId::Count || apiInfo(id).klass == ApiClass::Internal) return r;
+  if (apiInfo(id).klass == ApiClass::Resolver) {
+    // The resolver's lookup of itself must return graft's resolver too.
+    *pfn = kWrappers[size_t(version >= 12000 ? ApiId::k_cuGetProcAddress_12000
+                                             : ApiId::k_cuGetProcAddress_11030)][0];
+    return r;
+  }
+  if (void* w = wrapperForReal(id, *pfn)) {
+    *pfn = w;
+  } else if (Runtime::active()) {
+    Runtime::get().noteUnwrapped(id, version);
+  }
+  return r;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// dlsym
+
+using DlsymFn = void* (*)(void*, const char*);
+
+DlsymFn realDlsymFn() {
+  static DlsymFn fn = [] {
+    auto f = reinterpret_cast<DlsymFn>(dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34"));
+    if (!f) f = reinterpret_cast<DlsymFn>(dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5"));
+    return f;
+  }();
+  return fn;
+}
+
+void* realDlsym(void* handle, const char* name) { return realDlsymFn()(handle, name); }
+
+}  // namespace graft::hook
+
+using graft::hook::ApiClass;
+using graft::hook::ApiId;
+using graft::hook::Runtime;
+
+// Decides whether graft answers a dlsym itself. Returns nullptr when it does
+// not, and the stub below then tail-jumps to the real dlsym with the caller's
+// return address intact (so RTLD_NEXT keeps meaning "after the caller").
+extern "C" {
+__attribute__((visibility("hidden"))) void* graft_real_dlsym_ptr = nullptr;
+}
+
+extern "C" __attribute__((visibility("hidden"))) void* graft_dlsym_lookup(void* handle,
+                                                                          const char* name) {
+  if (!graft_real_dlsym_ptr) graft_real_dlsym_ptr = reinterpret_cast<void*>(graft::hook::realDlsymFn());
+  if (!name || name[0] != 'c' || name[1] != 'u') return nullptr;
+  if (Runtime::options().disable) return nullptr;
+  bool perThread = false;
+  const ApiId id = graft::hook::findBySymbol(name, &perThread);
+  if (id == ApiId::Count) {
+    if (graft::hook::isOlderAbiSymbol(name) && graft::hook::realDlsym(handle, name)) {
+      Runtime::ensureStarted(nullptr);
+      if (Runtime::active()) Runtime::get().noteUnwrapped(graft::hook::findByBaseName(name, 1 << 30), 0);
+    }
+    return nullptr;
+  }
+  if (graft::hook::apiInfo(id).klass == ApiClass::Internal) return nullptr;
+  void* fn = graft::hook::realDlsym(handle, name);
+  if (!fn || graft::hook::isOurWrapper(fn)) return fn ? fn : nullptr;
+  Runtime::ensureStarted(handle);
+  if (!Runtime::active()) return fn;
+  void* w = graft::hook::kWrappers[size_t(id)][perThread ? 1 : 0];
+  if (w && fn == graft::hook::g_realDriver[size_t(id)][perThread ? 1 : 0].load()) return w;
+  if (graft::hook::apiInfo(id).klass == ApiClass::Resolver && w) return w;
+  Runtime::get().noteUnwrapped(id, graft::hook::apiInfo(id).version);
+  return fn;
+}
+
+#if defined(__x86_64__)
+asm(R"(
+  .text
+  .globl dlsym
+  .type dlsym, @function
+dlsym:
+  .cfi_startproc
+  push %rdi
+  .cfi_adjust_cfa_offset 8
+  push %rsi
+  .cfi_adjust_cfa_offset 8
+  sub $8, %rsp
+  .cfi_adjust_cfa_offset 8
+  call graft_dlsym_lookup
+  add $8, %rsp
+  .cfi_adjust_cfa_offset -8
+  pop %rsi
+  .cfi_adjust_cfa_offset -8
+  pop %rdi
+  .cfi_adjust_cfa_offset -8
+  test %rax, %rax
+  jnz 1f
+  jmp *graft_real_dlsym_ptr(%rip)
+1:
+  ret
+  .cfi_endproc
+  .size dlsym, .-dlsym
+)");
+#else
+extern "C" __attribute__((visibility("default"))) void* dlsym(void* handle, const char* name) {
+  if (void* p = graft_dlsym_lookup(handle, name)) return p;
+  return graft::hook::realDlsym(handle, name);  // note: RTLD_NEXT is then relative to graft
+}
+#endif
+
+// ---------------------------------------------------------------------------
+// Exported cu* symbols for programs linked against libcuda: each is a jump
+// through a slot holding the matching wrapper.
+
+#define GRAFT_SLOT_NONE(symbol, id)
+#define GRAFT_SLOT_PTSZ(symbol, id)                                              \
+  extern "C" {                                                                   \
+  __attribute__((visibility("hidden"), used)) void* graft_slot_##symbol##_ptsz = \
+      graft::hook::kWrappers[size_t(id)][1];                                     \
+  }
+#define GRAFT_SLOT_PTDS(symbol, id)                                              \
+  extern "C" {                                                                   \
+  __attribute__((visibility("hidden"), used)) void* graft_slot_##symbol##_ptds = \
+      graft::hook::kWrappers[size_t(id)][1];                                     \
+  }
+#define GRAFT_EXPORT_ASM(name)                                                  \
+  asm(".text\n.globl " name "\n.type " name ", @function\n" name ":\n"          \
+      "  jmp *graft_slot_" name "(%rip)\n.size " name ", .-" name "\n");
+#define GRAFT_EXPORT_NONE(symbol)
+#define GRAFT_EXPORT_PTSZ(symbol) GRAFT_EXPORT_ASM(#symbol "_ptsz")
+#define GRAFT_EXPORT_PTDS(symbol) GRAFT_EXPORT_ASM(#symbol "_ptds")
+
+#define GRAFT_EXPORTED_Launch 1
+#define GRAFT_EXPORTED_Copy 1
+#define GRAFT_EXPORTED_Set 1
+#define GRAFT_EXPORTED_EventRecord 1
+#define GRAFT_EXPORTED_StreamWait 1
+#define GRAFT_EXPORTED_Barrier 1
+#define GRAFT_EXPORTED_Query 1
+#define GRAFT_EXPORTED_Alloc 1
+#define GRAFT_EXPORTED_Free 1
+#define GRAFT_EXPORTED_HostFunc 1
+#define GRAFT_EXPORTED_Capture 1
+#define GRAFT_EXPORTED_GraphLaunch 1
+#define GRAFT_EXPORTED_StreamOrdered 1
+#define GRAFT_EXPORTED_Lifecycle 1
+#define GRAFT_EXPORTED_Resolver 1
+#define GRAFT_EXPORTED_Internal 0
+
+#define GRAFT_IF_0(...)
+#define GRAFT_IF_1(...) __VA_ARGS__
+#define GRAFT_IF(c, ...) GRAFT_IF_(c, __VA_ARGS__)
+#define GRAFT_IF_(c, ...) GRAFT_IF_##c(__VA_ARGS__)
+
+#define GRAFT_API(base, symbol, version, variant, klass, traits)                                  \
+  GRAFT_IF(GRAFT_EXPORTED_##klass,                                                              \
+           extern "C" {                                                                         \
+             __attribute__((visibility("hidden"), used)) void* graft_slot_##symbol =              \
+                 graft::hook::kWrappers[size_t(ApiId::k_##base##_##version)][0];                \
+           }                                                                                    \
+           GRAFT_SLOT_##variant(symbol, ApiId::k_##base##_##version) GRAFT_EXPORT_ASM(#symbol)  \
+               GRAFT_EXPORT_##variant(symbol))
+#include "hook/driver_api.def"
+#undef GRAFT_API

@@ -1,0 +1,146 @@
+#include "hook/runtime.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <mutex>
+
+#include "log/log.h"
+#include "log/report.h"
+
+extern char** environ;
+
+namespace graft::hook {
+
+thread_local bool t_inGraft __attribute__((tls_model("initial-exec"))) = false;
+
+std::atomic<bool> Runtime::active_{false};
+Runtime* Runtime::instance_ = nullptr;
+
+namespace {
+
+config::ParsedOptions& parsedOptions() {
+  static config::ParsedOptions parsed = config::parseOptions(environ);
+  return parsed;
+}
+
+PFN_cuGetProcAddress_v12000 g_realGpa = nullptr;
+std::once_flag g_startOnce;
+
+// Runs at load: options and log only; nothing touches the driver here.
+__attribute__((constructor)) void graftLoad() {
+  const config::ParsedOptions& p = parsedOptions();
+  if (p.options.disable) return;
+  log::init(p.options.logLevel, p.options.logFile, p.problems);
+}
+
+void onExit() {
+  if (!Runtime::active()) return;
+  t_inGraft = true;
+  Runtime::get().writeExitReport();
+}
+
+}  // namespace
+
+// dlsym resolved past graft (interpose.cc).
+void* realDlsym(void* handle, const char* name);
+
+const config::Options& Runtime::options() { return parsedOptions().options; }
+
+PFN_cuGetProcAddress_v12000 Runtime::realGetProcAddress() { return g_realGpa; }
+
+void Runtime::ensureStarted(void* hint) {
+  if (options().disable) return;
+  std::call_once(g_startOnce, [hint] {
+    t_inGraft = true;
+    void* lib = nullptr;
+    if (hint && realDlsym(hint, "cuGetProcAddress_v2")) lib = hint;
+    if (!lib) lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    if (lib) g_realGpa = reinterpret_cast<PFN_cuGetProcAddress_v12000>(realDlsym(lib, "cuGetProcAddress_v2"));
+    if (!g_realGpa) {
+      GRAFT_ERROR("libcuda.so.1 with cuGetProcAddress_v2 not found ({}); graft forwards only",
+                  dlerror() ? dlerror() : "no error text");
+      t_inGraft = false;
+      return;
+    }
+    const int missing = resolveDriverTable(g_realGpa);
+    if (missing) GRAFT_DEBUG("{} driver functions of graft's table are not in this driver", missing);
+    instance_ = new Runtime();  // lives until process exit
+    std::atexit(onExit);
+    active_.store(true, std::memory_order_release);
+    t_inGraft = false;
+  });
+}
+
+Runtime::Runtime() : mode_(options().mode) {
+  const config::Options& o = options();
+  kernels_.setEagerPrefixes(o.eagerKernels);
+  executor_ = std::make_unique<graph::GraphExecutor>(kernels_);
+  core::EngineConfig c;
+  c.replay = o.mode == config::Mode::Graph;
+  c.warmup = uint32_t(o.warmup);
+  c.maxPeriod = uint32_t(o.maxPeriod);
+  c.minSegmentOps = uint32_t(o.minSegmentOps);
+  c.segmentOps = uint32_t(o.segmentOps);
+  c.maxVariants = uint32_t(o.maxVariants);
+  c.maxSegments = uint32_t(o.maxSegments);
+  engine_ = std::make_unique<core::Engine>(c, *executor_);
+  GRAFT_DEBUG("graft started in {} mode (pid {})", config::toString(mode_), getpid());
+}
+
+void Runtime::noteUnwrapped(ApiId id, int requestedVersion) {
+  const ApiInfo& info = apiInfo(id);
+  if (info.klass == ApiClass::Internal || info.klass == ApiClass::Resolver) return;
+  if (info.klass == ApiClass::Capture && !(info.traits & (trait::BEGIN | trait::END))) return;
+  if (unwrapped_noted_.exchange(true)) return;
+  GRAFT_WARN("the program uses {} at ABI version {}, which graft cannot intercept; to stay exact, "
+             "graft stops replaying (counts may be incomplete)",
+             info.base, requestedVersion);
+  auto lock = engine_->lock();
+  engine_->stopReplay();
+}
+
+void Runtime::writeExitReport() {
+  core::EngineStats s;
+  {
+    auto lock = engine_->lock();
+    engine_->flushAll();
+    s = engine_->stats();
+  }
+  log::Report r;
+  r.mode = std::string(config::toString(mode_));
+  for (size_t c = 0; c < size_t(ApiClass::Resolver); ++c) {
+    const uint64_t n = class_counts_[c].load(std::memory_order_relaxed);
+    r.opsTotal += n;
+    r.opsByClass.emplace_back(std::string(kApiClassNames[c]), n);
+  }
+  for (const graph::KernelInfo* k : kernels_.byLaunches()) {
+    if (r.kernelsTop.size() == 20 || !k->launches) break;
+    r.kernelsTop.emplace_back(k->name, k->launches);
+  }
+  for (const auto& [stream, n] : s.opsByStream) r.streams.emplace_back(fmt::format("{:#x}", stream), n);
+  r.replay.opsTotal = s.opsTotal;
+  r.replay.opsViaGraph = s.opsViaGraph;
+  r.replay.opsEager = s.opsEager();
+  r.replay.graphsBuilt = s.graphsBuilt;
+  r.replay.buildFailures = s.buildFailures;
+  r.replay.replays = s.replays;
+  r.replay.patches = s.patches;
+  r.replay.firstReplaySeconds = s.firstReplaySeconds;
+  r.replay.segments = s.liveSegments;
+  for (size_t c = 1; c < size_t(core::EagerCause::Count); ++c) {
+    if (s.eagerByCause[c])
+      r.replay.fallbacks.emplace_back(std::string(core::toString(core::EagerCause(c))),
+                                      s.eagerByCause[c]);
+  }
+  const config::Options& o = options();
+  if (o.summary) GRAFT_INFO("{}", log::reportSummary(r));
+  if (!o.statsFile.empty()) {
+    const std::string err = log::writeReportFile(r, o.statsFile);
+    if (!err.empty()) GRAFT_WARN("{}", err);
+  }
+  log::flush();
+}
+
+}  // namespace graft::hook

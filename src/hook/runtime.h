@@ -1,0 +1,78 @@
+// Runtime: the process-wide state of the preloaded library — options, the
+// real driver, the engine and its executor, counters — and its lifetime.
+//
+// Options are parsed and the log opened at load (library constructor); the
+// real driver is found and the engine created on first use of the CUDA driver
+// (never in processes that do not use CUDA); the exit report is written from
+// an atexit handler registered at that point.
+//
+// Threading: Runtime::get() is safe from any thread after initialization;
+// engine state is protected by engine().lock(). Counters are relaxed atomics.
+#pragma once
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <atomic>
+#include <memory>
+
+#include "config/options.h"
+#include "core/engine.h"
+#include "graph/graph_executor.h"
+#include "graph/kernel_registry.h"
+#include "graph/op_codec.h"
+#include "hook/driver_api.h"
+
+namespace graft::hook {
+
+class Runtime {
+ public:
+  // The options snapshot (valid from library load on).
+  static const config::Options& options();
+  // False when GRAFT_DISABLE=1 or the driver could not be set up: every
+  // wrapper then forwards straight to the driver.
+  static bool active() { return active_.load(std::memory_order_relaxed); }
+  // Finds the real driver (through `libcudaHint` if it is a handle of it) and
+  // creates the engine, once. Safe to call from any thread, any number of times.
+  static void ensureStarted(void* libcudaHint);
+  // Valid once started and active.
+  static Runtime& get() { return *instance_; }
+
+  core::Engine& engine() { return *engine_; }
+  graph::GraphExecutor& executor() { return *executor_; }
+  graph::KernelRegistry& kernels() { return kernels_; }
+  graph::OpEncoder& encoder() { return encoder_; }
+  config::Mode mode() const { return mode_; }
+
+  void countClass(ApiClass c) {
+    class_counts_[size_t(c)].fetch_add(1, std::memory_order_relaxed);
+  }
+  // The program obtained a driver function graft cannot wrap (an older or
+  // newer ABI). Graft can no longer see every op, so it stops replaying.
+  void noteUnwrapped(ApiId id, int requestedVersion);
+
+  // The real cuGetProcAddress_v2 / cuGetProcAddress and the real dlsym.
+  static PFN_cuGetProcAddress_v12000 realGetProcAddress();
+
+  void writeExitReport();
+
+ private:
+  Runtime();
+
+  static std::atomic<bool> active_;
+  static Runtime* instance_;
+
+  config::Mode mode_;
+  graph::KernelRegistry kernels_;
+  graph::OpEncoder encoder_;
+  std::unique_ptr<graph::GraphExecutor> executor_;
+  std::unique_ptr<core::Engine> engine_;
+  std::atomic<uint64_t> class_counts_[size_t(ApiClass::Count)] = {};
+  std::atomic<bool> unwrapped_noted_{false};
+};
+
+// Set while graft itself is running on this thread: its own driver calls (and
+// anything the driver calls back) are forwarded untouched.
+extern thread_local bool t_inGraft;
+
+}  // namespace graft::hook

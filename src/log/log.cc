@@ -1,0 +1,73 @@
+#include "log/log.h"
+
+#include <spdlog/logger.h>
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/stdout_sinks.h>
+
+#include <atomic>
+#include <memory>
+
+namespace graft::log {
+namespace {
+
+std::atomic<int> g_level{static_cast<int>(Level::Warn)};
+std::shared_ptr<spdlog::logger> g_logger;
+
+spdlog::level::level_enum toSpd(Level l) {
+  switch (l) {
+    case Level::Trace: return spdlog::level::trace;
+    case Level::Debug: return spdlog::level::debug;
+    case Level::Info: return spdlog::level::info;
+    case Level::Warn: return spdlog::level::warn;
+    case Level::Error: return spdlog::level::err;
+    case Level::Off: return spdlog::level::off;
+  }
+  return spdlog::level::info;
+}
+
+std::shared_ptr<spdlog::logger> stderrLogger() {
+  auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+  return std::make_shared<spdlog::logger>("graft", std::move(sink));
+}
+
+}  // namespace
+
+void init(Level level, const std::string& file, const std::vector<std::string>& problems) {
+  std::string fileProblem;
+  if (!file.empty()) {
+    try {
+      auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(file, /*truncate=*/true);
+      g_logger = std::make_shared<spdlog::logger>("graft", std::move(sink));
+    } catch (const std::exception& e) {
+      fileProblem = "graft: GRAFT_LOG_FILE=" + file + " cannot be opened (" + e.what() +
+                    "); logging to stderr";
+    }
+  }
+  if (!g_logger) g_logger = stderrLogger();
+  g_logger->set_pattern("[graft] %^%l%$: %v");
+  g_logger->flush_on(spdlog::level::warn);
+  // Problems with the options themselves are shown at any level but `off`.
+  if (level != Level::Off) {
+    g_logger->set_level(spdlog::level::trace);
+    for (const auto& p : problems) g_logger->log(spdlog::level::warn, p);
+    if (!fileProblem.empty()) g_logger->log(spdlog::level::warn, fileProblem);
+  }
+  g_logger->set_level(toSpd(level));
+  g_level.store(static_cast<int>(level), std::memory_order_relaxed);
+}
+
+bool enabled(Level level) {
+  return static_cast<int>(level) >= g_level.load(std::memory_order_relaxed) &&
+         level != Level::Off;
+}
+
+void write(Level level, std::string_view message) {
+  if (!g_logger) return;
+  g_logger->log(toSpd(level), "{}", message);
+}
+
+void flush() {
+  if (g_logger) g_logger->flush();
+}
+
+}  // namespace graft::log

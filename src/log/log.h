@@ -1,0 +1,41 @@
+// graft's log: one logger (stderr or GRAFT_LOG_FILE), spdlog compiled in with
+// hidden symbols. Lines are prefixed "[graft]".
+//
+// Threading: init() once, before any other thread uses graft; write() is
+// thread-safe. enabled() is a relaxed atomic load and is the only call allowed
+// on the hot path (and only for trace). May allocate (formatting). Never calls
+// the CUDA driver. No CUDA headers.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/options.h"
+
+namespace graft::log {
+
+using Level = config::LogLevel;
+
+// Opens the sink. If the file cannot be opened, logs one line saying so and
+// uses stderr. Each of `problems` (option parsing) is logged as a warning.
+void init(Level level, const std::string& file, const std::vector<std::string>& problems);
+
+bool enabled(Level level);
+void write(Level level, std::string_view message);
+void flush();
+
+}  // namespace graft::log
+
+#define GRAFT_LOG(level, ...)                                                   \
+  do {                                                                          \
+    if (::graft::log::enabled(level))                                           \
+      ::graft::log::write(level, ::fmt::format(__VA_ARGS__));                   \
+  } while (0)
+#define GRAFT_TRACE(...) GRAFT_LOG(::graft::log::Level::Trace, __VA_ARGS__)
+#define GRAFT_DEBUG(...) GRAFT_LOG(::graft::log::Level::Debug, __VA_ARGS__)
+#define GRAFT_INFO(...) GRAFT_LOG(::graft::log::Level::Info, __VA_ARGS__)
+#define GRAFT_WARN(...) GRAFT_LOG(::graft::log::Level::Warn, __VA_ARGS__)
+#define GRAFT_ERROR(...) GRAFT_LOG(::graft::log::Level::Error, __VA_ARGS__)

@@ -1,0 +1,110 @@
+#include "log/report.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+
+namespace graft::log {
+namespace {
+
+std::string jsonString(const std::string& s) {
+  std::string r = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"': r += "\\\""; break;
+      case '\\': r += "\\\\"; break;
+      case '\n': r += "\\n"; break;
+      case '\t': r += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) r += fmt::format("\\u{:04x}", c);
+        else r += c;
+    }
+  }
+  return r + "\"";
+}
+
+std::string jsonObject(const std::vector<NamedCount>& v) {
+  std::string r = "{";
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) r += ", ";
+    r += jsonString(v[i].first) + ": " + std::to_string(v[i].second);
+  }
+  return r + "}";
+}
+
+std::string jsonList(const std::vector<NamedCount>& v, const char* key, const char* countKey) {
+  std::string r = "[";
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) r += ", ";
+    r += fmt::format("{{\"{}\": {}, \"{}\": {}}}", key, jsonString(v[i].first), countKey,
+                     v[i].second);
+  }
+  return r + "]";
+}
+
+double pct(uint64_t a, uint64_t b) { return b ? 100.0 * double(a) / double(b) : 0.0; }
+
+}  // namespace
+
+std::string reportJson(const Report& r) {
+  const auto& p = r.replay;
+  std::string j = "{\n";
+  j += fmt::format("  \"mode\": {},\n", jsonString(r.mode));
+  j += fmt::format("  \"ops\": {{\"total\": {}, \"by_class\": {}}},\n", r.opsTotal,
+                   jsonObject(r.opsByClass));
+  j += fmt::format("  \"kernels_top\": {},\n", jsonList(r.kernelsTop, "name", "count"));
+  j += fmt::format("  \"streams\": {},\n", jsonList(r.streams, "stream", "ops"));
+  j += "  \"replay\": {";
+  j += fmt::format(
+      "\"ops_total\": {}, \"ops_via_graph\": {}, \"ops_eager\": {}, \"coverage_pct\": {:.3f}, "
+      "\"graphs_built\": {}, \"build_failures\": {}, \"segments\": {}, \"replays\": {}, "
+      "\"patches\": {}, \"patches_per_replay\": {:.3f}, \"first_replay_s\": {:.6f}, "
+      "\"fallbacks\": {}",
+      p.opsTotal, p.opsViaGraph, p.opsEager, pct(p.opsViaGraph, p.opsTotal), p.graphsBuilt,
+      p.buildFailures, p.segments, p.replays, p.patches,
+      p.replays ? double(p.patches) / double(p.replays) : 0.0, p.firstReplaySeconds,
+      jsonObject(p.fallbacks));
+  j += "}\n}\n";
+  return j;
+}
+
+std::string reportSummary(const Report& r) {
+  const auto& p = r.replay;
+  std::string s = fmt::format("exit report (mode {}): {} ops", r.mode, r.opsTotal);
+  std::string classes;
+  for (const auto& [name, n] : r.opsByClass) {
+    if (n) classes += fmt::format(" {}={}", name, n);
+  }
+  s += classes.empty() ? "" : ";" + classes;
+  if (!r.kernelsTop.empty()) {
+    s += "\n  top kernels:";
+    for (size_t i = 0; i < r.kernelsTop.size() && i < 5; ++i)
+      s += fmt::format(" {}×{}", r.kernelsTop[i].first, r.kernelsTop[i].second);
+  }
+  if (r.mode == "graph") {
+    s += fmt::format(
+        "\n  replay: {:.1f}% of {} stream ops through graphs, {} graphs built, {} replays, "
+        "{:.2f} patches/replay",
+        pct(p.opsViaGraph, p.opsTotal), p.opsTotal, p.graphsBuilt, p.replays,
+        p.replays ? double(p.patches) / double(p.replays) : 0.0);
+    if (p.firstReplaySeconds >= 0)
+      s += fmt::format(", first replay after {:.3f} s", p.firstReplaySeconds);
+    if (!p.fallbacks.empty()) {
+      s += "\n  eager ops by reason:";
+      for (const auto& [reason, n] : p.fallbacks) s += fmt::format(" {}={}", reason, n);
+    }
+  }
+  return s;
+}
+
+std::string writeReportFile(const Report& r, const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) return "graft: GRAFT_STATS=" + path + " cannot be written; no JSON report";
+  const std::string j = reportJson(r);
+  const bool ok = std::fwrite(j.data(), 1, j.size(), f) == j.size();
+  const bool closed = std::fclose(f) == 0;
+  if (!ok || !closed) return "graft: writing GRAFT_STATS=" + path + " failed";
+  return {};
+}
+
+}  // namespace graft::log

@@ -1,0 +1,43 @@
+// The exit report: what graft saw and did, as a human summary for the log and
+// as JSON for GRAFT_STATS. Plain data; filled by the engine at exit.
+//
+// Threading: pure functions on a snapshot. May allocate. Never calls the CUDA
+// driver. No CUDA headers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace graft::log {
+
+using NamedCount = std::pair<std::string, uint64_t>;
+
+struct Report {
+  std::string mode;
+  uint64_t opsTotal = 0;
+  std::vector<NamedCount> opsByClass;   // every class, in table order
+  std::vector<NamedCount> kernelsTop;   // most launched first
+  std::vector<NamedCount> streams;      // ops per stream ("0x1" = legacy default stream)
+  struct Replay {
+    uint64_t opsTotal = 0;       // stream-ordered ops seen while replay was possible
+    uint64_t opsViaGraph = 0;    // of those, issued through graft's graphs
+    uint64_t opsEager = 0;       // of those, issued eagerly
+    uint64_t graphsBuilt = 0;
+    uint64_t buildFailures = 0;
+    uint64_t replays = 0;        // graph launches
+    uint64_t patches = 0;        // executable-graph node updates
+    double firstReplaySeconds = -1;  // from graft's first intercepted op; -1 = never
+    uint64_t segments = 0;       // live graphs at exit
+    std::vector<NamedCount> fallbacks;  // ops issued eagerly, by reason
+  } replay;
+};
+
+std::string reportJson(const Report& r);
+std::string reportSummary(const Report& r);
+
+// Writes reportJson(r) to `path`. Returns an empty string or a one-line error.
+std::string writeReportFile(const Report& r, const std::string& path);
+
+}  // namespace graft::log

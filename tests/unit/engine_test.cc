@@ -1,0 +1,355 @@
+// Engine behaviour on synthetic op streams (no driver): what executes must be
+// exactly what was issued, in order, while repeating sequences go through
+// graphs after the warm-up.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "core/engine.h"
+#include "fake_executor.h"
+
+namespace graft::test {
+namespace {
+
+using core::Decision;
+using core::EagerCause;
+
+struct Harness {
+  explicit Harness(core::EngineConfig c = defaultConfig()) : engine(c, exec) {}
+
+  static core::EngineConfig defaultConfig() {
+    core::EngineConfig c;
+    c.warmup = 3;
+    c.maxPeriod = 4096;
+    c.minSegmentOps = 2;
+    c.segmentOps = 1000;  // one piece per segment unless a test says otherwise
+    return c;
+  }
+
+  void op(const TestOp& t) {
+    auto lock = engine.lock();
+    const core::OpDesc d = t.desc();
+    issued.push_back(t.expected());
+    if (engine.submit(d) == Decision::IssueNow) {
+      exec.trace.push_back(t.expected());
+      engine.completeIssued(d, true);
+    }
+  }
+  void sync() {
+    {
+      auto lock = engine.lock();
+      engine.hostBarrier(42);
+    }
+    // A host barrier must leave nothing held: everything issued has executed.
+    ASSERT_EQ(exec.trace.size(), issued.size()) << "ops still held at a barrier";
+  }
+  void finish() {
+    auto lock = engine.lock();
+    engine.flushAll();
+  }
+  // Everything issued executed exactly once, in issue order, per stream.
+  void expectEquivalent() {
+    finish();
+    std::map<uint64_t, std::vector<Executed>> want, got;
+    for (const auto& e : issued) want[e.stream].push_back(e);
+    for (const auto& e : exec.trace) got[e.stream].push_back(e);
+    ASSERT_EQ(want.size(), got.size());
+    for (auto& [stream, ops] : want) {
+      const auto& g = got[stream];
+      ASSERT_EQ(ops.size(), g.size()) << "stream " << stream;
+      for (size_t i = 0; i < ops.size(); ++i)
+        ASSERT_TRUE(ops[i] == g[i]) << "stream " << stream << " op " << i << " differs";
+    }
+  }
+  size_t viaGraph() const {
+    size_t n = 0;
+    for (const auto& e : exec.trace) n += e.viaGraph;
+    return n;
+  }
+
+  FakeExecutor exec;
+  core::Engine engine;
+  std::vector<Executed> issued;
+};
+
+// One "iteration": n kernels with distinct shapes; `step` goes into a value.
+void iteration(Harness& h, int n, uint64_t step, uint64_t shapeBase = 1000) {
+  for (int k = 0; k < n; ++k) h.op(TestOp{OpKind::Kernel, 0x100, shapeBase + k, k == 3 ? step : 7});
+}
+
+TEST(Engine, RepeatingLoopWithoutSyncReplaysThroughGraphs) {
+  Harness h;
+  for (int it = 0; it < 20; ++it) iteration(h, 50, it);
+  h.expectEquivalent();
+  EXPECT_GE(h.exec.builds, 1);
+  EXPECT_GE(h.exec.launches, 14);
+  // After warm-up nearly everything goes through graphs.
+  EXPECT_GT(h.viaGraph(), size_t(14 * 50));
+}
+
+TEST(Engine, RecurringSyncIsASegmentBoundaryNotAFallback) {
+  Harness h;
+  for (int it = 0; it < 20; ++it) {
+    iteration(h, 40, it);
+    h.sync();
+  }
+  h.expectEquivalent();
+  const auto s = h.engine.stats();
+  EXPECT_EQ(s.eagerByCause[size_t(EagerCause::SyncInSegment)], 0u);
+  EXPECT_GE(s.replays, 15u);
+  EXPECT_EQ(s.opsViaGraph, s.replays * 40);
+}
+
+TEST(Engine, ChangedParameterValuesArePatchedNotFallenBackOn) {
+  Harness h;
+  for (int it = 0; it < 20; ++it) {
+    iteration(h, 30, 1000 + it);  // op 3 carries a new value every iteration
+    h.sync();
+  }
+  h.expectEquivalent();
+  const auto s = h.engine.stats();
+  EXPECT_GE(s.replays, 15u);
+  EXPECT_EQ(s.patches, s.replays);  // exactly one node patched per replay
+  EXPECT_EQ(s.eagerByCause[size_t(EagerCause::Mismatch)], 0u);
+}
+
+TEST(Engine, ShapeChangeMidSegmentFlushesInOrderAndRecovers) {
+  Harness h;
+  for (int it = 0; it < 30; ++it) {
+    if (it == 12) {
+      for (int k = 0; k < 30; ++k) h.op(TestOp{OpKind::Kernel, 0x100, k == 17 ? 9999u : 1000u + k, 7});
+    } else {
+      iteration(h, 30, 5);
+    }
+    h.sync();
+  }
+  h.expectEquivalent();
+  const auto s = h.engine.stats();
+  EXPECT_GT(s.eagerByCause[size_t(EagerCause::Mismatch)], 0u);
+  // Replay resumes after the odd iteration.
+  EXPECT_GE(s.replays, 20u);
+}
+
+TEST(Engine, ExtraAndMissingOpsAreIssuedExactly) {
+  Harness h;
+  for (int it = 0; it < 40; ++it) {
+    for (int k = 0; k < 25; ++k) {
+      if (it % 7 == 5 && k == 10) continue;                                  // missing op
+      h.op(TestOp{OpKind::Kernel, 0x100, 1000u + k, uint64_t(it)});
+      if (it % 11 == 6 && k == 20) h.op(TestOp{OpKind::Kernel, 0x100, 5555, 1});  // extra op
+    }
+    if (it % 3 == 0) h.sync();
+  }
+  h.expectEquivalent();
+}
+
+TEST(Engine, SyncInsideASegmentFlushesHeldWork) {
+  Harness h;
+  for (int it = 0; it < 12; ++it) {
+    iteration(h, 20, 1);
+    h.sync();
+  }
+  // Now a sync arrives in the middle of what would be a segment.
+  for (int k = 0; k < 10; ++k) h.op(TestOp{OpKind::Kernel, 0x100, 1000u + k, 7});
+  h.sync();  // asserts nothing is held
+  h.expectEquivalent();
+  EXPECT_GT(h.engine.stats().eagerByCause[size_t(EagerCause::SyncInSegment)], 0u);
+}
+
+TEST(Engine, BuildFailureLeavesEverythingEagerAndCorrect) {
+  Harness h;
+  h.exec.failBuilds = true;
+  for (int it = 0; it < 15; ++it) {
+    iteration(h, 20, it);
+    h.sync();
+  }
+  h.expectEquivalent();
+  EXPECT_EQ(h.viaGraph(), 0u);
+  EXPECT_GT(h.engine.stats().buildFailures, 0u);
+}
+
+TEST(Engine, LaunchFailureIssuesTheHeldOpsEagerly) {
+  Harness h;
+  h.exec.failLaunchAt = 2;
+  for (int it = 0; it < 15; ++it) {
+    iteration(h, 20, it);
+    h.sync();
+  }
+  h.expectEquivalent();
+  EXPECT_GT(h.engine.stats().eagerByCause[size_t(EagerCause::LaunchFailed)], 0u);
+}
+
+TEST(Engine, PatchFailureIssuesTheHeldOpsEagerly) {
+  Harness h;
+  h.exec.failPatchAt = 1;
+  for (int it = 0; it < 15; ++it) {
+    iteration(h, 20, 100 + it);
+    h.sync();
+  }
+  h.expectEquivalent();
+  EXPECT_GT(h.engine.stats().eagerByCause[size_t(EagerCause::LaunchFailed)], 0u);
+}
+
+TEST(Engine, BoundaryOpsRunInSequenceAndSplitSegments) {
+  Harness h;
+  for (int it = 0; it < 15; ++it) {
+    iteration(h, 20, 1, 1000);
+    h.op(TestOp{OpKind::Boundary, 0x100, 77, 0, 0, EagerCause::HostMemoryCopy});
+    iteration(h, 20, 1, 2000);
+    h.sync();
+  }
+  h.expectEquivalent();
+  EXPECT_GE(h.engine.stats().replays, 20u);  // two segments per iteration
+}
+
+TEST(Engine, EventStructureMatchesWhateverTheHandles) {
+  Harness h;
+  for (int it = 0; it < 20; ++it) {
+    const uint64_t e = 0xe000 + it;  // a fresh event handle every iteration
+    iteration(h, 5, 1, 1000);
+    h.op(TestOp{OpKind::EventRecord, 0x100, 1, 0, e});
+    h.op(TestOp{OpKind::EventWait, 0x200, 2, 0, e});
+    for (int k = 0; k < 5; ++k) h.op(TestOp{OpKind::Kernel, 0x200, 3000u + k, 3});
+    h.op(TestOp{OpKind::EventRecord, 0x200, 4, 0, e + 0x100});
+    h.op(TestOp{OpKind::EventWait, 0x100, 5, 0, e + 0x100});
+    h.sync();
+  }
+  h.expectEquivalent();
+  EXPECT_GE(h.engine.stats().replays, 15u);
+  EXPECT_EQ(h.engine.stats().eagerByCause[size_t(EagerCause::Mismatch)], 0u);
+}
+
+TEST(Engine, WaitOnAnEventRecordedInsideVersusOutsideIsAMismatch) {
+  Harness h;
+  for (int it = 0; it < 20; ++it) {
+    const uint64_t e = 0xe000 + it;
+    if (it != 15) h.op(TestOp{OpKind::EventRecord, 0x100, 1, 0, e});
+    iteration(h, 6, 1);
+    h.op(TestOp{OpKind::EventWait, 0x200, 2, 0, it == 15 ? 0xdead : e});
+    h.op(TestOp{OpKind::Kernel, 0x200, 9, 1});
+    h.sync();
+  }
+  h.expectEquivalent();
+}
+
+TEST(Engine, NestedRepetitionConvergesToWholeIterationGraphs) {
+  // Twelve identical "layers" inside each iteration: the layer repeats first,
+  // but the whole iteration must end up in graphs without per-layer launches.
+  core::EngineConfig c = Harness::defaultConfig();
+  Harness h(c);
+  auto iterationWithLayers = [&h](uint64_t step) {
+    h.op(TestOp{OpKind::Kernel, 0x100, 1, step});
+    for (int layer = 0; layer < 12; ++layer)
+      for (int k = 0; k < 6; ++k) h.op(TestOp{OpKind::Kernel, 0x100, 100u + k, uint64_t(layer)});
+    h.op(TestOp{OpKind::Kernel, 0x100, 2, step});
+    h.op(TestOp{OpKind::Kernel, 0x100, 3, step});
+  };
+  for (int it = 0; it < 30; ++it) iterationWithLayers(it);
+  const uint64_t launchesBefore = h.engine.stats().replays;
+  for (int it = 30; it < 40; ++it) iterationWithLayers(it);
+  h.expectEquivalent();
+  const uint64_t perIteration = (h.engine.stats().replays - launchesBefore) / 10;
+  EXPECT_LE(perIteration, 2u) << "still replaying layer by layer";
+  // No patches in steady state: each layer's values are stable in the big graph.
+  EXPECT_EQ(h.exec.trace.size(), h.issued.size());
+}
+
+TEST(Engine, QueriesOfHeldWorkFlushIt) {
+  Harness h;
+  for (int it = 0; it < 20; ++it) {
+    iteration(h, 10, 1);
+    h.op(TestOp{OpKind::EventRecord, 0x100, 1, 0, 0xe1});
+    iteration(h, 10, 1, 5000);
+    {
+      auto lock = h.engine.lock();
+      h.engine.query(0, 0xe1, 9);
+    }
+    // The recorded event must have been issued by the time the query returns.
+    bool recorded = false;
+    for (const auto& e : h.exec.trace) recorded |= e.kind == OpKind::EventRecord && e.event == 0xe1;
+    ASSERT_TRUE(recorded);
+    h.sync();
+  }
+  h.expectEquivalent();
+}
+
+TEST(Engine, ProgramCaptureMakesGraftStepAside) {
+  Harness h;
+  for (int it = 0; it < 10; ++it) {
+    iteration(h, 10, 1);
+    h.sync();
+  }
+  {
+    auto lock = h.engine.lock();
+    h.engine.programCaptureBegin();
+  }
+  const size_t launches = h.exec.launches;
+  for (int it = 0; it < 5; ++it) iteration(h, 10, 1);
+  EXPECT_EQ(h.exec.launches, launches);  // nothing replayed while the program captures
+  EXPECT_EQ(h.exec.trace.size(), h.issued.size());
+  {
+    auto lock = h.engine.lock();
+    h.engine.programCaptureEnd();
+  }
+  h.expectEquivalent();
+}
+
+TEST(Engine, PiecesOfLongSegmentsStartTheGpuEarly) {
+  core::EngineConfig c = Harness::defaultConfig();
+  c.segmentOps = 0;  // automatic: 32, 64, 128, ...
+  Harness h(c);
+  for (int it = 0; it < 20; ++it) {
+    iteration(h, 300, 1);
+    h.sync();
+  }
+  h.expectEquivalent();
+  // 300 ops -> pieces of 32, 64, 128 and the rest: 4 launches per iteration.
+  EXPECT_GE(h.engine.stats().graphsBuilt, 4u);
+}
+
+TEST(Engine, PassThroughNeverHoldsAnything) {
+  core::EngineConfig c = Harness::defaultConfig();
+  c.replay = false;
+  Harness h(c);
+  for (int it = 0; it < 10; ++it) iteration(h, 20, 1);
+  EXPECT_EQ(h.exec.launches, 0);
+  EXPECT_EQ(h.exec.builds, 0);
+  h.expectEquivalent();
+}
+
+TEST(Engine, RandomizedStreamsStayEquivalent) {
+  // Random perturbations of a periodic program on two streams.
+  for (uint64_t seed = 1; seed <= 30; ++seed) {
+    Harness h;
+    uint64_t x = seed * 0x9e3779b97f4a7c15ull;
+    auto rnd = [&x](uint64_t n) {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      return x % n;
+    };
+    for (int it = 0; it < 40; ++it) {
+      for (int k = 0; k < 30; ++k) {
+        const uint64_t stream = k % 5 == 0 ? 0x200 : 0x100;
+        uint64_t shape = 1000 + k;
+        if (rnd(200) == 0) shape = 7000 + rnd(3);  // shape change
+        if (rnd(300) == 0) continue;              // missing op
+        h.op(TestOp{OpKind::Kernel, stream, shape, k % 4 == 0 ? uint64_t(it) : 1});
+        if (k == 12) {
+          h.op(TestOp{OpKind::EventRecord, 0x100, 1, 0, 0xe000 + uint64_t(it)});
+          h.op(TestOp{OpKind::EventWait, 0x200, 2, 0, 0xe000 + uint64_t(it)});
+        }
+        if (rnd(150) == 0) h.sync();  // sync at an odd place
+      }
+      if (rnd(2)) h.sync();
+    }
+    h.expectEquivalent();
+    if (testing::Test::HasFatalFailure()) {
+      ADD_FAILURE() << "seed " << seed;
+      return;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace graft::test
