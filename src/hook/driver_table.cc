@@ -1,5 +1,7 @@
 #include "hook/driver_api.h"
 
+#include <algorithm>
+
 namespace graft::hook {
 
 std::atomic<void*> g_realDriver[kApiCount][2];
@@ -17,7 +19,11 @@ int resolveDriverTable(PFN_cuGetProcAddress_v12000 gpa) {
       CUdriverProcAddressQueryResult status{};
       const cuuint64_t flags = perThread ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
                                          : CU_GET_PROC_ADDRESS_LEGACY_STREAM;
-      if (gpa(name, &fn, info.version, flags, &status) == CUDA_SUCCESS && fn) {
+      // The default variant at exactly the table's ABI version; the per-thread
+      // variant at the headers' version (per-thread symbols appeared later,
+      // e.g. cuLaunchKernel_ptsz at 7000, and the table lists latest ABIs).
+      const int version = perThread ? std::max(info.version, CUDA_VERSION) : info.version;
+      if (gpa(name, &fn, version, flags, &status) == CUDA_SUCCESS && fn) {
         g_realDriver[i][perThread].store(fn, std::memory_order_relaxed);
       } else if (!perThread) {
         ++missing;

@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Checks the shape of libgraft.so and of the checkout (preload tier).
+
+  check_library.py exports LIBGRAFT API_TABLE_TOOL
+      libgraft.so needs only glibc and the C++ runtime (no libcuda, spdlog or
+      fmt) and exports exactly dlsym plus the table's intercepted symbols.
+  check_library.py readme README OPTIONS_TOOL
+      README.md's options table equals the one generated from options.def.
+  check_library.py core-no-cuda SRC_CORE
+      no file in src/core includes a CUDA or NCCL header.
+"""
+import pathlib
+import re
+import subprocess
+import sys
+
+ALLOWED_NEEDED = {"libc.so.6", "libstdc++.so.6", "libgcc_s.so.1", "libm.so.6",
+                  "ld-linux-x86-64.so.2", "libdl.so.2", "libpthread.so.0"}
+
+
+def run(*cmd):
+    return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+
+
+def check_exports(lib, tool):
+    failures = []
+    needed = set(re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", run("readelf", "-d", lib)))
+    extra = needed - ALLOWED_NEEDED
+    if extra:
+        failures.append(f"libgraft.so needs more than glibc and the C++ runtime: {sorted(extra)}")
+    exported = set()
+    for line in run("nm", "-D", "--defined-only", lib).splitlines():
+        parts = line.split()
+        if len(parts) == 3:
+            exported.add(parts[2].split("@")[0])
+    want = set(run(tool, "--exports").split()) | {"dlsym"}
+    if exported - want:
+        failures.append(f"exports symbols outside the table: {sorted(exported - want)[:20]}")
+    if want - exported:
+        failures.append(f"table symbols not exported: {sorted(want - exported)[:20]}")
+    return failures, f"{len(exported)} exported symbols, NEEDED {sorted(needed)}"
+
+
+def check_readme(readme, tool):
+    text = pathlib.Path(readme).read_text()
+    m = re.search(r"<!-- options:begin -->\n(.*?)<!-- options:end -->", text, re.S)
+    if not m:
+        return ["README.md has no <!-- options:begin --> ... <!-- options:end --> section"], ""
+    want = run(tool, "--markdown")
+    if m.group(1).strip() != want.strip():
+        return ["README.md's options table differs from options.def; run scripts/update-readme"], ""
+    return [], "README options table matches options.def"
+
+
+def check_core(core_dir):
+    bad = []
+    for f in pathlib.Path(core_dir).rglob("*"):
+        if f.suffix in (".h", ".cc", ".cpp", ".hpp") and re.search(
+                r'#\s*include\s*[<"](cuda|nccl)', f.read_text()):
+            bad.append(str(f))
+    return ([f"core includes CUDA/NCCL headers: {bad}"] if bad else []), "core is CUDA-free"
+
+
+def main():
+    what = sys.argv[1]
+    checks = {"exports": check_exports, "readme": check_readme, "core-no-cuda": check_core}
+    failures, info = checks[what](*sys.argv[2:])
+    for f in failures:
+        print("FAIL:", f)
+    if not failures:
+        print("ok:", info)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
