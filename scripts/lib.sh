@@ -2,7 +2,7 @@
 # the build dependencies. Sourced, not run.
 GRAFT_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 GRAFT_BUILD=${GRAFT_BUILD_DIR:-$GRAFT_ROOT/build}
-LIBGRAFT=$GRAFT_BUILD/src/hook/libgraft.so
+LIBGRAFT=$GRAFT_BUILD/src/libgraft.so
 
 # Installs what the build needs, from Debian packages, if something is missing.
 graft_install_deps() {

@@ -271,6 +271,8 @@ void Engine::launchHeld(Segment* s, size_t begin, size_t length) {
     GRAFT_INFO("first replay after {:.3f} s (segment #{}, {} ops)", stats_.firstReplaySeconds,
                s->id, length);
   }
+  GRAFT_TRACE("token {:#018x} segment #{} ({} ops, {} patched)", s->tokenHash, s->id, length,
+              patch_.size());
   history_.pushSegment(s->id, s->tokenHash);
   feedDetector(s->tokenHash);
 }
@@ -346,12 +348,15 @@ void Engine::stopReplay() {
 
 void Engine::recordEagerOp(const OpDesc& op, bool boundary) {
   const uint64_t hash = boundary ? hashCombine(op.shapeHash, kBoundarySalt) : op.shapeHash;
+  GRAFT_TRACE("token {:#018x} op stream {:#x} {}{}", hash, op.stream, executor_.describe(op),
+              boundary ? " (boundary)" : "");
   history_.pushOp(op, hash, boundary);
   if (boundary) ++boundary_generation_;
   feedDetector(hash);
 }
 
 void Engine::pushBoundaryToken(uint64_t hash) {
+  GRAFT_TRACE("token {:#018x} barrier", hash);
   history_.pushBarrier(hash);
   ++boundary_generation_;
   feedDetector(hash);

@@ -58,6 +58,10 @@ static_assert(std::size(kApis) == kApiCount);
 
 constexpr const ApiInfo& apiInfo(ApiId id) { return kApis[size_t(id)]; }
 
+// Older ABIs that runtimes still ask cuGetProcAddress for, whose typedefs
+// cudaTypedefs.h only declares for the driver's own build.
+typedef CUresult(CUDAAPI* PFN_cuStreamBeginCapture_v10000)(CUstream hStream);
+
 // The typed pointer of each entry: ApiType<ApiId::k_cuLaunchKernel_4000>::type
 // is PFN_cuLaunchKernel_v4000.
 template <ApiId Id> struct ApiType;
@@ -84,8 +88,5 @@ int resolveDriverTable(PFN_cuGetProcAddress_v12000 realGetProcAddress);
 ApiId findByBaseName(std::string_view base, int version);
 // The entry whose exported symbol is `symbol` (per-thread symbols set *perThread).
 ApiId findBySymbol(std::string_view symbol, bool* perThread);
-// True when `symbol` names an older ABI of an intercepted function (e.g.
-// "cuMemcpyDtoHAsync" for the _v2 entry): graft cannot wrap it.
-bool isOlderAbiSymbol(std::string_view symbol);
 
 }  // namespace graft::hook

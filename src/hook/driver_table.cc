@@ -19,10 +19,14 @@ int resolveDriverTable(PFN_cuGetProcAddress_v12000 gpa) {
       CUdriverProcAddressQueryResult status{};
       const cuuint64_t flags = perThread ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
                                          : CU_GET_PROC_ADDRESS_LEGACY_STREAM;
-      // The default variant at exactly the table's ABI version; the per-thread
-      // variant at the headers' version (per-thread symbols appeared later,
-      // e.g. cuLaunchKernel_ptsz at 7000, and the table lists latest ABIs).
-      const int version = perThread ? std::max(info.version, CUDA_VERSION) : info.version;
+      // The default variant at exactly the entry's ABI version; the per-thread
+      // variant at the newest version this entry covers (per-thread symbols
+      // appeared later, e.g. cuLaunchKernel_ptsz at 7000).
+      int newest = std::max(info.version, CUDA_VERSION);
+      for (const ApiInfo& other : kApis)
+        if (other.base == info.base && other.version > info.version)
+          newest = std::min(newest, other.version - 1);
+      const int version = perThread ? newest : info.version;
       if (gpa(name, &fn, version, flags, &status) == CUDA_SUCCESS && fn) {
         g_realDriver[i][perThread].store(fn, std::memory_order_relaxed);
       } else if (!perThread) {
@@ -58,20 +62,6 @@ ApiId findBySymbol(std::string_view symbol, bool* perThread) {
     }
   }
   return ApiId::Count;
-}
-
-bool isOlderAbiSymbol(std::string_view symbol) {
-  for (size_t i = 0; i < kApiCount; ++i) {
-    const ApiInfo& info = kApis[i];
-    if (info.klass == ApiClass::Internal || info.klass == ApiClass::Resolver) continue;
-    if (info.base == symbol && info.symbol != symbol) {
-      bool any = false;  // another entry may export exactly this symbol
-      bool pt;
-      any = findBySymbol(symbol, &pt) != ApiId::Count;
-      if (!any) return true;
-    }
-  }
-  return false;
 }
 
 }  // namespace graft::hook

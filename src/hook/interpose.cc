@@ -18,6 +18,7 @@
 #include <type_traits>
 
 #include "hook/driver_api.h"
+#include "hook/generic_forward.h"
 #include "hook/runtime.h"
 #include "log/log.h"
 
@@ -372,6 +373,33 @@ bool isOurWrapper(void* fn) {
   return false;
 }
 
+// A driver function graft has no wrapper for (an ABI its table does not
+// describe, or a function it does not know): what the program gets instead of
+// `real`. Functions that may enqueue work or wait for it get a flushing
+// forwarder, so nothing is reordered around what graft holds; a program
+// capture graft cannot follow makes graft stop replaying.
+void* undecodable(ApiId id, std::string_view name, void* real, int version) {
+  bool flush = false;
+  if (id != ApiId::Count) {
+    const ApiInfo& info = apiInfo(id);
+    if (info.klass == ApiClass::Internal || info.klass == ApiClass::Resolver) return real;
+    if (info.traits & (trait::BEGIN | trait::END)) {
+      Runtime::ensureStarted(nullptr);
+      if (Runtime::active()) Runtime::get().noteUnwrapped(name, version);
+      return real;
+    }
+    flush = (info.traits & (trait::ORDERED | trait::SYNC)) || info.klass == ApiClass::Query ||
+            info.klass == ApiClass::Lifecycle || info.klass == ApiClass::Free;
+  } else {
+    flush = looksStreamOrdered(name);
+  }
+  if (!flush) return real;
+  if (void* forwarder = flushingForwarder(real, name)) return forwarder;
+  Runtime::ensureStarted(nullptr);
+  if (Runtime::active()) Runtime::get().noteUnwrapped(name, version);
+  return real;
+}
+
 CUresult getProcAddress(const char* symbol, void** pfn, int version, cuuint64_t flags,
                         CUdriverProcAddressQueryResult* status) {
   PFN_cuGetProcAddress_v12000 gpa = Runtime::realGetProcAddress();
@@ -379,18 +407,21 @@ CUresult getProcAddress(const char* symbol, void** pfn, int version, cuuint64_t 
   const CUresult r = gpa(symbol, pfn, version, flags, status);
   if (r != CUDA_SUCCESS || !pfn || !*pfn || !symbol || Runtime::options().disable) return r;
   const ApiId id = findByBaseName(symbol, version);
-  if (id == ApiId::Count || apiInfo(id).klass == ApiClass::Internal) return r;
-  if (apiInfo(id).klass == ApiClass::Resolver) {
+  if (id != ApiId::Count && apiInfo(id).klass == ApiClass::Resolver) {
     // The resolver's lookup of itself must return graft's resolver too.
     *pfn = kWrappers[size_t(version >= 12000 ? ApiId::k_cuGetProcAddress_12000
                                              : ApiId::k_cuGetProcAddress_11030)][0];
     return r;
   }
-  if (void* w = wrapperForReal(id, *pfn)) {
-    *pfn = w;
-  } else if (Runtime::active()) {
-    Runtime::get().noteUnwrapped(id, version);
+  if (id != ApiId::Count) {
+    if (apiInfo(id).klass == ApiClass::Internal) return r;
+    if (void* w = wrapperForReal(id, *pfn)) {
+      *pfn = w;
+      return r;
+    }
   }
+  const ApiId anyAbi = id != ApiId::Count ? id : findByBaseName(symbol, 1 << 30);
+  *pfn = undecodable(anyAbi, symbol, *pfn, version);
   return r;
 }
 
@@ -428,27 +459,27 @@ __attribute__((visibility("hidden"))) void* graft_real_dlsym_ptr = nullptr;
 extern "C" __attribute__((visibility("hidden"))) void* graft_dlsym_lookup(void* handle,
                                                                           const char* name) {
   if (!graft_real_dlsym_ptr) graft_real_dlsym_ptr = reinterpret_cast<void*>(graft::hook::realDlsymFn());
-  if (!name || name[0] != 'c' || name[1] != 'u') return nullptr;
+  // Driver functions are named cu + capital letter (cublas…, cudnn…, cufft… are not).
+  if (!name || name[0] != 'c' || name[1] != 'u' || name[2] < 'A' || name[2] > 'Z') return nullptr;
   if (Runtime::options().disable) return nullptr;
   bool perThread = false;
   const ApiId id = graft::hook::findBySymbol(name, &perThread);
-  if (id == ApiId::Count) {
-    if (graft::hook::isOlderAbiSymbol(name) && graft::hook::realDlsym(handle, name)) {
-      Runtime::ensureStarted(nullptr);
-      if (Runtime::active()) Runtime::get().noteUnwrapped(graft::hook::findByBaseName(name, 1 << 30), 0);
-    }
-    return nullptr;
-  }
-  if (graft::hook::apiInfo(id).klass == ApiClass::Internal) return nullptr;
+  if (id != ApiId::Count && graft::hook::apiInfo(id).klass == ApiClass::Internal) return nullptr;
   void* fn = graft::hook::realDlsym(handle, name);
-  if (!fn || graft::hook::isOurWrapper(fn)) return fn ? fn : nullptr;
-  Runtime::ensureStarted(handle);
-  if (!Runtime::active()) return fn;
-  void* w = graft::hook::kWrappers[size_t(id)][perThread ? 1 : 0];
-  if (w && fn == graft::hook::g_realDriver[size_t(id)][perThread ? 1 : 0].load()) return w;
-  if (graft::hook::apiInfo(id).klass == ApiClass::Resolver && w) return w;
-  Runtime::get().noteUnwrapped(id, graft::hook::apiInfo(id).version);
-  return fn;
+  if (!fn) return nullptr;
+  if (graft::hook::isOurWrapper(fn)) return fn;
+  Runtime::ensureStarted(id != ApiId::Count ? handle : nullptr);
+  if (!Runtime::active()) return nullptr;
+  if (id != ApiId::Count) {
+    void* w = graft::hook::kWrappers[size_t(id)][perThread ? 1 : 0];
+    if (w && (graft::hook::apiInfo(id).klass == ApiClass::Resolver ||
+              fn == graft::hook::g_realDriver[size_t(id)][perThread ? 1 : 0].load()))
+      return w;
+  }
+  // An exported symbol graft has no wrapper for: e.g. an older ABI's name.
+  const ApiId anyAbi = id != ApiId::Count ? id : graft::hook::findByBaseName(name, 1 << 30);
+  void* answer = graft::hook::undecodable(anyAbi, name, fn, 0);
+  return answer == fn ? nullptr : answer;
 }
 
 #if defined(__x86_64__)
@@ -490,23 +521,25 @@ extern "C" __attribute__((visibility("default"))) void* dlsym(void* handle, cons
 // Exported cu* symbols for programs linked against libcuda: each is a jump
 // through a slot holding the matching wrapper.
 
-#define GRAFT_SLOT_NONE(symbol, id)
-#define GRAFT_SLOT_PTSZ(symbol, id)                                              \
-  extern "C" {                                                                   \
-  __attribute__((visibility("hidden"), used)) void* graft_slot_##symbol##_ptsz = \
-      graft::hook::kWrappers[size_t(id)][1];                                     \
+#define GRAFT_SLOT_NONE(slot, id)
+// Nested macros get pre-pasted names and strings only: a table symbol may
+// also be a macro in cuda.h (cuStreamBeginCapture -> ..._v2).
+#define GRAFT_SLOT_PTSZ(slot, id)                                     \
+  extern "C" {                                                        \
+  __attribute__((visibility("hidden"), used)) void* slot##_ptsz =     \
+      graft::hook::kWrappers[size_t(id)][1];                          \
   }
-#define GRAFT_SLOT_PTDS(symbol, id)                                              \
-  extern "C" {                                                                   \
-  __attribute__((visibility("hidden"), used)) void* graft_slot_##symbol##_ptds = \
-      graft::hook::kWrappers[size_t(id)][1];                                     \
+#define GRAFT_SLOT_PTDS(slot, id)                                     \
+  extern "C" {                                                        \
+  __attribute__((visibility("hidden"), used)) void* slot##_ptds =     \
+      graft::hook::kWrappers[size_t(id)][1];                          \
   }
 #define GRAFT_EXPORT_ASM(name)                                                  \
   asm(".text\n.globl " name "\n.type " name ", @function\n" name ":\n"          \
       "  jmp *graft_slot_" name "(%rip)\n.size " name ", .-" name "\n");
-#define GRAFT_EXPORT_NONE(symbol)
-#define GRAFT_EXPORT_PTSZ(symbol) GRAFT_EXPORT_ASM(#symbol "_ptsz")
-#define GRAFT_EXPORT_PTDS(symbol) GRAFT_EXPORT_ASM(#symbol "_ptds")
+#define GRAFT_EXPORT_NONE(name)
+#define GRAFT_EXPORT_PTSZ(name) GRAFT_EXPORT_ASM(name "_ptsz")
+#define GRAFT_EXPORT_PTDS(name) GRAFT_EXPORT_ASM(name "_ptds")
 
 #define GRAFT_EXPORTED_Launch 1
 #define GRAFT_EXPORTED_Copy 1
@@ -536,7 +569,7 @@ extern "C" __attribute__((visibility("default"))) void* dlsym(void* handle, cons
              __attribute__((visibility("hidden"), used)) void* graft_slot_##symbol =              \
                  graft::hook::kWrappers[size_t(ApiId::k_##base##_##version)][0];                \
            }                                                                                    \
-           GRAFT_SLOT_##variant(symbol, ApiId::k_##base##_##version) GRAFT_EXPORT_ASM(#symbol)  \
-               GRAFT_EXPORT_##variant(symbol))
+           GRAFT_SLOT_##variant(graft_slot_##symbol, ApiId::k_##base##_##version)              \
+               GRAFT_EXPORT_ASM(#symbol) GRAFT_EXPORT_##variant(#symbol))
 #include "hook/driver_api.def"
 #undef GRAFT_API

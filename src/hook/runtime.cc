@@ -89,14 +89,11 @@ Runtime::Runtime() : mode_(options().mode) {
   GRAFT_DEBUG("graft started in {} mode (pid {})", config::toString(mode_), getpid());
 }
 
-void Runtime::noteUnwrapped(ApiId id, int requestedVersion) {
-  const ApiInfo& info = apiInfo(id);
-  if (info.klass == ApiClass::Internal || info.klass == ApiClass::Resolver) return;
-  if (info.klass == ApiClass::Capture && !(info.traits & (trait::BEGIN | trait::END))) return;
+void Runtime::noteUnwrapped(std::string_view name, int requestedVersion) {
   if (unwrapped_noted_.exchange(true)) return;
-  GRAFT_WARN("the program uses {} at ABI version {}, which graft cannot intercept; to stay exact, "
+  GRAFT_WARN("the program uses {} (ABI version {}) in a way graft cannot follow; to stay exact, "
              "graft stops replaying (counts may be incomplete)",
-             info.base, requestedVersion);
+             name, requestedVersion);
   auto lock = engine_->lock();
   engine_->stopReplay();
 }

@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <memory>
+#include <string_view>
 
 #include "config/options.h"
 #include "core/engine.h"
@@ -47,9 +48,10 @@ class Runtime {
   void countClass(ApiClass c) {
     class_counts_[size_t(c)].fetch_add(1, std::memory_order_relaxed);
   }
-  // The program obtained a driver function graft cannot wrap (an older or
-  // newer ABI). Graft can no longer see every op, so it stops replaying.
-  void noteUnwrapped(ApiId id, int requestedVersion);
+  // The program obtained a driver function graft cannot follow (a program
+  // capture under an unknown ABI, or no flushing forwarder left): graft can no
+  // longer see every op, so it stops replaying.
+  void noteUnwrapped(std::string_view name, int requestedVersion);
 
   // The real cuGetProcAddress_v2 / cuGetProcAddress and the real dlsym.
   static PFN_cuGetProcAddress_v12000 realGetProcAddress();

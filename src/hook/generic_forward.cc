@@ -1,0 +1,62 @@
+#include "hook/generic_forward.h"
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include "core/hash.h"
+#include "hook/runtime.h"
+#include "log/log.h"
+
+extern "C" void* graft_generic_trampolines[];
+extern "C" uint64_t graft_generic_trampoline_count;
+
+namespace graft::hook {
+namespace {
+
+constexpr size_t kSlots = 64;
+std::atomic<void*> g_real[kSlots];
+std::string g_names[kSlots];
+size_t g_used = 0;
+std::mutex g_mutex;
+
+}  // namespace
+
+void* flushingForwarder(void* real, std::string_view name) {
+  std::lock_guard<std::mutex> guard(g_mutex);
+  for (size_t i = 0; i < g_used; ++i)
+    if (g_real[i].load(std::memory_order_relaxed) == real) return graft_generic_trampolines[i];
+  if (g_used == kSlots || g_used >= graft_generic_trampoline_count) return nullptr;
+  g_names[g_used] = std::string(name);
+  g_real[g_used].store(real, std::memory_order_release);
+  GRAFT_DEBUG("{}: not decoded by graft; it flushes held work and is issued as the program asked", name);
+  return graft_generic_trampolines[g_used++];
+}
+
+bool looksStreamOrdered(std::string_view n) {
+  auto starts = [n](std::string_view p) { return n.substr(0, p.size()) == p; };
+  return n.find("Async") != std::string_view::npos ||
+         n.find("Synchronize") != std::string_view::npos || starts("cuLaunch") ||
+         starts("cuGraphLaunch") || starts("cuMemcpy") || starts("cuMemset") ||
+         starts("cuStreamWait") || starts("cuStreamWrite") || starts("cuStreamBatchMemOp") ||
+         starts("cuEventRecord") || starts("cuStreamBeginCapture") || starts("cuStreamEndCapture");
+}
+
+}  // namespace graft::hook
+
+// Called by trampoline `index` (generic_trampoline.S) with the caller's
+// arguments saved: issues everything held, returns the real function.
+extern "C" __attribute__((visibility("hidden"))) void* graft_generic_enter(unsigned index) {
+  using namespace graft::hook;
+  void* real = g_real[index].load(std::memory_order_acquire);
+  if (!t_inGraft && Runtime::active()) {
+    t_inGraft = true;
+    {
+      auto lock = Runtime::get().engine().lock();
+      Runtime::get().engine().hostBarrier(graft::core::hashCombine(0xf1a5, index));
+    }
+    t_inGraft = false;
+  }
+  return real;
+}

@@ -1,0 +1,24 @@
+// Flushing forwarders for driver functions graft cannot decode: an older or
+// newer ABI of a function in driver_api.def, or an unknown function that looks
+// stream-ordered. Calling one issues everything graft holds (a host barrier),
+// then runs the real function with the caller's arguments untouched, so
+// nothing is reordered even though graft cannot see inside the call.
+//
+// Threading: flushingForwarder() may be called from any thread (it takes a
+// mutex; lookups are rare). The forwarders themselves are lock-free until they
+// flush through the engine lock. Never allocates on the call path.
+#pragma once
+
+#include <string_view>
+
+namespace graft::hook {
+
+// A forwarder for `real`, or nullptr when all forwarders are in use.
+void* flushingForwarder(void* real, std::string_view name);
+
+// True for an unknown driver function name that may enqueue work or wait for
+// it (…Async, cuLaunch…, cuMemcpy…, cuMemset…, …Synchronize, …): such a
+// function gets a flushing forwarder rather than being passed through blind.
+bool looksStreamOrdered(std::string_view name);
+
+}  // namespace graft::hook
