@@ -403,21 +403,27 @@ void Engine::buildFromPeriod(uint32_t period) {
   for (size_t k = 0; k < tokens.size(); ++k) {
     const Token* t = tokens[(start + k) % tokens.size()];
     if (t->boundary) {
-      buildRun(run);
+      buildRun(run, true);
       run.clear();
     } else {
       run.push_back(t);
     }
   }
-  buildRun(run);
+  buildRun(run, haveBoundary);
 }
 
-void Engine::buildRun(const std::vector<const Token*>& run) {
-  // Only runs with ops not yet in any graph are worth building; a run made of
-  // replayed segments alone is already graphed (and re-cutting it would churn).
+void Engine::buildRun(const std::vector<const Token*>& run, bool delimited) {
+  // A run with ops not yet in any graph is worth building. A run made only of
+  // replayed segments is merged into one sequence (fewer launches, no per-layer
+  // patches) only when boundaries delimit it: without them the period's phase
+  // is arbitrary and re-cutting a rotated copy would churn.
   bool anyEagerOp = false;
-  for (const Token* t : run) anyEagerOp |= t->kind == TokenKind::Op;
-  if (!anyEagerOp) return;
+  size_t segmentTokens = 0;
+  for (const Token* t : run) {
+    anyEagerOp |= t->kind == TokenKind::Op;
+    segmentTokens += t->kind == TokenKind::Segment;
+  }
+  if (!anyEagerOp && !(delimited && segmentTokens >= 2)) return;
 
   OpBuffer ops;
   for (const Token* t : run) {

@@ -122,7 +122,7 @@ class Engine {
   void pushBoundaryToken(uint64_t hash);
   void feedDetector(uint64_t tokenHash);
   void buildFromPeriod(uint32_t period);
-  void buildRun(const std::vector<const Token*>& run);
+  void buildRun(const std::vector<const Token*>& run, bool delimited);
   void buildPiece(const OpBuffer& ops, size_t begin, size_t end);
   void logFallback(Segment* segment, size_t index, EagerCause cause, const OpDesc* expected,
                    const OpDesc* actual, size_t heldCount);

@@ -20,13 +20,16 @@ inline uint64_t hashCombine(uint64_t seed, uint64_t v) {
   return mix64(seed ^ (v + 0x9e3779b97f4a7c15ull + (seed << 6) + (seed >> 2)));
 }
 
+// Fast enough for the hot path (a few instructions per 8 bytes); equal
+// hashes are always confirmed by an exact byte comparison.
 inline uint64_t hashBytes(const void* data, size_t n, uint64_t seed = 0x51ed270b27a3e6d1ull) {
   const auto* p = static_cast<const uint8_t*>(data);
   uint64_t h = seed ^ (n * 0x9e3779b97f4a7c15ull);
   while (n >= 8) {
     uint64_t w;
     std::memcpy(&w, p, 8);
-    h = mix64(h ^ w) * 0x9e3779b97f4a7c15ull;
+    h = (h ^ w) * 0xff51afd7ed558ccdull;
+    h ^= h >> 32;
     p += 8;
     n -= 8;
   }

@@ -1,0 +1,54 @@
+// op_cost: graft's CPU cost per intercepted op, measured against the null
+// driver (bench/null_cuda.cc), which does nothing. Loads the driver the way
+// the CUDA runtime does (dlopen + dlsym(cuGetProcAddress_v2) + self-lookup),
+// then times ITERS iterations of OPS kernel launches followed by a stream
+// synchronize. Run it with and without LD_PRELOAD=libgraft.so; the difference
+// per op is graft's cost. Prints: ns_per_op=<median over 5 repetitions>.
+//   op_cost [OPS] [ITERS] [--vary]   (--vary: one parameter changes every iteration)
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+int main(int argc, char** argv) {
+  const int ops = argc > 1 ? std::atoi(argv[1]) : 200;
+  const int iters = argc > 2 ? std::atoi(argv[2]) : 20000;
+  const bool vary = argc > 3 && std::strcmp(argv[3], "--vary") == 0;
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW);
+  if (!lib) {
+    std::fprintf(stderr, "op_cost: %s\n", dlerror());
+    return 1;
+  }
+  auto gpa0 = reinterpret_cast<PFN_cuGetProcAddress_v12000>(dlsym(lib, "cuGetProcAddress_v2"));
+  PFN_cuGetProcAddress_v12000 gpa = nullptr;
+  gpa0("cuGetProcAddress", reinterpret_cast<void**>(&gpa), 12000, 0, nullptr);
+  PFN_cuLaunchKernel_v4000 launch = nullptr;
+  PFN_cuStreamSynchronize_v2000 sync = nullptr;
+  gpa("cuLaunchKernel", reinterpret_cast<void**>(&launch), 13000, 0, nullptr);
+  gpa("cuStreamSynchronize", reinterpret_cast<void**>(&sync), 13000, 0, nullptr);
+  std::vector<CUfunction> kernels(ops);
+  for (int k = 0; k < ops; ++k) kernels[k] = reinterpret_cast<CUfunction>(0x10000 + 64 * (k % 8));
+  unsigned long long a = 1, b = 2, c = 3, d = 4;
+  void* params[4] = {&a, &b, &c, &d};
+  std::vector<double> reps;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int it = 0; it < iters; ++it) {
+      if (vary) d = it;
+      for (int k = 0; k < ops; ++k)
+        launch(kernels[k], 1 + k % 4, 1, 1, 128, 1, 1, 0, nullptr, params, nullptr);
+      sync(nullptr);
+    }
+    const auto t1 = std::chrono::steady_clock::now();
+    reps.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / (double(iters) * ops));
+  }
+  std::sort(reps.begin(), reps.end());
+  std::printf("ns_per_op=%.1f\n", reps[reps.size() / 2]);
+  return 0;
+}
