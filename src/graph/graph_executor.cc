@@ -221,6 +221,8 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
           legacyOpsAtJoin[si] = legacyOps;
         }
       }
+      // Any op, waits included, is work a later legacy-stream op must follow.
+      ++opsOn[si];
       switch (op.kind) {
         case OpKind::Kernel:
         case OpKind::Memcpy:
@@ -238,7 +240,6 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
             return fail("finding the node just captured");
           }
           g->nodes[i] = deps[0];
-          ++opsOn[si];
           break;
         }
         case OpKind::EventRecord: {

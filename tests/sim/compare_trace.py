@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""compare_trace.py - run sim_trace_equal without and with an interposer and
+require identical executed traces.
+
+  compare_trace.py --exe sim_trace_equal --workdir DIR [--preload LIB]
+                   [--env NAME=VALUE ...] [--seed S] [--expect-difference]
+
+The reference run has no LD_PRELOAD; the second run gets --preload (or none: then
+this checks determinism) and the --env variables. --expect-difference inverts the
+verdict (negative control: a faulty interposer must change the trace).
+"""
+import argparse
+import difflib
+import os
+import subprocess
+import sys
+
+
+def run(exe, out, seed, env):
+    proc = subprocess.run([exe, "--out", out, "--seed", str(seed)], env=env, capture_output=True, text=True,
+                          timeout=120)
+    if proc.returncode != 0:
+        sys.stdout.write(proc.stdout + proc.stderr)
+        raise SystemExit("%s exited with %d" % (exe, proc.returncode))
+    with open(out) as f:
+        return f.read().splitlines()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--exe", required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--preload")
+    ap.add_argument("--env", action="append", default=[])
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--expect-difference", action="store_true")
+    args = ap.parse_args()
+    os.makedirs(args.workdir, exist_ok=True)
+    base = dict(os.environ)
+    base.pop("LD_PRELOAD", None)
+    ref = run(args.exe, os.path.join(args.workdir, "trace_ref.txt"), args.seed, base)
+    env = dict(base)
+    for kv in args.env:
+        name, _, value = kv.partition("=")
+        env[name] = value
+    if args.preload:
+        env["LD_PRELOAD"] = args.preload
+    got = run(args.exe, os.path.join(args.workdir, "trace_test.txt"), args.seed, env)
+    diff = list(difflib.unified_diff(ref, got, "without interposer", "with interposer", lineterm="", n=2))
+    if args.expect_difference:
+        if diff:
+            print("traces differ, as expected for this interposer (%d diff lines)" % len(diff))
+            return 0
+        print("traces are identical although the interposer is faulty")
+        return 1
+    if diff:
+        print("executed traces differ (%d lines each side):" % len(ref))
+        print("\n".join(diff[:80]))
+        return 1
+    print("executed traces identical (%d lines)" % len(ref))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

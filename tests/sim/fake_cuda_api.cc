@@ -1,0 +1,1306 @@
+// fake_cuda_api.cc - simulated driver API: init/device/context, kernel handles,
+// launches, copies, memsets, host functions, streams and events.
+//
+// Invariants:
+//  - Every stream-ordered function has one *Impl taking `perThread`; the plain
+//    export passes false (NULL = legacy stream), the _ptsz/_ptds export true
+//    (NULL = the calling thread's per-thread stream).
+//  - A stream-ordered op either becomes a capture node, is enqueued, or fails
+//    without side effects (see submit()).
+//  - Launch parameters are deep-copied at the call into a packed buffer whose
+//    padding is zero, so equal launches have equal bytes however they were passed.
+//  - Synchronous copies/memsets are enqueued on the legacy (or per-thread) stream
+//    and drained before returning; async copies touching pageable host memory
+//    stage the source at the call (H2D) or block until done (D2H), like CUDA.
+#include <algorithm>
+#include <cstring>
+
+#include "fake_cuda_internal.h"
+
+namespace sim {
+
+namespace {
+
+int gContextObject;
+const CUcontext kContext = reinterpret_cast<CUcontext>(&gContextObject);
+thread_local std::vector<CUcontext> tlsCtxStack;
+
+constexpr unsigned kMaxSharedMem = 227 * 1024;
+
+struct ErrorInfo {
+  CUresult code;
+  const char* name;
+  const char* text;
+};
+
+#define SIM_ERR(c, t) \
+  { c, #c, t }
+const ErrorInfo kErrors[] = {
+    SIM_ERR(CUDA_SUCCESS, "no error"),
+    SIM_ERR(CUDA_ERROR_INVALID_VALUE, "invalid argument"),
+    SIM_ERR(CUDA_ERROR_OUT_OF_MEMORY, "out of memory"),
+    SIM_ERR(CUDA_ERROR_NOT_INITIALIZED, "initialization error"),
+    SIM_ERR(CUDA_ERROR_DEINITIALIZED, "driver shutting down"),
+    SIM_ERR(CUDA_ERROR_NO_DEVICE, "no CUDA-capable device is detected"),
+    SIM_ERR(CUDA_ERROR_INVALID_DEVICE, "invalid device ordinal"),
+    SIM_ERR(CUDA_ERROR_INVALID_CONTEXT, "invalid device context"),
+    SIM_ERR(CUDA_ERROR_INVALID_HANDLE, "invalid resource handle"),
+    SIM_ERR(CUDA_ERROR_ILLEGAL_STATE, "the operation cannot be performed in the present state"),
+    SIM_ERR(CUDA_ERROR_NOT_FOUND, "named symbol not found"),
+    SIM_ERR(CUDA_ERROR_NOT_READY, "device not ready"),
+    SIM_ERR(CUDA_ERROR_ILLEGAL_ADDRESS, "an illegal memory access was encountered"),
+    SIM_ERR(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "too many resources requested for launch"),
+    SIM_ERR(CUDA_ERROR_LAUNCH_FAILED, "unspecified launch failure"),
+    SIM_ERR(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "part or all of the requested memory range is already mapped"),
+    SIM_ERR(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "pointer does not correspond to a registered memory region"),
+    SIM_ERR(CUDA_ERROR_NOT_PERMITTED, "operation not permitted"),
+    SIM_ERR(CUDA_ERROR_NOT_SUPPORTED, "operation not supported"),
+    SIM_ERR(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "operation not permitted when stream is capturing"),
+    SIM_ERR(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "operation failed due to a previous error during capture"),
+    SIM_ERR(CUDA_ERROR_STREAM_CAPTURE_MERGE, "operation would result in a merge of separate capture sequences"),
+    SIM_ERR(CUDA_ERROR_STREAM_CAPTURE_UNMATCHED, "capture was not ended in the same stream as it began"),
+    SIM_ERR(CUDA_ERROR_STREAM_CAPTURE_UNJOINED, "capturing stream has unjoined work"),
+    SIM_ERR(CUDA_ERROR_STREAM_CAPTURE_ISOLATION, "dependency created on uncaptured work in another stream"),
+    SIM_ERR(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,
+            "operation would make the legacy stream depend on a capturing blocking stream"),
+    SIM_ERR(CUDA_ERROR_CAPTURED_EVENT, "operation not permitted on an event last recorded in a capturing stream"),
+    SIM_ERR(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD,
+            "attempt to terminate a thread-local capture sequence from another thread"),
+    SIM_ERR(CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE,
+            "the graph update was not performed because it included changes which violated constraints specific to "
+            "instantiated graph update"),
+    SIM_ERR(CUDA_ERROR_UNKNOWN, "unknown error"),
+};
+#undef SIM_ERR
+
+// A stream op before it becomes an Item or a capture node.
+struct Op {
+  ItemKind kind;
+  KernelLaunch kernel;
+  CopyOp copy;
+  MemsetOp memset;
+  HostCall host;
+};
+
+CUDA_MEMCPY3D copyRawOf(const CopyOp& c) {
+  // Captured copies are described as CUDA_MEMCPY3D: each side is CU_MEMORYTYPE_DEVICE
+  // (srcDevice/dstDevice) for device memory or CU_MEMORYTYPE_HOST (srcHost/dstHost)
+  // for host memory; a 1-D copy of n bytes is WidthInBytes = n, Height = Depth = 1,
+  // pitches and heights 0.
+  CUDA_MEMCPY3D r{};
+  bool srcDev = classify(c.src, 1) == MemClass::Device;
+  bool dstDev = classify(c.dst, 1) == MemClass::Device;
+  r.srcMemoryType = srcDev ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+  if (srcDev) {
+    r.srcDevice = c.src;
+  } else {
+    r.srcHost = reinterpret_cast<const void*>(c.src);
+  }
+  r.dstMemoryType = dstDev ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+  if (dstDev) {
+    r.dstDevice = c.dst;
+  } else {
+    r.dstHost = reinterpret_cast<void*>(c.dst);
+  }
+  r.srcPitch = c.srcPitch;
+  r.dstPitch = c.dstPitch;
+  r.srcHeight = c.srcHeight;
+  r.dstHeight = c.dstHeight;
+  r.WidthInBytes = c.width;
+  r.Height = c.height;
+  r.Depth = c.depth;
+  return r;
+}
+
+CUresult submit(Stream* s, Op&& op) {
+  SimState& st = state();
+  CaptureCheck cc = captureCheckForOp(s);
+  if (cc.result != CUDA_SUCCESS) return cc.result;
+  if (cc.capture) {
+    NodeParams p;
+    switch (op.kind) {
+      case ItemKind::Kernel:
+        p.kind = NodeKind::Kernel;
+        p.kernel = std::move(op.kernel);
+        ++st.counters.capturedLaunches;
+        break;
+      case ItemKind::Memcpy:
+        p.kind = NodeKind::Memcpy;
+        p.copyRaw = copyRawOf(op.copy);
+        p.copy = std::move(op.copy);
+        break;
+      case ItemKind::Memset:
+        p.kind = NodeKind::Memset;
+        p.memset = op.memset;
+        break;
+      case ItemKind::HostFn:
+        p.kind = NodeKind::Host;
+        p.host = op.host;
+        break;
+      default:
+        fatal("submit: op kind cannot be captured");
+    }
+    addCaptureNode(s, std::move(p));
+    return CUDA_SUCCESS;
+  }
+  auto item = std::make_unique<Item>();
+  item->kind = op.kind;
+  item->kernel = std::move(op.kernel);
+  item->copy = std::move(op.copy);
+  item->memset = op.memset;
+  item->host = op.host;
+  if (op.kind == ItemKind::Kernel) ++st.counters.eagerLaunches;
+  enqueue(s, std::move(item));
+  return CUDA_SUCCESS;
+}
+
+CUresult resolve(CUstream h, bool pt, Stream** out) {
+  CUresult err;
+  *out = resolveStream(h, pt, &err);
+  return err;
+}
+
+// ---------------------------------------------------------------- launches
+
+CUresult buildLaunch(CUfunction f, const unsigned grid[3], const unsigned block[3], unsigned shmem, void** kernelParams,
+                     void** extra, const CUlaunchAttribute* attrs, unsigned numAttrs, KernelLaunch* out) {
+  KernelObj* k = lookupKernel(f);
+  if (!k) return CUDA_ERROR_INVALID_HANDLE;
+  for (int i = 0; i < 3; ++i) {
+    if (grid[i] == 0 || block[i] == 0) return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (block[0] > 1024 || block[1] > 1024 || block[2] > 64 || uint64_t{block[0]} * block[1] * block[2] > 1024) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (grid[1] > 65535 || grid[2] > 65535) return CUDA_ERROR_INVALID_VALUE;
+  if (shmem > kMaxSharedMem) return CUDA_ERROR_INVALID_VALUE;
+  if (kernelParams && extra) return CUDA_ERROR_INVALID_VALUE;
+  if (numAttrs > 0 && !attrs) return CUDA_ERROR_INVALID_VALUE;
+  out->kernel = k;
+  out->handle = f;
+  std::copy(grid, grid + 3, out->grid);
+  std::copy(block, block + 3, out->block);
+  out->sharedMem = shmem;
+  out->params.assign(k->totalBytes, 0);
+  size_t n = k->sizes.size();
+  if (n > 0) {
+    if (kernelParams) {
+      for (size_t i = 0; i < n; ++i) {
+        if (!kernelParams[i]) return CUDA_ERROR_INVALID_VALUE;
+        std::memcpy(out->params.data() + k->offsets[i], kernelParams[i], k->sizes[i]);
+      }
+    } else if (extra) {
+      const void* buf = nullptr;
+      const size_t* bufSize = nullptr;
+      for (size_t i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+        if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) {
+          buf = extra[i + 1];
+        } else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE) {
+          bufSize = static_cast<const size_t*>(extra[i + 1]);
+        } else {
+          return CUDA_ERROR_INVALID_VALUE;
+        }
+      }
+      if (!buf || !bufSize || *bufSize < k->totalBytes) return CUDA_ERROR_INVALID_VALUE;
+      for (size_t i = 0; i < n; ++i) {
+        std::memcpy(out->params.data() + k->offsets[i], static_cast<const uint8_t*>(buf) + k->offsets[i], k->sizes[i]);
+      }
+    } else {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  for (unsigned i = 0; i < numAttrs; ++i) {
+    if (attrs[i].id >= CU_LAUNCH_ATTRIBUTE_MAX) return CUDA_ERROR_INVALID_VALUE;
+    if (attrs[i].id == CU_LAUNCH_ATTRIBUTE_IGNORE) continue;
+    CUlaunchAttribute a;
+    std::memset(&a, 0, sizeof a);
+    a.id = attrs[i].id;
+    a.value = attrs[i].value;
+    out->attrs.push_back(a);
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult launchImpl(const char* api, bool pt, CUfunction f, const unsigned grid[3], const unsigned block[3],
+                    unsigned shmem, CUstream h, void** kernelParams, void** extra, const CUlaunchAttribute* attrs,
+                    unsigned numAttrs) {
+  SIM_ENTRY(api, kNeedCtx | kSteps);
+  Stream* s;
+  if (CUresult r = resolve(h, pt, &s); r != CUDA_SUCCESS) return r;
+  Op op{ItemKind::Kernel, {}, {}, {}, {}};
+  if (CUresult r = buildLaunch(f, grid, block, shmem, kernelParams, extra, attrs, numAttrs, &op.kernel);
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  return submit(s, std::move(op));
+}
+
+CUresult launchKernel(bool pt, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                      unsigned bz, unsigned shmem, CUstream h, void** kernelParams, void** extra) {
+  const unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
+  return launchImpl("cuLaunchKernel", pt, f, grid, block, shmem, h, kernelParams, extra, nullptr, 0);
+}
+
+CUresult launchKernelEx(bool pt, const CUlaunchConfig* config, CUfunction f, void** kernelParams, void** extra) {
+  if (!config) {
+    SIM_ENTRY("cuLaunchKernelEx", kNeedCtx);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const unsigned grid[3] = {config->gridDimX, config->gridDimY, config->gridDimZ};
+  const unsigned block[3] = {config->blockDimX, config->blockDimY, config->blockDimZ};
+  return launchImpl("cuLaunchKernelEx", pt, f, grid, block, config->sharedMemBytes, config->hStream, kernelParams,
+                    extra, config->attrs, config->numAttrs);
+}
+
+CUresult launchCooperative(bool pt, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                           unsigned bz, unsigned shmem, CUstream h, void** kernelParams) {
+  const unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
+  CUlaunchAttribute coop;
+  std::memset(&coop, 0, sizeof coop);
+  coop.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+  coop.value.cooperative = 1;
+  return launchImpl("cuLaunchCooperativeKernel", pt, f, grid, block, shmem, h, kernelParams, nullptr, &coop, 1);
+}
+
+// ---------------------------------------------------------------- copies / memsets
+
+enum class Need { Any, Device, Host };
+
+bool classOk(MemClass c, Need need) {
+  switch (need) {
+    case Need::Any:
+      return c != MemClass::Invalid;
+    case Need::Device:
+      return c == MemClass::Device;
+    case Need::Host:
+      return c == MemClass::PinnedHost || c == MemClass::PageableHost;
+  }
+  return false;
+}
+
+// Issues a copy. `sync` = host-blocking synchronous API.
+CUresult copyImpl(Lock& lk, CopyOp c, CUstream h, bool pt, bool sync, Need dstNeed, Need srcNeed) {
+  SimState& st = state();
+  Stream* s;
+  if (CUresult r = resolve(h, pt, &s); r != CUDA_SUCCESS) return r;
+  if (c.width == 0 || c.height == 0 || c.depth == 0) return CUDA_SUCCESS;
+  if (c.height == 1 && c.depth == 1) c.dstPitch = c.srcPitch = 0;
+  if (c.depth == 1) c.dstHeight = c.srcHeight = 0;
+  if (c.height > 1 && (c.dstPitch < c.width || c.srcPitch < c.width)) return CUDA_ERROR_INVALID_VALUE;
+  size_t dstExt = copyExtent(c.width, c.height, c.depth, c.dstPitch, c.dstHeight);
+  size_t srcExt = copyExtent(c.width, c.height, c.depth, c.srcPitch, c.srcHeight);
+  MemClass dc = classify(c.dst, dstExt), sc = classify(c.src, srcExt);
+  if (!classOk(dc, dstNeed) || !classOk(sc, srcNeed)) return CUDA_ERROR_INVALID_VALUE;
+  bool pageable = dc == MemClass::PageableHost || sc == MemClass::PageableHost;
+  if (sync) {
+    if (CUresult r = checkUnsafeCall(); r != CUDA_SUCCESS) return r;
+    if (s->capture) {
+      invalidate(s->capture.get());
+      return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+  }
+  if (pageable && s->capture && s->capture->active) {
+    // Graphs cannot reference pageable host memory.
+    invalidate(s->capture.get());
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
+  if (sc == MemClass::PageableHost && !(s->capture && s->capture->active)) {
+    auto staged = std::make_shared<std::vector<uint8_t>>();
+    staged->reserve(c.width * c.height * c.depth);
+    for (size_t z = 0; z < c.depth; ++z) {
+      for (size_t y = 0; y < c.height; ++y) {
+        auto* row = reinterpret_cast<const uint8_t*>(c.src + z * c.srcHeight * c.srcPitch + y * c.srcPitch);
+        staged->insert(staged->end(), row, row + c.width);
+      }
+    }
+    c.staged = std::move(staged);
+  }
+  Op op{ItemKind::Memcpy, {}, std::move(c), {}, {}};
+  if (CUresult r = submit(s, std::move(op)); r != CUDA_SUCCESS) return r;
+  if (sync || dc == MemClass::PageableHost) {
+    if (s->capture) return CUDA_SUCCESS;  // unreachable: refused above
+    CompletionPtr done = s->lastDone;
+    drainUntil(
+        lk, [&] { return done->done; }, sync ? "synchronous copy" : "copy to pageable host memory");
+    if (st.sticky != CUDA_SUCCESS) return st.sticky;
+  }
+  return CUDA_SUCCESS;
+}
+
+CopyOp linear(uint64_t dst, uint64_t src, size_t n) {
+  CopyOp c;
+  c.dst = dst;
+  c.src = src;
+  c.width = n;
+  return c;
+}
+
+CUresult copy1D(const char* api, bool pt, bool sync, uint64_t dst, uint64_t src, size_t n, CUstream h, Need dn,
+                Need sn) {
+  SIM_ENTRY(api, kNeedCtx | kSteps);
+  return copyImpl(SIM_LOCK, linear(dst, src, n), h, pt, sync, dn, sn);
+}
+
+uint64_t sideAddress(CUmemorytype type, const void* host, CUdeviceptr dev, CUresult* err) {
+  switch (type) {
+    case CU_MEMORYTYPE_HOST:
+      return reinterpret_cast<uint64_t>(host);
+    case CU_MEMORYTYPE_DEVICE:
+    case CU_MEMORYTYPE_UNIFIED:
+      return dev;
+    default:
+      *err = CUDA_ERROR_INVALID_VALUE;
+      return 0;  // arrays are not simulated
+  }
+}
+
+Need sideNeed(CUmemorytype type) {
+  return type == CU_MEMORYTYPE_HOST ? Need::Host : (type == CU_MEMORYTYPE_DEVICE ? Need::Device : Need::Any);
+}
+
+CUresult copy2D(const char* api, bool pt, bool sync, const CUDA_MEMCPY2D* p, CUstream h) {
+  SIM_ENTRY(api, kNeedCtx | kSteps);
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  CUresult err = CUDA_SUCCESS;
+  uint64_t src = sideAddress(p->srcMemoryType, p->srcHost, p->srcDevice, &err);
+  uint64_t dst = sideAddress(p->dstMemoryType, p->dstHost, p->dstDevice, &err);
+  if (err != CUDA_SUCCESS) return err;
+  CopyOp c;
+  c.src = src + p->srcY * p->srcPitch + p->srcXInBytes;
+  c.dst = dst + p->dstY * p->dstPitch + p->dstXInBytes;
+  c.width = p->WidthInBytes;
+  c.height = p->Height;
+  c.srcPitch = p->srcPitch;
+  c.dstPitch = p->dstPitch;
+  return copyImpl(SIM_LOCK, c, h, pt, sync, sideNeed(p->dstMemoryType), sideNeed(p->srcMemoryType));
+}
+
+CUresult memsetImpl(const char* api, bool pt, bool sync, uint64_t dst, size_t pitch, uint32_t value, unsigned elem,
+                    size_t width, size_t height, CUstream h) {
+  SIM_ENTRY(api, kNeedCtx | kSteps);
+  SimState& st = state();
+  Stream* s;
+  if (CUresult r = resolve(h, pt, &s); r != CUDA_SUCCESS) return r;
+  if (width == 0 || height == 0) return CUDA_SUCCESS;
+  if (height == 1) pitch = 0;
+  if (dst % elem || pitch % elem || (height > 1 && pitch < width * elem)) return CUDA_ERROR_INVALID_VALUE;
+  MemClass c = classify(dst, copyExtent(width * elem, height, 1, pitch, 0));
+  if (c != MemClass::Device && c != MemClass::PinnedHost) return CUDA_ERROR_INVALID_VALUE;
+  if (sync) {
+    if (CUresult r = checkUnsafeCall(); r != CUDA_SUCCESS) return r;
+    if (s->capture) {
+      invalidate(s->capture.get());
+      return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+  }
+  MemsetOp m;
+  m.dst = dst;
+  m.elementSize = elem;
+  m.value = elem == 1 ? (value & 0xff) : (elem == 2 ? (value & 0xffff) : value);
+  m.width = width;
+  m.height = height;
+  m.pitch = pitch;
+  Op op{ItemKind::Memset, {}, {}, m, {}};
+  if (CUresult r = submit(s, std::move(op)); r != CUDA_SUCCESS) return r;
+  if (sync) {
+    CompletionPtr done = s->lastDone;
+    drainUntil(
+        SIM_LOCK, [&] { return done->done; }, "synchronous memset");
+    if (st.sticky != CUDA_SUCCESS) return st.sticky;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult hostFuncImpl(bool pt, CUstream h, CUhostFn fn, void* userData) {
+  SIM_ENTRY("cuLaunchHostFunc", kNeedCtx | kSteps);
+  Stream* s;
+  if (CUresult r = resolve(h, pt, &s); r != CUDA_SUCCESS) return r;
+  if (!fn) return CUDA_ERROR_INVALID_VALUE;
+  Op op{ItemKind::HostFn, {}, {}, {}, HostCall{fn, userData}};
+  return submit(s, std::move(op));
+}
+
+// ---------------------------------------------------------------- streams
+
+CUresult createStream(CUstream* ph, unsigned flags, int priority) {
+  SimState& st = state();
+  if (!ph || (flags & ~unsigned{CU_STREAM_NON_BLOCKING})) return CUDA_ERROR_INVALID_VALUE;
+  auto s = std::make_shared<Stream>();
+  s->id = st.nextStreamId++;
+  s->handle = reinterpret_cast<CUstream>(s.get());
+  s->flags = flags;
+  s->priority = std::clamp(priority, -5, 0);
+  s->blocking = !(flags & CU_STREAM_NON_BLOCKING);
+  st.streams.push_back(s);
+  st.streamByHandle[s->handle] = s;
+  *ph = s->handle;
+  return CUDA_SUCCESS;
+}
+
+CUresult streamQueryImpl(bool pt, CUstream h) {
+  SIM_ENTRY("cuStreamQuery", kNeedCtx);
+  Stream* s;
+  if (CUresult r = resolve(h, pt, &s); r != CUDA_SUCCESS) return r;
+  if (CUresult r = checkSyncOfStream(s); r != CUDA_SUCCESS) return r;
+  randomSteps(SIM_LOCK, 1);  // time passes: a polling caller always makes progress
+  if (state().sticky != CUDA_SUCCESS) return state().sticky;
+  return streamIdle(s) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+CUresult streamSyncImpl(bool pt, CUstream h) {
+  SIM_ENTRY("cuStreamSynchronize", kNeedCtx | kSteps);
+  Stream* s;
+  if (CUresult r = resolve(h, pt, &s); r != CUDA_SUCCESS) return r;
+  if (CUresult r = checkSyncOfStream(s); r != CUDA_SUCCESS) return r;
+  drainUntil(
+      SIM_LOCK, [s] { return streamIdle(s); }, "cuStreamSynchronize");
+  return state().sticky;
+}
+
+CUresult streamWaitEventImpl(bool pt, CUstream h, CUevent e, unsigned flags) {
+  SIM_ENTRY("cuStreamWaitEvent", kNeedCtx | kSteps);
+  Stream* s;
+  if (CUresult r = resolve(h, pt, &s); r != CUDA_SUCCESS) return r;
+  std::shared_ptr<Event> ev = lookupEvent(e);
+  if (!ev) return CUDA_ERROR_INVALID_HANDLE;
+  if (flags & ~unsigned{CU_EVENT_WAIT_EXTERNAL}) return CUDA_ERROR_INVALID_VALUE;
+  if (ev->capSession) {
+    CaptureSession* cs = ev->capSession.get();
+    if (!cs->active) return CUDA_ERROR_CAPTURED_EVENT;
+    if (cs->invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    if (s->capture.get() == cs) {
+      for (Node* n : ev->capNodes) {
+        if (std::find(s->captureDeps.begin(), s->captureDeps.end(), n) == s->captureDeps.end()) {
+          s->captureDeps.push_back(n);
+        }
+      }
+      return CUDA_SUCCESS;
+    }
+    if (s->capture) {
+      invalidate(cs);
+      invalidate(s->capture.get());
+      return CUDA_ERROR_STREAM_CAPTURE_MERGE;
+    }
+    if (s->legacy) {
+      invalidate(cs);
+      return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+    }
+    // s joins the capture (fork).
+    s->capture = ev->capSession;
+    s->captureDeps = ev->capNodes;
+    cs->streams.push_back(s);
+    return CUDA_SUCCESS;
+  }
+  CaptureCheck cc = captureCheckForOp(s);
+  if (cc.result != CUDA_SUCCESS) return cc.result;
+  if (cc.capture) {
+    if (flags & CU_EVENT_WAIT_EXTERNAL) {
+      NodeParams p;
+      p.kind = NodeKind::EventWait;
+      p.event = ev;
+      addCaptureNode(s, std::move(p));
+      return CUDA_SUCCESS;
+    }
+    if (!ev->lastRecord) return CUDA_SUCCESS;  // never recorded: no dependency
+    invalidate(s->capture.get());
+    return CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+  }
+  if (!ev->lastRecord) return CUDA_SUCCESS;  // never recorded: a no-op, as in CUDA
+  auto item = std::make_unique<Item>();
+  item->kind = ItemKind::EventWait;
+  item->deps.push_back(ev->lastRecord);
+  enqueue(s, std::move(item));
+  return CUDA_SUCCESS;
+}
+
+CUresult eventRecordImpl(const char* api, bool pt, CUevent e, CUstream h, unsigned flags) {
+  SIM_ENTRY(api, kNeedCtx | kSteps);
+  Stream* s;
+  if (CUresult r = resolve(h, pt, &s); r != CUDA_SUCCESS) return r;
+  std::shared_ptr<Event> ev = lookupEvent(e);
+  if (!ev) return CUDA_ERROR_INVALID_HANDLE;
+  if (flags & ~unsigned{CU_EVENT_RECORD_EXTERNAL}) return CUDA_ERROR_INVALID_VALUE;
+  CaptureCheck cc = captureCheckForOp(s);
+  if (cc.result != CUDA_SUCCESS) return cc.result;
+  if (cc.capture) {
+    if (flags & CU_EVENT_RECORD_EXTERNAL) {
+      NodeParams p;
+      p.kind = NodeKind::EventRecord;
+      p.event = ev;
+      addCaptureNode(s, std::move(p));
+    }
+    ev->capSession = s->capture;
+    ev->capNodes = s->captureDeps;
+    return CUDA_SUCCESS;
+  }
+  auto item = std::make_unique<Item>();
+  item->kind = ItemKind::EventRecord;
+  enqueue(s, std::move(item));
+  ev->lastRecord = s->lastDone;
+  ev->capSession.reset();
+  ev->capNodes.clear();
+  return CUDA_SUCCESS;
+}
+
+CUresult memAllocAsyncImpl(bool pt, CUdeviceptr* dptr, size_t bytes, CUstream h) {
+  SIM_ENTRY("cuMemAllocAsync", kNeedCtx | kSteps);
+  Stream* s;
+  if (CUresult r = resolve(h, pt, &s); r != CUDA_SUCCESS) return r;
+  if (!dptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  CaptureCheck cc = captureCheckForOp(s);
+  if (cc.result != CUDA_SUCCESS) return cc.result;
+  if (cc.capture) {
+    // Simplification: memory nodes are not simulated.
+    invalidate(s->capture.get());
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
+  uint64_t a = deviceAllocLocked(bytes);
+  if (!a) return CUDA_ERROR_OUT_OF_MEMORY;
+  auto item = std::make_unique<Item>();
+  item->kind = ItemKind::AllocAsync;
+  enqueue(s, std::move(item));
+  *dptr = a;
+  return CUDA_SUCCESS;
+}
+
+CUresult memFreeAsyncImpl(bool pt, CUdeviceptr dptr, CUstream h) {
+  SIM_ENTRY("cuMemFreeAsync", kNeedCtx | kSteps);
+  Stream* s;
+  if (CUresult r = resolve(h, pt, &s); r != CUDA_SUCCESS) return r;
+  if (!isDeviceAllocationBase(dptr)) return CUDA_ERROR_INVALID_VALUE;
+  CaptureCheck cc = captureCheckForOp(s);
+  if (cc.result != CUDA_SUCCESS) return cc.result;
+  if (cc.capture) {
+    invalidate(s->capture.get());
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
+  auto item = std::make_unique<Item>();
+  item->kind = ItemKind::FreeAsync;
+  item->ptr = dptr;
+  enqueue(s, std::move(item));
+  return CUDA_SUCCESS;
+}
+
+int deviceAttribute(CUdevice_attribute a) {
+  switch (a) {
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
+      return 1024;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X:
+      return 1024;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y:
+      return 1024;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z:
+      return 64;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X:
+      return 2147483647;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y:
+      return 65535;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z:
+      return 65535;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK:
+      return 49152;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
+      return kMaxSharedMem;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR:
+      return 233472;
+    case CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY:
+      return 65536;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE:
+      return 32;
+    case CU_DEVICE_ATTRIBUTE_MAX_PITCH:
+      return 2147483647;
+    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK:
+      return 65536;
+    case CU_DEVICE_ATTRIBUTE_CLOCK_RATE:
+      return 1980000;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE:
+      return 2619000;
+    case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH:
+      return 5120;
+    case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE:
+      return 52428800;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+      return 132;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR:
+      return 2048;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+      return 9;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+      return 0;
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS:
+      return 1;
+    case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT:
+      return 3;
+    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
+      return 1;
+    case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY:
+      return 1;
+    case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH:
+      return 1;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:
+      return 1;
+    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
+      return 1;
+    case CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED:
+      return 1;
+    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
+      return 1;
+    case CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS:
+      return 0;
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID:
+      return 0x18;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR:
+      return 32;
+    case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+}  // namespace
+
+CUresult buildKernelFromNodeParams(const CUDA_KERNEL_NODE_PARAMS_v2& p, KernelLaunch* out) {
+  CUfunction f = p.func ? p.func : reinterpret_cast<CUfunction>(p.kern);
+  const unsigned grid[3] = {p.gridDimX, p.gridDimY, p.gridDimZ};
+  const unsigned block[3] = {p.blockDimX, p.blockDimY, p.blockDimZ};
+  return buildLaunch(f, grid, block, p.sharedMemBytes, p.kernelParams, p.extra, nullptr, 0, out);
+}
+
+CUcontext currentContext() { return tlsCtxStack.empty() ? nullptr : tlsCtxStack.back(); }
+
+std::shared_ptr<Event> lookupEvent(CUevent e) {
+  SimState& st = state();
+  auto it = st.events.find(e);
+  return it == st.events.end() ? nullptr : it->second;
+}
+
+}  // namespace sim
+
+using namespace sim;
+
+extern "C" {
+
+// ---------------------------------------------------------------- init / device / context
+
+CUresult CUDAAPI cuInit(unsigned int flags) {
+  SIM_ENTRY("cuInit", kNoInit);
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  SimState& st = state();
+  if (!st.initialized) {
+    initMemoryLocked();
+    auto l = std::make_shared<Stream>();
+    l->id = st.nextStreamId++;
+    l->handle = CU_STREAM_LEGACY;
+    l->legacy = true;
+    l->blocking = true;
+    st.legacy = l;
+    st.streams.push_back(l);
+    st.initialized = true;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDriverGetVersion(int* v) {
+  SIM_ENTRY("cuDriverGetVersion", kNoInit | kNoSticky);
+  if (!v) return CUDA_ERROR_INVALID_VALUE;
+  *v = 13000;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGet(CUdevice* dev, int ordinal) {
+  SIM_ENTRY("cuDeviceGet", kNoSticky);
+  if (!dev) return CUDA_ERROR_INVALID_VALUE;
+  if (ordinal != 0) return CUDA_ERROR_INVALID_DEVICE;
+  *dev = 0;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGetCount(int* count) {
+  SIM_ENTRY("cuDeviceGetCount", kNoSticky);
+  if (!count) return CUDA_ERROR_INVALID_VALUE;
+  *count = 1;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGetName(char* name, int len, CUdevice dev) {
+  SIM_ENTRY("cuDeviceGetName", kNoSticky);
+  if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+  std::snprintf(name, static_cast<size_t>(len), "%s", "NVIDIA H100 80GB HBM3 (graft sim)");
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevice dev) {
+  SIM_ENTRY("cuDeviceGetAttribute", kNoSticky);
+  if (!pi || attrib <= 0 || attrib >= CU_DEVICE_ATTRIBUTE_MAX) return CUDA_ERROR_INVALID_VALUE;
+  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+  *pi = deviceAttribute(attrib);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
+  SIM_ENTRY("cuDeviceTotalMem_v2", kNoSticky);
+  if (!bytes) return CUDA_ERROR_INVALID_VALUE;
+  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+  *bytes = 16ull << 30;
+  return CUDA_SUCCESS;
+}
+
+static CUresult deviceUuid(CUuuid* uuid, CUdevice dev) {
+  if (!uuid) return CUDA_ERROR_INVALID_VALUE;
+  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+  std::memcpy(uuid->bytes, "graft-sim-dev-00", 16);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGetUuid(CUuuid* uuid, CUdevice dev) {
+  SIM_ENTRY("cuDeviceGetUuid", kNoSticky);
+  return deviceUuid(uuid, dev);
+}
+
+CUresult CUDAAPI cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) {
+  SIM_ENTRY("cuDeviceGetUuid_v2", kNoSticky);
+  return deviceUuid(uuid, dev);
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
+  SIM_ENTRY("cuDevicePrimaryCtxRetain", 0);
+  if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+  ++state().primaryRefs;
+  *pctx = kContext;
+  return CUDA_SUCCESS;
+}
+
+static CUresult primaryRelease(CUdevice dev) {
+  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+  if (state().primaryRefs <= 0) return CUDA_ERROR_INVALID_CONTEXT;
+  --state().primaryRefs;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev) {
+  SIM_ENTRY("cuDevicePrimaryCtxRelease", kNoSticky);
+  return primaryRelease(dev);
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+  SIM_ENTRY("cuDevicePrimaryCtxRelease_v2", kNoSticky);
+  return primaryRelease(dev);
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags, int* active) {
+  SIM_ENTRY("cuDevicePrimaryCtxGetState", kNoSticky);
+  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+  if (!flags || !active) return CUDA_ERROR_INVALID_VALUE;
+  *flags = 0;
+  *active = state().primaryRefs > 0;
+  return CUDA_SUCCESS;
+}
+
+// Simplification: there is one context; cuCtxCreate hands out the primary one.
+CUresult CUDAAPI cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* params, unsigned int flags, CUdevice dev) {
+  SIM_ENTRY("cuCtxCreate_v4", 0);
+  (void)params;
+  (void)flags;
+  if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+  ++state().primaryRefs;
+  tlsCtxStack.push_back(kContext);
+  *pctx = kContext;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx) {
+  SIM_ENTRY("cuCtxDestroy_v2", kNoSticky);
+  if (ctx != kContext) return CUDA_ERROR_INVALID_CONTEXT;
+  if (!tlsCtxStack.empty() && tlsCtxStack.back() == ctx) tlsCtxStack.pop_back();
+  if (state().primaryRefs > 0) --state().primaryRefs;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxGetCurrent(CUcontext* pctx) {
+  SIM_ENTRY("cuCtxGetCurrent", kNoSticky);
+  if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+  *pctx = currentContext();
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx) {
+  SIM_ENTRY("cuCtxSetCurrent", kNoSticky);
+  if (ctx && ctx != kContext) return CUDA_ERROR_INVALID_CONTEXT;
+  if (!tlsCtxStack.empty()) tlsCtxStack.pop_back();
+  if (ctx) tlsCtxStack.push_back(ctx);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxPushCurrent_v2(CUcontext ctx) {
+  SIM_ENTRY("cuCtxPushCurrent_v2", kNoSticky);
+  if (ctx != kContext) return CUDA_ERROR_INVALID_CONTEXT;
+  tlsCtxStack.push_back(ctx);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxPopCurrent_v2(CUcontext* pctx) {
+  SIM_ENTRY("cuCtxPopCurrent_v2", kNoSticky);
+  if (tlsCtxStack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
+  if (pctx) *pctx = tlsCtxStack.back();
+  tlsCtxStack.pop_back();
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxGetDevice(CUdevice* dev) {
+  SIM_ENTRY("cuCtxGetDevice", kNeedCtx | kNoSticky);
+  if (!dev) return CUDA_ERROR_INVALID_VALUE;
+  *dev = 0;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxGetDevice_v2(CUdevice* dev, CUcontext ctx) {
+  SIM_ENTRY("cuCtxGetDevice_v2", kNoSticky);
+  if (!dev) return CUDA_ERROR_INVALID_VALUE;
+  if (ctx ? ctx != kContext : currentContext() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  *dev = 0;
+  return CUDA_SUCCESS;
+}
+
+static CUresult ctxSynchronize(Lock& lk) {
+  if (CUresult r = checkUnsafeCall(); r != CUDA_SUCCESS) return r;
+  drainAll(lk, "cuCtxSynchronize");
+  return state().sticky;
+}
+
+CUresult CUDAAPI cuCtxSynchronize(void) {
+  SIM_ENTRY("cuCtxSynchronize", kNeedCtx | kSteps | kNoSticky);
+  return ctxSynchronize(SIM_LOCK);
+}
+
+CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx) {
+  SIM_ENTRY("cuCtxSynchronize_v2", kSteps | kNoSticky);
+  if (ctx ? ctx != kContext : currentContext() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  return ctxSynchronize(SIM_LOCK);
+}
+
+CUresult CUDAAPI cuCtxGetApiVersion(CUcontext ctx, unsigned int* version) {
+  SIM_ENTRY("cuCtxGetApiVersion", kNoSticky);
+  if (!version) return CUDA_ERROR_INVALID_VALUE;
+  if (ctx && ctx != kContext) return CUDA_ERROR_INVALID_CONTEXT;
+  *version = 13000;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxGetFlags(unsigned int* flags) {
+  SIM_ENTRY("cuCtxGetFlags", kNeedCtx | kNoSticky);
+  if (!flags) return CUDA_ERROR_INVALID_VALUE;
+  *flags = 0;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxGetStreamPriorityRange(int* least, int* greatest) {
+  SIM_ENTRY("cuCtxGetStreamPriorityRange", kNeedCtx | kNoSticky);
+  if (least) *least = 0;
+  if (greatest) *greatest = -5;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuModuleGetLoadingMode(CUmoduleLoadingMode* mode) {
+  SIM_ENTRY("cuModuleGetLoadingMode", kNoInit | kNoSticky);
+  if (!mode) return CUDA_ERROR_INVALID_VALUE;
+  *mode = CU_MODULE_LAZY_LOADING;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuGetErrorName(CUresult error, const char** pStr) {
+  SIM_ENTRY("cuGetErrorName", kNoInit | kNoSticky);
+  if (!pStr) return CUDA_ERROR_INVALID_VALUE;
+  for (const ErrorInfo& e : kErrors) {
+    if (e.code == error) {
+      *pStr = e.name;
+      return CUDA_SUCCESS;
+    }
+  }
+  *pStr = nullptr;
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult CUDAAPI cuGetErrorString(CUresult error, const char** pStr) {
+  SIM_ENTRY("cuGetErrorString", kNoInit | kNoSticky);
+  if (!pStr) return CUDA_ERROR_INVALID_VALUE;
+  for (const ErrorInfo& e : kErrors) {
+    if (e.code == error) {
+      *pStr = e.text;
+      return CUDA_SUCCESS;
+    }
+  }
+  *pStr = nullptr;
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+// ---------------------------------------------------------------- kernel handles
+
+static CUresult paramInfo(void* h, SimKernelFamily family, size_t index, size_t* offset, size_t* size) {
+  KernelObj* k = lookupKernel(static_cast<CUfunction>(h));
+  if (!k || k->family != family) return CUDA_ERROR_INVALID_HANDLE;
+  if (index >= k->sizes.size()) return CUDA_ERROR_INVALID_VALUE;
+  if (offset) *offset = k->offsets[index];
+  if (size) *size = k->sizes[index];
+  return CUDA_SUCCESS;
+}
+
+static CUresult kernelName(void* h, SimKernelFamily family, const char** name) {
+  if (!name) return CUDA_ERROR_INVALID_VALUE;
+  KernelObj* k = lookupKernel(static_cast<CUfunction>(h));
+  if (!k || k->family != family) return CUDA_ERROR_INVALID_HANDLE;
+  *name = k->name.c_str();
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t* paramOffset, size_t* paramSize) {
+  SIM_ENTRY("cuKernelGetParamInfo", kNoSticky);
+  return paramInfo(kernel, SIM_KERNEL_LIBRARY, paramIndex, paramOffset, paramSize);
+}
+
+CUresult CUDAAPI cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t* paramOffset, size_t* paramSize) {
+  SIM_ENTRY("cuFuncGetParamInfo", kNoSticky);
+  return paramInfo(func, SIM_KERNEL_FUNCTION, paramIndex, paramOffset, paramSize);
+}
+
+CUresult CUDAAPI cuKernelGetName(const char** name, CUkernel hfunc) {
+  SIM_ENTRY("cuKernelGetName", kNoSticky);
+  return kernelName(hfunc, SIM_KERNEL_LIBRARY, name);
+}
+
+CUresult CUDAAPI cuFuncGetName(const char** name, CUfunction hfunc) {
+  SIM_ENTRY("cuFuncGetName", kNoSticky);
+  return kernelName(hfunc, SIM_KERNEL_FUNCTION, name);
+}
+
+static int functionAttribute(CUfunction_attribute a) {
+  switch (a) {
+    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
+      return 1024;
+    case CU_FUNC_ATTRIBUTE_NUM_REGS:
+      return 32;
+    case CU_FUNC_ATTRIBUTE_PTX_VERSION:
+      return 90;
+    case CU_FUNC_ATTRIBUTE_BINARY_VERSION:
+      return 90;
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+      return 49152;
+    default:
+      return 0;
+  }
+}
+
+CUresult CUDAAPI cuFuncGetAttribute(int* pi, CUfunction_attribute attrib, CUfunction hfunc) {
+  SIM_ENTRY("cuFuncGetAttribute", kNoSticky);
+  if (!pi || attrib < 0 || attrib >= CU_FUNC_ATTRIBUTE_MAX) return CUDA_ERROR_INVALID_VALUE;
+  if (!lookupKernel(hfunc)) return CUDA_ERROR_INVALID_HANDLE;
+  *pi = functionAttribute(attrib);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuKernelGetAttribute(int* pi, CUfunction_attribute attrib, CUkernel kernel, CUdevice dev) {
+  SIM_ENTRY("cuKernelGetAttribute", kNoSticky);
+  if (!pi || attrib < 0 || attrib >= CU_FUNC_ATTRIBUTE_MAX) return CUDA_ERROR_INVALID_VALUE;
+  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+  KernelObj* k = lookupKernel(reinterpret_cast<CUfunction>(kernel));
+  if (!k || k->family != SIM_KERNEL_LIBRARY) return CUDA_ERROR_INVALID_HANDLE;
+  *pi = functionAttribute(attrib);
+  return CUDA_SUCCESS;
+}
+
+// ---------------------------------------------------------------- launches
+
+CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                                unsigned int by, unsigned int bz, unsigned int shmem, CUstream h, void** kp,
+                                void** extra) {
+  return launchKernel(false, f, gx, gy, gz, bx, by, bz, shmem, h, kp, extra);
+}
+CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                                     unsigned int by, unsigned int bz, unsigned int shmem, CUstream h, void** kp,
+                                     void** extra) {
+  return launchKernel(true, f, gx, gy, gz, bx, by, bz, shmem, h, kp, extra);
+}
+CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** kp, void** extra) {
+  return launchKernelEx(false, config, f, kp, extra);
+}
+CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** kp, void** extra) {
+  return launchKernelEx(true, config, f, kp, extra);
+}
+CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                                           unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
+                                           CUstream h, void** kp) {
+  return launchCooperative(false, f, gx, gy, gz, bx, by, bz, shmem, h, kp);
+}
+CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                                                unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
+                                                CUstream h, void** kp) {
+  return launchCooperative(true, f, gx, gy, gz, bx, by, bz, shmem, h, kp);
+}
+CUresult CUDAAPI cuLaunchHostFunc(CUstream h, CUhostFn fn, void* userData) {
+  return hostFuncImpl(false, h, fn, userData);
+}
+CUresult CUDAAPI cuLaunchHostFunc_ptsz(CUstream h, CUhostFn fn, void* userData) {
+  return hostFuncImpl(true, h, fn, userData);
+}
+
+// ---------------------------------------------------------------- copies
+
+#define SIM_COPY_PAIR(NAME, PT_NAME, API, SYNC, DN, SN, PARAMS, DST, SRC, N, STREAM)                         \
+  CUresult CUDAAPI NAME PARAMS { return copy1D(API, false, SYNC, DST, SRC, N, STREAM, Need::DN, Need::SN); } \
+  CUresult CUDAAPI PT_NAME PARAMS { return copy1D(API, true, SYNC, DST, SRC, N, STREAM, Need::DN, Need::SN); }
+
+SIM_COPY_PAIR(cuMemcpyAsync, cuMemcpyAsync_ptsz, "cuMemcpyAsync", false, Any, Any,
+              (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s), dst, src, n, s)
+SIM_COPY_PAIR(cuMemcpyHtoDAsync_v2, cuMemcpyHtoDAsync_v2_ptsz, "cuMemcpyHtoDAsync_v2", false, Device, Host,
+              (CUdeviceptr dst, const void* src, size_t n, CUstream s), dst, reinterpret_cast<uint64_t>(src), n, s)
+SIM_COPY_PAIR(cuMemcpyDtoHAsync_v2, cuMemcpyDtoHAsync_v2_ptsz, "cuMemcpyDtoHAsync_v2", false, Host, Device,
+              (void* dst, CUdeviceptr src, size_t n, CUstream s), reinterpret_cast<uint64_t>(dst), src, n, s)
+SIM_COPY_PAIR(cuMemcpyDtoDAsync_v2, cuMemcpyDtoDAsync_v2_ptsz, "cuMemcpyDtoDAsync_v2", false, Device, Device,
+              (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s), dst, src, n, s)
+SIM_COPY_PAIR(cuMemcpy, cuMemcpy_ptds, "cuMemcpy", true, Any, Any, (CUdeviceptr dst, CUdeviceptr src, size_t n), dst,
+              src, n, nullptr)
+SIM_COPY_PAIR(cuMemcpyHtoD_v2, cuMemcpyHtoD_v2_ptds, "cuMemcpyHtoD_v2", true, Device, Host,
+              (CUdeviceptr dst, const void* src, size_t n), dst, reinterpret_cast<uint64_t>(src), n, nullptr)
+SIM_COPY_PAIR(cuMemcpyDtoH_v2, cuMemcpyDtoH_v2_ptds, "cuMemcpyDtoH_v2", true, Host, Device,
+              (void* dst, CUdeviceptr src, size_t n), reinterpret_cast<uint64_t>(dst), src, n, nullptr)
+SIM_COPY_PAIR(cuMemcpyDtoD_v2, cuMemcpyDtoD_v2_ptds, "cuMemcpyDtoD_v2", true, Device, Device,
+              (CUdeviceptr dst, CUdeviceptr src, size_t n), dst, src, n, nullptr)
+#undef SIM_COPY_PAIR
+
+CUresult CUDAAPI cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D* p, CUstream s) {
+  return copy2D("cuMemcpy2DAsync_v2", false, false, p, s);
+}
+CUresult CUDAAPI cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D* p, CUstream s) {
+  return copy2D("cuMemcpy2DAsync_v2", true, false, p, s);
+}
+CUresult CUDAAPI cuMemcpy2D_v2(const CUDA_MEMCPY2D* p) { return copy2D("cuMemcpy2D_v2", false, true, p, nullptr); }
+CUresult CUDAAPI cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D* p) { return copy2D("cuMemcpy2D_v2", true, true, p, nullptr); }
+
+// ---------------------------------------------------------------- memsets
+
+#define SIM_MEMSET_ASYNC(NAME, PT_NAME, API, T, ELEM)                  \
+  CUresult CUDAAPI NAME(CUdeviceptr d, T v, size_t n, CUstream s) {    \
+    return memsetImpl(API, false, false, d, 0, v, ELEM, n, 1, s);      \
+  }                                                                    \
+  CUresult CUDAAPI PT_NAME(CUdeviceptr d, T v, size_t n, CUstream s) { \
+    return memsetImpl(API, true, false, d, 0, v, ELEM, n, 1, s);       \
+  }
+#define SIM_MEMSET_SYNC(NAME, PT_NAME, API, T, ELEM)                   \
+  CUresult CUDAAPI NAME(CUdeviceptr d, T v, size_t n) {                \
+    return memsetImpl(API, false, true, d, 0, v, ELEM, n, 1, nullptr); \
+  }                                                                    \
+  CUresult CUDAAPI PT_NAME(CUdeviceptr d, T v, size_t n) {             \
+    return memsetImpl(API, true, true, d, 0, v, ELEM, n, 1, nullptr);  \
+  }
+#define SIM_MEMSET_2D_ASYNC(NAME, PT_NAME, API, T, ELEM)                                       \
+  CUresult CUDAAPI NAME(CUdeviceptr d, size_t pitch, T v, size_t w, size_t h, CUstream s) {    \
+    return memsetImpl(API, false, false, d, pitch, v, ELEM, w, h, s);                          \
+  }                                                                                            \
+  CUresult CUDAAPI PT_NAME(CUdeviceptr d, size_t pitch, T v, size_t w, size_t h, CUstream s) { \
+    return memsetImpl(API, true, false, d, pitch, v, ELEM, w, h, s);                           \
+  }
+#define SIM_MEMSET_2D_SYNC(NAME, PT_NAME, API, T, ELEM)                            \
+  CUresult CUDAAPI NAME(CUdeviceptr d, size_t pitch, T v, size_t w, size_t h) {    \
+    return memsetImpl(API, false, true, d, pitch, v, ELEM, w, h, nullptr);         \
+  }                                                                                \
+  CUresult CUDAAPI PT_NAME(CUdeviceptr d, size_t pitch, T v, size_t w, size_t h) { \
+    return memsetImpl(API, true, true, d, pitch, v, ELEM, w, h, nullptr);          \
+  }
+
+SIM_MEMSET_ASYNC(cuMemsetD8Async, cuMemsetD8Async_ptsz, "cuMemsetD8Async", unsigned char, 1)
+SIM_MEMSET_ASYNC(cuMemsetD16Async, cuMemsetD16Async_ptsz, "cuMemsetD16Async", unsigned short, 2)
+SIM_MEMSET_ASYNC(cuMemsetD32Async, cuMemsetD32Async_ptsz, "cuMemsetD32Async", unsigned int, 4)
+SIM_MEMSET_SYNC(cuMemsetD8_v2, cuMemsetD8_v2_ptds, "cuMemsetD8_v2", unsigned char, 1)
+SIM_MEMSET_SYNC(cuMemsetD16_v2, cuMemsetD16_v2_ptds, "cuMemsetD16_v2", unsigned short, 2)
+SIM_MEMSET_SYNC(cuMemsetD32_v2, cuMemsetD32_v2_ptds, "cuMemsetD32_v2", unsigned int, 4)
+SIM_MEMSET_2D_ASYNC(cuMemsetD2D8Async, cuMemsetD2D8Async_ptsz, "cuMemsetD2D8Async", unsigned char, 1)
+SIM_MEMSET_2D_ASYNC(cuMemsetD2D16Async, cuMemsetD2D16Async_ptsz, "cuMemsetD2D16Async", unsigned short, 2)
+SIM_MEMSET_2D_ASYNC(cuMemsetD2D32Async, cuMemsetD2D32Async_ptsz, "cuMemsetD2D32Async", unsigned int, 4)
+SIM_MEMSET_2D_SYNC(cuMemsetD2D8_v2, cuMemsetD2D8_v2_ptds, "cuMemsetD2D8_v2", unsigned char, 1)
+SIM_MEMSET_2D_SYNC(cuMemsetD2D16_v2, cuMemsetD2D16_v2_ptds, "cuMemsetD2D16_v2", unsigned short, 2)
+SIM_MEMSET_2D_SYNC(cuMemsetD2D32_v2, cuMemsetD2D32_v2_ptds, "cuMemsetD2D32_v2", unsigned int, 4)
+#undef SIM_MEMSET_ASYNC
+#undef SIM_MEMSET_SYNC
+#undef SIM_MEMSET_2D_ASYNC
+#undef SIM_MEMSET_2D_SYNC
+
+// ---------------------------------------------------------------- stream-ordered allocation
+
+CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr* dptr, size_t bytes, CUstream s) {
+  return memAllocAsyncImpl(false, dptr, bytes, s);
+}
+CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUstream s) {
+  return memAllocAsyncImpl(true, dptr, bytes, s);
+}
+CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream s) { return memFreeAsyncImpl(false, dptr, s); }
+CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s) { return memFreeAsyncImpl(true, dptr, s); }
+
+// ---------------------------------------------------------------- streams
+
+CUresult CUDAAPI cuStreamCreate(CUstream* ph, unsigned int flags) {
+  SIM_ENTRY("cuStreamCreate", kNeedCtx);
+  return createStream(ph, flags, 0);
+}
+
+CUresult CUDAAPI cuStreamCreateWithPriority(CUstream* ph, unsigned int flags, int priority) {
+  SIM_ENTRY("cuStreamCreateWithPriority", kNeedCtx);
+  return createStream(ph, flags, priority);
+}
+
+CUresult CUDAAPI cuStreamDestroy_v2(CUstream h) {
+  SIM_ENTRY("cuStreamDestroy_v2", kNeedCtx | kNoSticky);
+  SimState& st = state();
+  auto it = st.streamByHandle.find(h);
+  if (it == st.streamByHandle.end()) return CUDA_ERROR_INVALID_HANDLE;
+  std::shared_ptr<Stream> s = it->second;
+  st.streamByHandle.erase(it);
+  if (s->capture) {
+    invalidate(s->capture.get());
+    auto& v = s->capture->streams;
+    v.erase(std::remove(v.begin(), v.end(), s.get()), v.end());
+    if (s->capture->origin == s.get()) s->capture->origin = nullptr;
+    s->capture.reset();
+  }
+  s->destroyed = true;
+  if (streamIdle(s.get())) {
+    auto& v = st.streams;
+    v.erase(std::remove(v.begin(), v.end(), s), v.end());
+  }
+  return CUDA_SUCCESS;
+}
+
+#define SIM_STREAM_GETTER(NAME, PT_NAME, API, T, EXPR)                            \
+  static CUresult NAME##Impl(bool pt, CUstream h, T* out) {                       \
+    SIM_ENTRY(API, kNeedCtx | kNoSticky);                                         \
+    Stream* s;                                                                    \
+    if (CUresult r = resolve(h, pt, &s); r != CUDA_SUCCESS) return r;             \
+    if (!out) return CUDA_ERROR_INVALID_VALUE;                                    \
+    *out = EXPR;                                                                  \
+    return CUDA_SUCCESS;                                                          \
+  }                                                                               \
+  CUresult CUDAAPI NAME(CUstream h, T* out) { return NAME##Impl(false, h, out); } \
+  CUresult CUDAAPI PT_NAME(CUstream h, T* out) { return NAME##Impl(true, h, out); }
+
+SIM_STREAM_GETTER(cuStreamGetFlags, cuStreamGetFlags_ptsz, "cuStreamGetFlags", unsigned int, s->flags)
+SIM_STREAM_GETTER(cuStreamGetPriority, cuStreamGetPriority_ptsz, "cuStreamGetPriority", int, s->priority)
+SIM_STREAM_GETTER(cuStreamGetId, cuStreamGetId_ptsz, "cuStreamGetId", unsigned long long, s->id)
+SIM_STREAM_GETTER(cuStreamGetCtx, cuStreamGetCtx_ptsz, "cuStreamGetCtx", CUcontext, kContext)
+SIM_STREAM_GETTER(cuStreamGetDevice, cuStreamGetDevice_ptsz, "cuStreamGetDevice", CUdevice, 0)
+#undef SIM_STREAM_GETTER
+
+static CUresult streamGetCtx2(bool pt, CUstream h, CUcontext* pctx, CUgreenCtx* green) {
+  SIM_ENTRY("cuStreamGetCtx_v2", kNeedCtx | kNoSticky);
+  Stream* s;
+  if (CUresult r = resolve(h, pt, &s); r != CUDA_SUCCESS) return r;
+  if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+  *pctx = kContext;
+  if (green) *green = nullptr;
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuStreamGetCtx_v2(CUstream h, CUcontext* pctx, CUgreenCtx* green) {
+  return streamGetCtx2(false, h, pctx, green);
+}
+CUresult CUDAAPI cuStreamGetCtx_v2_ptsz(CUstream h, CUcontext* pctx, CUgreenCtx* green) {
+  return streamGetCtx2(true, h, pctx, green);
+}
+
+CUresult CUDAAPI cuStreamSynchronize(CUstream h) { return streamSyncImpl(false, h); }
+CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream h) { return streamSyncImpl(true, h); }
+CUresult CUDAAPI cuStreamQuery(CUstream h) { return streamQueryImpl(false, h); }
+CUresult CUDAAPI cuStreamQuery_ptsz(CUstream h) { return streamQueryImpl(true, h); }
+CUresult CUDAAPI cuStreamWaitEvent(CUstream h, CUevent e, unsigned int flags) {
+  return streamWaitEventImpl(false, h, e, flags);
+}
+CUresult CUDAAPI cuStreamWaitEvent_ptsz(CUstream h, CUevent e, unsigned int flags) {
+  return streamWaitEventImpl(true, h, e, flags);
+}
+
+// ---------------------------------------------------------------- events
+
+CUresult CUDAAPI cuEventCreate(CUevent* ph, unsigned int flags) {
+  SIM_ENTRY("cuEventCreate", kNeedCtx);
+  const unsigned known = CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
+  if (!ph || (flags & ~known)) return CUDA_ERROR_INVALID_VALUE;
+  if ((flags & CU_EVENT_INTERPROCESS) && !(flags & CU_EVENT_DISABLE_TIMING)) return CUDA_ERROR_INVALID_VALUE;
+  auto ev = std::make_shared<Event>();
+  ev->flags = flags;
+  auto h = reinterpret_cast<CUevent>(ev.get());
+  state().events[h] = ev;
+  *ph = h;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuEventDestroy_v2(CUevent e) {
+  SIM_ENTRY("cuEventDestroy_v2", kNeedCtx | kNoSticky);
+  auto& ev = state().events;
+  auto it = ev.find(e);
+  if (it == ev.end()) return CUDA_ERROR_INVALID_HANDLE;
+  it->second->destroyed = true;
+  ev.erase(it);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuEventRecord(CUevent e, CUstream h) { return eventRecordImpl("cuEventRecord", false, e, h, 0); }
+CUresult CUDAAPI cuEventRecord_ptsz(CUevent e, CUstream h) { return eventRecordImpl("cuEventRecord", true, e, h, 0); }
+CUresult CUDAAPI cuEventRecordWithFlags(CUevent e, CUstream h, unsigned int flags) {
+  return eventRecordImpl("cuEventRecordWithFlags", false, e, h, flags);
+}
+CUresult CUDAAPI cuEventRecordWithFlags_ptsz(CUevent e, CUstream h, unsigned int flags) {
+  return eventRecordImpl("cuEventRecordWithFlags", true, e, h, flags);
+}
+
+CUresult CUDAAPI cuEventQuery(CUevent e) {
+  SIM_ENTRY("cuEventQuery", kNeedCtx);
+  std::shared_ptr<Event> ev = lookupEvent(e);
+  if (!ev) return CUDA_ERROR_INVALID_HANDLE;
+  if (ev->capSession) {
+    if (ev->capSession->active) invalidate(ev->capSession.get());
+    return CUDA_ERROR_CAPTURED_EVENT;
+  }
+  randomSteps(SIM_LOCK, 1);  // time passes: a polling caller always makes progress
+  if (state().sticky != CUDA_SUCCESS) return state().sticky;
+  return !ev->lastRecord || ev->lastRecord->done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+CUresult CUDAAPI cuEventSynchronize(CUevent e) {
+  SIM_ENTRY("cuEventSynchronize", kNeedCtx | kSteps);
+  std::shared_ptr<Event> ev = lookupEvent(e);
+  if (!ev) return CUDA_ERROR_INVALID_HANDLE;
+  if (ev->capSession) {
+    if (ev->capSession->active) invalidate(ev->capSession.get());
+    return CUDA_ERROR_CAPTURED_EVENT;
+  }
+  if (ev->lastRecord) {
+    CompletionPtr rec = ev->lastRecord;
+    drainUntil(
+        SIM_LOCK, [&] { return rec->done; }, "cuEventSynchronize");
+  }
+  return state().sticky;
+}
+
+static CUresult elapsed(float* ms, CUevent a, CUevent b) {
+  if (!ms) return CUDA_ERROR_INVALID_VALUE;
+  std::shared_ptr<Event> ea = lookupEvent(a), eb = lookupEvent(b);
+  if (!ea || !eb) return CUDA_ERROR_INVALID_HANDLE;
+  if (ea->capSession || eb->capSession) return CUDA_ERROR_CAPTURED_EVENT;
+  if ((ea->flags | eb->flags) & CU_EVENT_DISABLE_TIMING) return CUDA_ERROR_INVALID_HANDLE;
+  if (!ea->lastRecord || !eb->lastRecord) return CUDA_ERROR_INVALID_HANDLE;
+  if (!ea->lastRecord->done || !eb->lastRecord->done) return CUDA_ERROR_NOT_READY;
+  *ms = static_cast<float>((eb->lastRecord->timeUs - ea->lastRecord->timeUs) / 1000.0);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuEventElapsedTime(float* ms, CUevent a, CUevent b) {
+  SIM_ENTRY("cuEventElapsedTime", kNeedCtx);
+  return elapsed(ms, a, b);
+}
+
+CUresult CUDAAPI cuEventElapsedTime_v2(float* ms, CUevent a, CUevent b) {
+  SIM_ENTRY("cuEventElapsedTime_v2", kNeedCtx);
+  return elapsed(ms, a, b);
+}
+
+}  // extern "C"

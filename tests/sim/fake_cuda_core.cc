@@ -1,0 +1,648 @@
+// fake_cuda_core.cc - simulator state, API prologue, seeded scheduler, effect
+// execution, executed trace and the test-only sim* API.
+//
+// Invariants:
+//  - The scheduler only ever executes the head item of a stream (or a ready node of
+//    the graph at a stream's head), so per-stream FIFO order is structural.
+//  - Random choices come from one seeded generator consumed in a deterministic
+//    order for a single-threaded caller; informational driver calls (names,
+//    attributes, proc lookups) take no steps, so an interposer that adds such calls
+//    does not change the schedule.
+//  - Every executed effect is appended to the trace at the moment it executes.
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "fake_cuda_internal.h"
+
+namespace sim {
+
+namespace {
+
+thread_local int tlsInHostFn = 0;
+thread_local Stream* tlsPerThreadStream = nullptr;
+
+bool apiMatches(const std::string& spec, const char* api) {
+  if (spec == api) return true;
+  // Base name: strip a trailing _v<digits>.
+  std::string name(api);
+  size_t pos = name.rfind("_v");
+  if (pos != std::string::npos && pos + 2 < name.size() &&
+      std::all_of(name.begin() + pos + 2, name.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return spec == name.substr(0, pos);
+  }
+  return false;
+}
+
+void parseFailSpec(const char* spec) {
+  SimState& st = state();
+  std::string s(spec);
+  size_t start = 0;
+  while (start < s.size()) {
+    size_t end = s.find(',', start);
+    if (end == std::string::npos) end = s.size();
+    std::string item = s.substr(start, end - start);
+    size_t c1 = item.find(':');
+    size_t c2 = c1 == std::string::npos ? std::string::npos : item.find(':', c1 + 1);
+    if (c1 == std::string::npos || c2 == std::string::npos) {
+      fatal("SIM_FAIL: bad entry '" + item + "' (want api:nth:code)");
+    }
+    Injection inj;
+    inj.api = item.substr(0, c1);
+    inj.remaining = std::atoi(item.substr(c1 + 1, c2 - c1 - 1).c_str());
+    inj.code = static_cast<CUresult>(std::atoi(item.substr(c2 + 1).c_str()));
+    if (inj.remaining < 1) fatal("SIM_FAIL: nth must be >= 1 in '" + item + "'");
+    st.injections.push_back(inj);
+    start = end + 1;
+  }
+}
+
+std::string describeItem(const Item& it) {
+  switch (it.kind) {
+    case ItemKind::Kernel:
+      return "kernel " + (it.kernel.kernel ? it.kernel.kernel->name : "?");
+    case ItemKind::Memcpy:
+      return "memcpy";
+    case ItemKind::Memset:
+      return "memset";
+    case ItemKind::HostFn:
+      return "host function";
+    case ItemKind::EventRecord:
+      return "event record";
+    case ItemKind::EventWait:
+      return "event wait";
+    case ItemKind::GraphLaunch:
+      return "graph launch";
+    case ItemKind::AllocAsync:
+      return "alloc async";
+    case ItemKind::FreeAsync:
+      return "free async";
+  }
+  return "?";
+}
+
+bool graphNodeRunnable(const GraphRun& g, size_t i) {
+  if (g.state[i] != 0 || g.pendingPreds[i] != 0) return false;
+  const CompletionPtr& w = g.waitTokens[i];
+  return !w || w->done;
+}
+
+bool graphHasRunnableNode(const GraphRun& g) {
+  for (size_t i = 0; i < g.state.size(); ++i) {
+    if (graphNodeRunnable(g, i)) return true;
+  }
+  return false;
+}
+
+bool headReady(Stream* s) {
+  if (s->hostBusy || s->queue.empty()) return false;
+  Item* it = s->queue.front().get();
+  if (it->kind == ItemKind::GraphLaunch && it->graph->started) {
+    return graphHasRunnableNode(*it->graph);
+  }
+  auto& deps = it->deps;
+  deps.erase(std::remove_if(deps.begin(), deps.end(), [](const CompletionPtr& c) { return c->done; }), deps.end());
+  return deps.empty();
+}
+
+void runHost(Lock& lk, const HostCall& hc, const EffectSource& src) {
+  SimState& st = state();
+  TraceEntry t;
+  t.e.kind = SIM_EFFECT_HOST_FUNC;
+  t.e.fn = hc.fn;
+  t.e.userData = hc.userData;
+  recordEffect(std::move(t), src);
+  ++st.hostCallsInFlight;
+  ++tlsInHostFn;
+  lk.unlock();
+  hc.fn(hc.userData);
+  lk.lock();
+  --tlsInHostFn;
+  --st.hostCallsInFlight;
+  st.cv.notify_all();
+}
+
+void finishHead(Stream* s) {
+  SimState& st = state();
+  st.timeUs += 1.0;
+  Item* it = s->queue.front().get();
+  it->done->done = true;
+  it->done->timeUs = st.timeUs;
+  s->queue.pop_front();
+  if (s->destroyed && streamIdle(s)) {
+    auto& v = st.streams;
+    v.erase(std::remove_if(v.begin(), v.end(), [s](const std::shared_ptr<Stream>& p) { return p.get() == s; }),
+            v.end());
+  }
+}
+
+void startGraph(GraphRun& g) {
+  size_t n = g.snap->params.size();
+  g.pendingPreds.resize(n);
+  g.state.assign(n, 0);
+  for (size_t i = 0; i < n; ++i) g.pendingPreds[i] = static_cast<int>(g.snap->preds[i].size());
+  g.started = true;
+}
+
+// Executes one random runnable node of a started graph; false if none is runnable.
+bool runOneNode(Lock& lk, GraphRun& g, const EffectSource& src) {
+  SimState& st = state();
+  std::vector<size_t> ready;
+  for (size_t i = 0; i < g.state.size(); ++i) {
+    if (graphNodeRunnable(g, i)) ready.push_back(i);
+  }
+  if (ready.empty()) return false;
+  size_t i = ready[st.rng() % ready.size()];
+  const NodeParams& p = g.snap->params[i];
+  g.state[i] = 1;
+  switch (p.kind) {
+    case NodeKind::Kernel:
+      execKernel(p.kernel, src);
+      break;
+    case NodeKind::Memcpy:
+      execCopy(p.copy, src);
+      break;
+    case NodeKind::Memset:
+      execMemset(p.memset, src);
+      break;
+    case NodeKind::Host:
+      runHost(lk, p.host, src);
+      break;
+    case NodeKind::EventRecord:
+      if (g.recordTokens[i]) {
+        g.recordTokens[i]->done = true;
+        g.recordTokens[i]->timeUs = st.timeUs;
+      }
+      break;
+    case NodeKind::EventWait:
+    case NodeKind::Empty:
+      break;
+  }
+  st.timeUs += 1.0;
+  g.state[i] = 2;
+  ++g.doneCount;
+  for (size_t succ : g.snap->succs[i]) --g.pendingPreds[succ];
+  return true;
+}
+
+void executeHead(Lock& lk, const std::shared_ptr<Stream>& keep) {
+  Stream* s = keep.get();
+  Item* it = s->queue.front().get();
+  EffectSource src{s, false, nullptr, 0};
+  switch (it->kind) {
+    case ItemKind::Kernel:
+      execKernel(it->kernel, src);
+      break;
+    case ItemKind::Memcpy:
+      execCopy(it->copy, src);
+      break;
+    case ItemKind::Memset:
+      execMemset(it->memset, src);
+      break;
+    case ItemKind::HostFn:
+      s->hostBusy = true;
+      runHost(lk, it->host, src);
+      s->hostBusy = false;
+      break;
+    case ItemKind::EventRecord:
+    case ItemKind::EventWait:
+    case ItemKind::AllocAsync:
+      break;
+    case ItemKind::FreeAsync:
+      deviceFreeLocked(it->ptr);
+      break;
+    case ItemKind::GraphLaunch: {
+      GraphRun& g = *it->graph;
+      if (!g.started) startGraph(g);
+      EffectSource gsrc{s, true, g.exec, g.launchId};
+      runOneNode(lk, g, gsrc);
+      // Another thread may have finished the graph while a host node ran unlocked.
+      if (s->queue.empty() || s->queue.front().get() != it) return;
+      if (g.doneCount < g.state.size()) return;
+      break;
+    }
+  }
+  finishHead(s);
+}
+
+}  // namespace
+
+SimState& state() {
+  static SimState* s = new SimState();  // never destroyed: host threads may outlive exit
+  return *s;
+}
+
+Graph::~Graph() {
+  SimState& st = state();
+  for (auto& n : nodes) st.liveNodes.erase(n.get());
+}
+
+void fatal(const std::string& msg) {
+  std::fprintf(stderr, "sim fatal: %s\n", msg.c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
+void setSticky(CUresult code, const std::string& why) {
+  SimState& st = state();
+  if (st.sticky == CUDA_SUCCESS) {
+    std::fprintf(stderr, "sim: sticky error %d: %s\n", static_cast<int>(code), why.c_str());
+    st.sticky = code;
+  }
+}
+
+void parseEnvLocked() {
+  SimState& st = state();
+  if (st.envParsed) return;
+  st.envParsed = true;
+  if (const char* s = std::getenv("SIM_SEED")) st.rng.seed(std::strtoull(s, nullptr, 0));
+  if (const char* s = std::getenv("SIM_STEPS")) st.maxSteps = static_cast<unsigned>(std::atoi(s));
+  if (const char* s = std::getenv("SIM_FAIL")) parseFailSpec(s);
+}
+
+ApiGuard::ApiGuard(const char* api, unsigned flags) {
+  if (tlsInHostFn > 0) {
+    result_ = CUDA_ERROR_NOT_PERMITTED;  // CUDA calls are illegal inside host functions
+    return;
+  }
+  lock_ = Lock(state().mutex);
+  SimState& st = state();
+  parseEnvLocked();
+  CUresult injected = CUDA_SUCCESS;
+  for (auto it = st.injections.begin(); it != st.injections.end();) {
+    if (apiMatches(it->api, api) && --it->remaining == 0) {
+      if (injected == CUDA_SUCCESS) injected = it->code;
+      it = st.injections.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (injected != CUDA_SUCCESS) {
+    ++st.counters.injectedFailures;
+    result_ = injected;
+    return;
+  }
+  if (!(flags & kNoInit) && !st.initialized) {
+    result_ = CUDA_ERROR_NOT_INITIALIZED;
+    return;
+  }
+  if (!(flags & kNoSticky) && st.sticky != CUDA_SUCCESS) {
+    result_ = st.sticky;
+    return;
+  }
+  if (flags & kNeedCtx) {
+    if (currentContext() == nullptr) {
+      result_ = CUDA_ERROR_INVALID_CONTEXT;
+      return;
+    }
+  }
+  if (flags & kSteps) randomSteps(lock_);
+}
+
+bool step(Lock& lk) {
+  SimState& st = state();
+  std::vector<std::shared_ptr<Stream>> cands;
+  for (auto& s : st.streams) {
+    if (headReady(s.get())) cands.push_back(s);
+  }
+  if (cands.empty()) return false;
+  std::shared_ptr<Stream> s = cands[st.rng() % cands.size()];
+  executeHead(lk, s);
+  return true;
+}
+
+void randomSteps(Lock& lk, unsigned minSteps) {
+  SimState& st = state();
+  unsigned n = static_cast<unsigned>(st.rng() % (st.maxSteps + 1));
+  n = std::max(n, minSteps);
+  for (unsigned i = 0; i < n; ++i) {
+    if (!step(lk)) break;
+  }
+}
+
+bool streamIdle(const Stream* s) { return s->queue.empty() && !s->hostBusy; }
+
+bool allIdle() {
+  for (auto& s : state().streams) {
+    if (!streamIdle(s.get())) return false;
+  }
+  return true;
+}
+
+void drainAll(Lock& lk, const char* what) {
+  drainUntil(
+      lk, [] { return allIdle(); }, what);
+}
+
+void deadlock(const char* what) {
+  SimState& st = state();
+  std::fprintf(stderr, "sim deadlock: %s: nothing is runnable but the condition is not met\n", what);
+  for (auto& s : st.streams) {
+    if (s->queue.empty()) continue;
+    const Item& head = *s->queue.front();
+    std::fprintf(stderr, "  stream %" PRIu64 "%s: %zu pending, head = %s waiting on %zu unfinished item(s)\n", s->id,
+                 s->legacy ? " (legacy)" : (s->perThread ? " (per-thread)" : ""), s->queue.size(),
+                 describeItem(head).c_str(), head.deps.size());
+  }
+  std::fprintf(stderr, "  (this indicates a dependency on work that was never issued)\n");
+  std::fflush(stderr);
+  std::abort();
+}
+
+Stream* threadPerThreadStream() {
+  if (tlsPerThreadStream) return tlsPerThreadStream;
+  SimState& st = state();
+  auto s = std::make_shared<Stream>();
+  s->id = st.nextStreamId++;
+  s->handle = CU_STREAM_PER_THREAD;
+  s->perThread = true;
+  s->blocking = true;
+  st.streams.push_back(s);
+  tlsPerThreadStream = s.get();
+  return tlsPerThreadStream;
+}
+
+Stream* resolveStream(CUstream h, bool perThreadVariant, CUresult* err) {
+  SimState& st = state();
+  *err = CUDA_SUCCESS;
+  if (h == nullptr) return perThreadVariant ? threadPerThreadStream() : st.legacy.get();
+  if (h == CU_STREAM_LEGACY) return st.legacy.get();
+  if (h == CU_STREAM_PER_THREAD) return threadPerThreadStream();
+  auto it = st.streamByHandle.find(h);
+  if (it == st.streamByHandle.end()) {
+    *err = CUDA_ERROR_INVALID_HANDLE;
+    return nullptr;
+  }
+  return it->second.get();
+}
+
+void enqueue(Stream* s, std::unique_ptr<Item> item) {
+  SimState& st = state();
+  item->seq = ++st.seq;
+  if (s->legacy) {
+    // Waits for everything already enqueued on every blocking stream.
+    for (auto& b : st.streams) {
+      if (b.get() != s && b->blocking && b->lastDone && !b->lastDone->done) item->deps.push_back(b->lastDone);
+    }
+  } else if (s->blocking) {
+    // Waits for everything already enqueued on the legacy stream.
+    const CompletionPtr& l = st.legacy->lastDone;
+    if (l && !l->done) item->deps.push_back(l);
+  }
+  item->done = std::make_shared<Completion>();
+  s->lastDone = item->done;
+  s->queue.push_back(std::move(item));
+}
+
+void recordEffect(TraceEntry&& entry, const EffectSource& src) {
+  SimState& st = state();
+  entry.e.index = st.trace.size();
+  entry.e.origin = src.graph ? SIM_ORIGIN_GRAPH : SIM_ORIGIN_EAGER;
+  entry.e.graphExec = src.exec;
+  entry.e.graphLaunchId = src.launchId;
+  entry.e.stream = src.stream ? src.stream->handle : nullptr;
+  entry.e.streamId = src.stream ? src.stream->id : 0;
+  if (entry.e.kind != SIM_EFFECT_MARKER) {
+    if (src.graph) {
+      ++st.counters.effectsGraph;
+    } else {
+      ++st.counters.effectsEager;
+    }
+  }
+  st.trace.push_back(std::move(entry));
+  TraceEntry& t = st.trace.back();
+  t.e.attrs = t.attrs.empty() ? nullptr : t.attrs.data();
+  t.e.numAttrs = static_cast<unsigned>(t.attrs.size());
+  t.e.params = t.params.empty() ? nullptr : t.params.data();
+  t.e.paramBytes = t.params.size();
+  t.e.label = t.label.c_str();
+}
+
+KernelObj* lookupKernel(CUfunction f) {
+  SimState& st = state();
+  auto it = st.kernels.find(reinterpret_cast<void*>(f));
+  return it == st.kernels.end() ? nullptr : it->second.get();
+}
+
+void execKernel(const KernelLaunch& k, const EffectSource& src) {
+  TraceEntry t;
+  t.e.kind = SIM_EFFECT_KERNEL;
+  t.e.func = k.handle;
+  std::copy(k.grid, k.grid + 3, t.e.grid);
+  std::copy(k.block, k.block + 3, t.e.block);
+  t.e.sharedMemBytes = k.sharedMem;
+  t.attrs = k.attrs;
+  t.params = k.params;
+  recordEffect(std::move(t), src);
+  const KernelObj* ko = k.kernel;
+  if (ko->effect == KernelEffect::None) return;
+  uint64_t dst, srcp, kval;
+  std::memcpy(&dst, k.params.data() + ko->offsets[0], 8);
+  std::memcpy(&srcp, k.params.data() + ko->offsets[1], 8);
+  std::memcpy(&kval, k.params.data() + ko->offsets[2], 8);
+  MemClass cd = classify(dst, 8), cs = classify(srcp, 8);
+  if ((cd != MemClass::Device && cd != MemClass::PinnedHost) ||
+      (cs != MemClass::Device && cs != MemClass::PinnedHost)) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "kernel %s: illegal address dst=0x%" PRIx64 " src=0x%" PRIx64, ko->name.c_str(), dst,
+                  srcp);
+    setSticky(CUDA_ERROR_ILLEGAL_ADDRESS, buf);
+    return;
+  }
+  uint64_t v;
+  std::memcpy(&v, reinterpret_cast<const void*>(srcp), 8);
+  v = ko->effect == KernelEffect::Add ? v + kval : simMix64(v ^ kval);
+  std::memcpy(reinterpret_cast<void*>(dst), &v, 8);
+}
+
+size_t copyExtent(size_t width, size_t height, size_t depth, size_t pitch, size_t slice) {
+  if (width == 0 || height == 0 || depth == 0) return 0;
+  return (depth - 1) * slice * pitch + (height - 1) * pitch + width;
+}
+
+void execCopy(const CopyOp& c, const EffectSource& src) {
+  TraceEntry t;
+  t.e.kind = SIM_EFFECT_MEMCPY;
+  t.e.dst = c.dst;
+  t.e.src = c.src;
+  t.e.widthBytes = c.width;
+  t.e.height = c.height;
+  t.e.depth = c.depth;
+  t.e.dstPitch = c.dstPitch;
+  t.e.srcPitch = c.srcPitch;
+  t.e.dstHeight = c.dstHeight;
+  t.e.srcHeight = c.srcHeight;
+  recordEffect(std::move(t), src);
+  size_t dstExt = copyExtent(c.width, c.height, c.depth, c.dstPitch, c.dstHeight);
+  size_t srcExt = copyExtent(c.width, c.height, c.depth, c.srcPitch, c.srcHeight);
+  if (classify(c.dst, dstExt) == MemClass::Invalid || (!c.staged && classify(c.src, srcExt) == MemClass::Invalid)) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "memcpy: illegal address dst=0x%" PRIx64 " src=0x%" PRIx64 " (%zu bytes)", c.dst,
+                  c.src, c.width);
+    setSticky(CUDA_ERROR_ILLEGAL_ADDRESS, buf);
+    return;
+  }
+  size_t row = 0;
+  for (size_t z = 0; z < c.depth; ++z) {
+    for (size_t y = 0; y < c.height; ++y, ++row) {
+      auto* d = reinterpret_cast<uint8_t*>(c.dst + z * c.dstHeight * c.dstPitch + y * c.dstPitch);
+      const uint8_t* s = c.staged
+                             ? c.staged->data() + row * c.width
+                             : reinterpret_cast<const uint8_t*>(c.src + z * c.srcHeight * c.srcPitch + y * c.srcPitch);
+      std::memmove(d, s, c.width);
+    }
+  }
+}
+
+void execMemset(const MemsetOp& m, const EffectSource& src) {
+  TraceEntry t;
+  t.e.kind = SIM_EFFECT_MEMSET;
+  t.e.dst = m.dst;
+  t.e.elementSize = m.elementSize;
+  t.e.value = m.value;
+  t.e.widthElements = m.width;
+  t.e.height = m.height;
+  t.e.dstPitch = m.pitch;
+  recordEffect(std::move(t), src);
+  size_t ext = copyExtent(m.width * m.elementSize, m.height, 1, m.pitch, 0);
+  if (classify(m.dst, ext) == MemClass::Invalid) {
+    char buf[120];
+    std::snprintf(buf, sizeof buf, "memset: illegal address dst=0x%" PRIx64, m.dst);
+    setSticky(CUDA_ERROR_ILLEGAL_ADDRESS, buf);
+    return;
+  }
+  for (size_t y = 0; y < m.height; ++y) {
+    auto* row = reinterpret_cast<uint8_t*>(m.dst + y * m.pitch);
+    for (size_t i = 0; i < m.width; ++i) {
+      std::memcpy(row + i * m.elementSize, &m.value, m.elementSize);  // little endian
+    }
+  }
+}
+
+}  // namespace sim
+
+// ---------------------------------------------------------------- test-only API
+
+using namespace sim;
+
+extern "C" {
+
+CUfunction simKernelCreate(const char* name, SimKernelFamily family, unsigned nparams, const size_t* sizes,
+                           const size_t* aligns) {
+  if (!name || (nparams > 0 && !sizes)) return nullptr;
+  auto k = std::make_unique<KernelObj>();
+  k->name = name;
+  k->family = family;
+  size_t off = 0;
+  for (unsigned i = 0; i < nparams; ++i) {
+    size_t sz = sizes[i];
+    if (sz == 0) return nullptr;
+    size_t a = 1;
+    if (aligns && aligns[i]) {
+      a = aligns[i];
+    } else {
+      while (a < sz && a < 8) a <<= 1;
+    }
+    off = (off + a - 1) / a * a;
+    k->offsets.push_back(off);
+    k->sizes.push_back(sz);
+    off += sz;
+  }
+  k->totalBytes = off;
+  if (k->name.rfind("sim_add", 0) == 0) k->effect = KernelEffect::Add;
+  if (k->name.rfind("sim_mix", 0) == 0) k->effect = KernelEffect::Mix;
+  if (k->effect != KernelEffect::None) {
+    if (nparams < 3) return nullptr;
+    for (int i = 0; i < 3; ++i) {
+      if (k->sizes[i] != 8 || k->offsets[i] % 8 != 0) return nullptr;
+    }
+  }
+  Lock lk(state().mutex);
+  auto handle = reinterpret_cast<CUfunction>(k.get());
+  state().kernels.emplace(k.get(), std::move(k));
+  return handle;
+}
+
+size_t simKernelParamBytes(CUfunction kernel) {
+  Lock lk(state().mutex);
+  KernelObj* k = lookupKernel(kernel);
+  return k ? k->totalBytes : 0;
+}
+
+int simKernelParamLayout(CUfunction kernel, unsigned index, size_t* offset, size_t* size) {
+  Lock lk(state().mutex);
+  KernelObj* k = lookupKernel(kernel);
+  if (!k || index >= k->sizes.size()) return -1;
+  if (offset) *offset = k->offsets[index];
+  if (size) *size = k->sizes[index];
+  return 0;
+}
+
+size_t simTraceSize(void) {
+  Lock lk(state().mutex);
+  return state().trace.size();
+}
+
+int simTraceGet(size_t index, SimEffect* out) {
+  Lock lk(state().mutex);
+  SimState& st = state();
+  if (index >= st.trace.size() || !out) return -1;
+  *out = st.trace[index].e;
+  return 0;
+}
+
+void simTraceClear(void) {
+  Lock lk(state().mutex);
+  state().trace.clear();
+}
+
+void simMark(const char* label) {
+  Lock lk(state().mutex);
+  TraceEntry t;
+  t.e.kind = SIM_EFFECT_MARKER;
+  t.label = label ? label : "";
+  recordEffect(std::move(t), EffectSource{});
+}
+
+void simSetSeed(uint64_t seed) {
+  Lock lk(state().mutex);
+  parseEnvLocked();
+  state().rng.seed(seed);
+}
+
+void simSetMaxSteps(unsigned maxSteps) {
+  Lock lk(state().mutex);
+  parseEnvLocked();
+  state().maxSteps = maxSteps;
+}
+
+void simInjectFailure(const char* api, int nth, CUresult code) {
+  if (!api || nth < 1) return;
+  Lock lk(state().mutex);
+  parseEnvLocked();
+  state().injections.push_back(Injection{api, nth, code});
+}
+
+void simClearFailures(void) {
+  Lock lk(state().mutex);
+  parseEnvLocked();
+  state().injections.clear();
+}
+
+void simCounters(SimCounters* out) {
+  if (!out) return;
+  Lock lk(state().mutex);
+  *out = state().counters;
+}
+
+uint64_t simStreamId(CUstream stream, int perThreadVariant) {
+  Lock lk(state().mutex);
+  if (!state().legacy) return 0;
+  CUresult err;
+  Stream* s = resolveStream(stream, perThreadVariant != 0, &err);
+  return s ? s->id : 0;
+}
+
+}  // extern "C"

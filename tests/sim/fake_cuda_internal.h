@@ -1,0 +1,356 @@
+// fake_cuda_internal.h - state of the simulated CUDA driver (tests/sim).
+//
+// Invariants:
+//  - All state below is guarded by the one global mutex (SimState::mutex); the only
+//    code that runs without it is a host function (eager or graph node).
+//  - Nothing executes at enqueue time. Each stream is a FIFO of Items; an Item runs
+//    only when it is its stream's head and every Completion in `deps` is done.
+//  - Completions only point at earlier-enqueued work, so the dependency graph is
+//    acyclic; a drain that finds nothing runnable (and no host function in flight)
+//    is a "sim deadlock" and aborts.
+//  - Exported cu* functions never call each other: internal code calls the *Impl /
+//    helper functions, and the library is linked -Bsymbolic, so an interposer that
+//    exports the same names can never be re-entered from inside the simulator.
+#pragma once
+
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "sim_api.h"
+
+namespace sim {
+
+struct Completion {
+  bool done = false;
+  double timeUs = 0;  // simulated time at which it completed (event timing)
+};
+using CompletionPtr = std::shared_ptr<Completion>;
+
+// ---------------------------------------------------------------- kernels
+
+enum class KernelEffect { None, Add, Mix };
+
+struct KernelObj {
+  std::string name;
+  SimKernelFamily family;
+  std::vector<size_t> sizes, offsets;
+  size_t totalBytes = 0;
+  KernelEffect effect = KernelEffect::None;
+};
+
+// A deep copy of one kernel launch; params are packed with zeroed padding.
+struct KernelLaunch {
+  KernelObj* kernel = nullptr;
+  CUfunction handle = nullptr;
+  unsigned grid[3] = {1, 1, 1};
+  unsigned block[3] = {1, 1, 1};
+  unsigned sharedMem = 0;
+  std::vector<CUlaunchAttribute> attrs;
+  std::vector<uint8_t> params;
+};
+
+// A copy of a (pitched, up to 3-D) region. 1-D: height = depth = 1, pitches 0.
+struct CopyOp {
+  uint64_t dst = 0, src = 0;
+  size_t width = 0, height = 1, depth = 1;
+  size_t dstPitch = 0, srcPitch = 0, dstHeight = 0, srcHeight = 0;
+  // Pageable host source of an async copy: bytes staged at enqueue time, as the
+  // real driver does; the trace still names the program's source address.
+  std::shared_ptr<std::vector<uint8_t>> staged;
+};
+
+struct MemsetOp {
+  uint64_t dst = 0;
+  unsigned elementSize = 1;
+  uint32_t value = 0;
+  size_t width = 0, height = 1, pitch = 0;
+};
+
+struct HostCall {
+  CUhostFn fn = nullptr;
+  void* userData = nullptr;
+};
+
+// ---------------------------------------------------------------- graphs
+
+enum class NodeKind { Kernel, Memcpy, Memset, Host, Empty, EventRecord, EventWait };
+
+struct Event;
+
+struct NodeParams {
+  NodeKind kind = NodeKind::Empty;
+  KernelLaunch kernel;
+  CopyOp copy;
+  CUDA_MEMCPY3D copyRaw{};  // as reported by cuGraphMemcpyNodeGetParams
+  MemsetOp memset;
+  HostCall host;
+  std::shared_ptr<Event> event;
+};
+
+struct Graph;
+
+struct Node {
+  Graph* graph = nullptr;
+  size_t index = 0;
+  NodeParams params;
+  std::vector<Node*> deps;
+  std::vector<void*> paramPtrs;  // kernelParams view for cuGraphKernelNodeGetParams
+};
+
+struct Graph {
+  std::vector<std::unique_ptr<Node>> nodes;
+  ~Graph();
+};
+
+// Immutable per-launch view of an exec: params of every node + dependency lists.
+struct ExecSnapshot {
+  std::vector<NodeParams> params;
+  std::vector<std::vector<size_t>> preds, succs;
+};
+
+struct Exec {
+  std::shared_ptr<Graph> source;       // keeps node handles alive
+  std::shared_ptr<ExecSnapshot> snap;  // copy-on-write on node updates
+  CompletionPtr lastLaunch;            // launches of one exec are serialized
+};
+
+struct GraphRun {
+  std::shared_ptr<const ExecSnapshot> snap;
+  CUgraphExec exec = nullptr;
+  uint64_t launchId = 0;
+  bool started = false;
+  std::vector<int> pendingPreds;
+  std::vector<uint8_t> state;  // 0 waiting, 1 running, 2 done
+  size_t doneCount = 0;
+  std::vector<CompletionPtr> recordTokens;  // per EventRecord node
+  std::vector<CompletionPtr> waitTokens;    // per EventWait node (may be null)
+};
+
+// ---------------------------------------------------------------- streams/events
+
+enum class ItemKind { Kernel, Memcpy, Memset, HostFn, EventRecord, EventWait, GraphLaunch, AllocAsync, FreeAsync };
+
+struct Item {
+  ItemKind kind;
+  uint64_t seq = 0;
+  std::vector<CompletionPtr> deps;
+  CompletionPtr done;
+  KernelLaunch kernel;
+  CopyOp copy;
+  MemsetOp memset;
+  HostCall host;
+  std::unique_ptr<GraphRun> graph;
+  uint64_t ptr = 0;  // FreeAsync
+};
+
+struct CaptureSession;
+
+struct Stream {
+  uint64_t id = 0;
+  CUstream handle = nullptr;  // canonical name: created handle, LEGACY or PER_THREAD
+  unsigned flags = 0;
+  int priority = 0;
+  bool legacy = false;
+  bool perThread = false;
+  bool blocking = true;  // syncs implicitly with the legacy stream
+  bool destroyed = false;
+  std::deque<std::unique_ptr<Item>> queue;
+  bool hostBusy = false;   // head host function is running without the lock
+  CompletionPtr lastDone;  // completion of the last enqueued item
+  // capture state
+  std::shared_ptr<CaptureSession> capture;
+  std::vector<Node*> captureDeps;
+  std::vector<CUgraphNode> infoDeps;  // storage returned by GetCaptureInfo
+  std::vector<CUgraphEdgeData> infoEdges;
+};
+
+struct CaptureSession {
+  uint64_t id = 0;
+  std::shared_ptr<Graph> graph;
+  Stream* origin = nullptr;
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+  std::thread::id owner;
+  bool invalidated = false;
+  bool active = true;
+  std::vector<Stream*> streams;  // every stream that joined (origin first)
+};
+
+struct Event {
+  unsigned flags = 0;
+  CompletionPtr lastRecord;                    // most recent eager record (null: never recorded)
+  std::shared_ptr<CaptureSession> capSession;  // last record happened in this capture
+  std::vector<Node*> capNodes;
+  bool destroyed = false;
+};
+
+// ---------------------------------------------------------------- memory
+
+enum class MemClass { Invalid, Device, PinnedHost, PageableHost };
+
+struct Injection {
+  std::string api;
+  int remaining;  // calls left until the failing one (1 = next call fails)
+  CUresult code;
+};
+
+struct TraceEntry {
+  SimEffect e{};
+  std::vector<CUlaunchAttribute> attrs;
+  std::vector<uint8_t> params;
+  std::string label;
+};
+
+struct EffectSource {
+  Stream* stream = nullptr;
+  bool graph = false;
+  CUgraphExec exec = nullptr;
+  uint64_t launchId = 0;
+};
+
+struct SimState {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool envParsed = false;
+  bool initialized = false;
+  CUresult sticky = CUDA_SUCCESS;
+  int primaryRefs = 0;
+  std::mt19937_64 rng{1};
+  unsigned maxSteps = 3;
+  uint64_t seq = 0;
+  uint64_t nextStreamId = 1;
+  uint64_t nextCaptureId = 1;
+  uint64_t nextLaunchId = 1;
+  double timeUs = 0;
+  int hostCallsInFlight = 0;
+
+  std::vector<std::shared_ptr<Stream>> streams;  // creation order (scheduler order)
+  std::unordered_map<CUstream, std::shared_ptr<Stream>> streamByHandle;
+  std::shared_ptr<Stream> legacy;
+  std::unordered_map<CUevent, std::shared_ptr<Event>> events;
+  std::unordered_map<CUgraph, std::shared_ptr<Graph>> graphs;
+  std::unordered_set<const Node*> liveNodes;
+  std::unordered_map<CUgraphExec, std::shared_ptr<Exec>> execs;
+  std::unordered_map<void*, std::unique_ptr<KernelObj>> kernels;
+  std::vector<std::shared_ptr<CaptureSession>> sessions;  // active ones
+
+  std::vector<Injection> injections;
+  std::deque<TraceEntry> trace;
+  SimCounters counters{};
+};
+
+SimState& state();
+using Lock = std::unique_lock<std::mutex>;
+
+// ---------------------------------------------------------------- API entry
+
+enum EntryFlags : unsigned {
+  kNoInit = 1u << 0,    // callable before cuInit
+  kNeedCtx = 1u << 1,   // needs a current context
+  kSteps = 1u << 2,     // queue-touching: run random scheduler steps first
+  kNoSticky = 1u << 3,  // still works after a sticky error
+};
+
+// Common prologue of every exported driver function: host-function re-entry
+// check, lock, environment, failure injection, init/context checks, scheduler steps.
+class ApiGuard {
+ public:
+  ApiGuard(const char* api, unsigned flags);
+  bool failed() const { return result_ != CUDA_SUCCESS; }
+  CUresult result() const { return result_; }
+  Lock& lock() { return lock_; }
+
+ private:
+  Lock lock_;
+  CUresult result_ = CUDA_SUCCESS;
+};
+
+#define SIM_ENTRY(NAME, FLAGS)            \
+  ::sim::ApiGuard simGuard_(NAME, FLAGS); \
+  if (simGuard_.failed()) return simGuard_.result()
+#define SIM_LOCK simGuard_.lock()
+
+// ---------------------------------------------------------------- core helpers
+
+void parseEnvLocked();
+void randomSteps(Lock& lk, unsigned minSteps = 0);
+bool step(Lock& lk);
+// Runs steps until pred() holds; aborts with a "sim deadlock" message otherwise.
+void drainAll(Lock& lk, const char* what);
+bool allIdle();
+
+CUcontext currentContext();
+Stream* threadPerThreadStream();
+Stream* resolveStream(CUstream h, bool perThreadVariant, CUresult* err);
+bool streamIdle(const Stream* s);
+
+void enqueue(Stream* s, std::unique_ptr<Item> item);
+void recordEffect(TraceEntry&& entry, const EffectSource& src);
+[[noreturn]] void fatal(const std::string& msg);
+void setSticky(CUresult code, const std::string& why);
+
+// Effect executors (lock held; host functions are run by the scheduler).
+void execKernel(const KernelLaunch& k, const EffectSource& src);
+void execCopy(const CopyOp& c, const EffectSource& src);
+void execMemset(const MemsetOp& m, const EffectSource& src);
+
+KernelObj* lookupKernel(CUfunction f);
+// Validates and deep-copies a kernel launch described by node params (no attributes).
+CUresult buildKernelFromNodeParams(const CUDA_KERNEL_NODE_PARAMS_v2& p, KernelLaunch* out);
+
+// Memory (fake_cuda_memory.cc).
+MemClass classify(uint64_t addr, size_t len);
+bool isDevice(uint64_t addr, size_t len);
+uint64_t deviceAllocLocked(size_t bytes);  // 0 on failure
+bool deviceFreeLocked(uint64_t addr);      // false if not an allocation base
+bool isDeviceAllocationBase(uint64_t addr);
+void initMemoryLocked();
+size_t copyExtent(size_t width, size_t height, size_t depth, size_t pitch, size_t slice);
+
+// Capture (fake_cuda_graph.cc).
+struct CaptureCheck {
+  bool capture = false;  // op becomes a node (when result is success)
+  CUresult result = CUDA_SUCCESS;
+};
+// Decides what an op issued to `s` does: enqueue, capture or fail.
+CaptureCheck captureCheckForOp(Stream* s);
+Node* addCaptureNode(Stream* s, NodeParams&& p);
+// "Potentially unsafe" API (sync copies, cuMemAlloc, ...): fails while a capture
+// that the calling thread's capture mode respects is active; invalidates it.
+CUresult checkUnsafeCall();
+// Synchronizing/querying `s` while it (or, for the legacy stream, a blocking
+// stream) is capturing is illegal and invalidates the capture.
+CUresult checkSyncOfStream(Stream* s);
+void invalidate(CaptureSession* cs);
+bool blockingStreamCapturing(std::vector<CaptureSession*>* out);
+std::shared_ptr<Event> lookupEvent(CUevent e);
+
+[[noreturn]] void deadlock(const char* what);
+
+template <class Pred>
+void drainUntil(Lock& lk, Pred pred, const char* what) {
+  SimState& st = state();
+  while (!pred()) {
+    if (step(lk)) continue;
+    if (st.hostCallsInFlight > 0) {
+      st.cv.wait(lk);
+      continue;
+    }
+    deadlock(what);
+  }
+}
+
+}  // namespace sim

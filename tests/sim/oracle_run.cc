@@ -1,0 +1,1226 @@
+// oracle_run.cc - issues a generated program through the driver (as loaded by
+// sim_driver_loader) and keeps the issue log, the happens-before model and a
+// sequential model of memory.
+//
+// Invariants:
+//  - Threads: 0 = main, 1 = helper (issues part of an iteration while main waits:
+//    the "autograd" handoff), 2 = concurrent thread on its own non-blocking stream
+//    with its own memory. Model state is guarded by mu_; a driver call is made
+//    without it and committed to the model after it returns.
+//  - Lanes (logical streams): 0 legacy, 1 main thread's per-thread stream,
+//    2.. created streams, then the helper's per-thread stream, then the concurrent
+//    thread's stream.
+//  - Before an op with memory effects is issued it is checked against the cells'
+//    last writer/readers under its clock; if CUDA would not order it with them the
+//    op is demoted to the lane's scratch memory, so the program stays race-free and
+//    the final memory is the sequential interpretation of the log.
+//  - A host synchronization is followed by simMark("oracle-m<N>") once it returned;
+//    its clock says what it covered.
+#include <atomic>
+#include <cinttypes>
+#include <condition_variable>
+#include <cstring>
+#include <functional>
+#include <set>
+#include <thread>
+
+#include "oracle.h"
+
+namespace oracle {
+
+std::vector<Divergence> checkTrace(const Program& p, const std::vector<LogOp>& log, const std::vector<Lane>& lanes,
+                                   const std::vector<Marker>& markers, RunResult* result);
+
+namespace {
+
+constexpr int kPollBound = 100000;
+constexpr int kConcurrentSlot = 100;
+constexpr size_t kBufferBytes = kCellsPerBuffer * 8;
+constexpr size_t kRowPitch = 16 * 8;  // 2-D copies and memsets: rows 16 cells apart
+
+struct CellState {
+  int writerLane = -1;
+  uint32_t writerStamp = 0;
+  int writerLog = -1;
+  std::array<uint32_t, kMaxLanes> reads{};
+};
+
+struct Buffer {
+  std::string name;
+  uint64_t base = 0;
+  enum Type { Device, Pinned, Pageable } type = Device;
+  std::vector<uint8_t> model;
+  std::vector<CellState> cells;
+  std::vector<uint64_t> pageable;  // storage of pageable buffers
+};
+
+struct Access {
+  int buffer;
+  int cell;
+  bool write;
+};
+
+void CUDA_CB hostFnEntry(void* p) { static_cast<std::atomic<int>*>(p)->fetch_add(1, std::memory_order_relaxed); }
+
+const char* kindText(Kind k) {
+  switch (k) {
+    case Kind::Kernel:
+      return "kernel";
+    case Kind::Copy:
+      return "memcpy";
+    case Kind::Memset:
+      return "memset";
+    case Kind::HostFn:
+      return "host function";
+    case Kind::EventRecord:
+      return "cuEventRecord";
+    case Kind::StreamWait:
+      return "cuStreamWaitEvent";
+    case Kind::GraphLaunch:
+      return "cuGraphLaunch (program graph)";
+    case Kind::AllocAsync:
+      return "cuMemAllocAsync/cuMemFreeAsync";
+    case Kind::StreamSync:
+      return "cuStreamSynchronize";
+    case Kind::EventSync:
+      return "cuEventSynchronize";
+    case Kind::CtxSync:
+      return "cuCtxSynchronize";
+    case Kind::Poll:
+      return "cuEventQuery poll loop";
+    case Kind::StreamQuery:
+      return "cuStreamQuery";
+    case Kind::EventQuery:
+      return "cuEventQuery";
+    case Kind::AllocFree:
+      return "cuMemAlloc/cuMemFree";
+  }
+  return "?";
+}
+
+// Runs jobs on a helper thread, one at a time, while the caller waits.
+class Helper {
+ public:
+  Helper() : thread_([this] { loop(); }) {}
+  ~Helper() {
+    {
+      std::lock_guard<std::mutex> lk(m_);
+      quit_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void run(std::function<void()> job) {
+    std::unique_lock<std::mutex> lk(m_);
+    job_ = std::move(job);
+    done_ = false;
+    cv_.notify_all();
+    cv_.wait(lk, [this] { return done_; });
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lk(m_);
+    for (;;) {
+      cv_.wait(lk, [this] { return quit_ || job_; });
+      if (quit_) return;
+      auto job = std::move(job_);
+      job_ = nullptr;
+      lk.unlock();
+      job();
+      lk.lock();
+      done_ = true;
+      cv_.notify_all();
+    }
+  }
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::function<void()> job_;
+  bool done_ = false, quit_ = false;
+  std::thread thread_;
+};
+
+class Runner {
+ public:
+  Runner(const simtest::Driver& drv, const Program& p, bool verbose) : drv_(drv), p_(p), verbose_(verbose) {}
+  RunResult run();
+
+ private:
+  struct Target {
+    const simtest::DriverApi* api;
+    CUstream stream;
+    int lane;
+  };
+  struct EventState {
+    CUevent handle = nullptr;
+    bool recorded = false;
+    Clock vc{};
+  };
+  struct GraphEffect {
+    std::string key;
+    std::string what;
+    Op op;
+  };
+
+  const simtest::DriverApi& cu() const { return drv_.plain; }
+  void setup();
+  void runIterations();
+  void runConcurrent(long ops);
+  void finish();
+  void issue(const Op& op, int thread, int iteration);
+  void issueEffect(const Op& op, int thread, int iteration);
+  void hostSync(const Op& op, int thread, int iteration);
+
+  int laneOf(int slot, int thread) const;
+  Target target(const Op& op, int thread);
+  int bufferOf(const CellRef& r, int lane) const;
+  uint64_t addressOf(const CellRef& r, int lane) const {
+    return buffers_[bufferOf(r, lane)].base + static_cast<uint64_t>(r.cell) * 8;
+  }
+  void accesses(const Op& op, int lane, std::vector<Access>* out) const;
+  bool safe(const Clock& vc, const std::vector<Access>& acc) const;
+  Op demote(const Op& op) const;
+  void commitCells(const std::vector<Access>& acc, int lane, uint32_t stamp, int logId);
+  void applyModel(const Op& op, int lane, uint64_t k);
+  Clock nextClock(int lane, int thread) const;
+  void commitLane(int lane, const Clock& vc) {
+    lanes_[lane].vc = vc;
+    lanes_[lane].count = vc[lane];
+  }
+  int pushLog(LogOp lo);
+  void mark(int thread, int logId);
+  bool check(CUresult r, const char* call, int iteration, const Op* op, bool allowNotReady = false);
+  std::string describe(const Op& op, int lane, int iteration, uint64_t tag) const;
+  uint64_t tagOf(const Op& op, int iteration) const {
+    return op.uniqueTag ? (op.tagBase ^ (static_cast<uint64_t>(iteration + 1) << 44)) | (1ull << 63) : op.tagBase;
+  }
+  uint64_t kOf(const Op& op, int iteration) const {
+    return op.rngParam ? op.k + static_cast<uint64_t>(iteration) * 0x9e3779b97f4a7c15ull : op.k;
+  }
+  void divergence(int order, const std::string& text) {
+    std::lock_guard<std::mutex> lk(mu_);
+    divergences_.push_back({order, text});
+  }
+  bool inHandoff(const Op& op) const {
+    return p_.handoffBegin >= 0 && op.tindex >= p_.handoffBegin && op.tindex < p_.handoffEnd;
+  }
+  void compareMemory(size_t buffer, const uint8_t* actual);
+
+  const simtest::Driver& drv_;
+  const Program& p_;
+  bool verbose_;
+  std::mutex mu_;
+  std::vector<Lane> lanes_;
+  std::array<Clock, 3> hostVc_{};
+  std::vector<EventState> events_;
+  std::vector<LogOp> log_;
+  std::vector<Marker> markers_;
+  std::vector<Buffer> buffers_;
+  std::vector<Divergence> divergences_;
+  std::vector<CUstream> created_;
+  CUstream concurrentStream_ = nullptr;
+  int ptdsHelperLane_ = 0, concurrentLane_ = 0;
+  int devScratch_ = 0, graphBuf_ = 0, pinnedSrc_ = 0, pinnedDst_ = 0, pinnedScratch_ = 0;
+  int pageableSrc_ = 0, pageableDst_ = 0, pageableScratch_ = 0;
+  std::unique_ptr<std::atomic<int>[]> hostTokens_;
+  CUgraphExec programExec_ = nullptr;
+  CUgraph programGraph_ = nullptr;
+  std::vector<GraphEffect> graphEffects_;
+  std::unique_ptr<Helper> helper_;
+  long loopOps_ = 0;
+  bool inLoop_ = false;
+  std::set<std::pair<int, int>> stickyDemoted_;  // (template index, lane)
+  long demoted_ = 0;
+};
+
+int Runner::laneOf(int slot, int thread) const {
+  if (slot == kConcurrentSlot) return concurrentLane_;
+  if (slot == 0) return 0;
+  if (slot == 1) return thread == 1 ? ptdsHelperLane_ : 1;
+  return slot;
+}
+
+Runner::Target Runner::target(const Op& op, int thread) {
+  Target t;
+  t.lane = laneOf(op.slot, thread);
+  t.api = op.viaPerThreadApi ? &drv_.perThread : &drv_.plain;
+  if (op.slot == kConcurrentSlot) {
+    t.stream = concurrentStream_;
+  } else if (op.slot == 0) {
+    t.stream = op.viaPerThreadApi || op.legacyByHandle ? CU_STREAM_LEGACY : nullptr;
+  } else if (op.slot == 1) {
+    t.stream = op.viaPerThreadApi ? nullptr : CU_STREAM_PER_THREAD;
+  } else {
+    t.stream = created_[op.slot - 2];
+  }
+  return t;
+}
+
+int Runner::bufferOf(const CellRef& r, int lane) const {
+  switch (r.region) {
+    case Region::Dev:
+      return r.buffer;
+    case Region::Scratch:
+      return devScratch_ + lane;
+    case Region::PinnedSrc:
+      return pinnedSrc_;
+    case Region::PinnedDst:
+      return pinnedDst_;
+    case Region::PinnedScratch:
+      return pinnedScratch_ + lane;
+    case Region::PageableSrc:
+      return pageableSrc_;
+    case Region::PageableDst:
+      return pageableDst_;
+    case Region::PageableScratch:
+      return pageableScratch_ + lane;
+    case Region::Graph:
+      return graphBuf_;
+  }
+  return 0;
+}
+
+void Runner::accesses(const Op& op, int lane, std::vector<Access>* out) const {
+  switch (op.kind) {
+    case Kind::Kernel:
+      if (p_.kernels[op.kernel].effect) {
+        out->push_back({bufferOf(op.src, lane), op.src.cell, false});
+        out->push_back({bufferOf(op.dst, lane), op.dst.cell, true});
+      }
+      break;
+    case Kind::Copy:
+      for (int r = 0; r < op.rows; ++r) {
+        for (int c = 0; c < op.cells; ++c) {
+          if (op.src.region != Region::PageableSrc) {  // pageable sources are staged at the call
+            out->push_back({bufferOf(op.src, lane), op.src.cell + r * 16 + c, false});
+          }
+          out->push_back({bufferOf(op.dst, lane), op.dst.cell + r * 16 + c, true});
+        }
+      }
+      break;
+    case Kind::Memset:
+      for (int r = 0; r < op.rows; ++r) {
+        for (int c = 0; c < op.cells; ++c) out->push_back({bufferOf(op.dst, lane), op.dst.cell + r * 16 + c, true});
+      }
+      break;
+    default:
+      break;
+  }
+}
+
+bool Runner::safe(const Clock& vc, const std::vector<Access>& acc) const {
+  for (const Access& a : acc) {
+    const CellState& cs = buffers_[a.buffer].cells[a.cell];
+    if (cs.writerLane >= 0 && vc[cs.writerLane] < cs.writerStamp) return false;
+    if (a.write) {
+      for (int l = 0; l < kMaxLanes; ++l) {
+        if (cs.reads[l] && vc[l] < cs.reads[l]) return false;
+      }
+    }
+  }
+  return true;
+}
+
+Op Runner::demote(const Op& op) const {
+  Op d = op;
+  d.demoted = true;
+  switch (op.kind) {
+    case Kind::Kernel:
+      d.dst = CellRef{Region::Scratch, 0, 56 + ((op.tindex + 8) & 7)};
+      d.src = d.dst;
+      break;
+    case Kind::Copy:
+      if (op.dir != CopyDir::H2D) d.src = CellRef{Region::Scratch, 0, 0};
+      if (op.dir == CopyDir::D2H) {
+        d.dst = CellRef{op.dst.region == Region::PageableDst || op.dst.region == Region::PageableScratch
+                            ? Region::PageableScratch
+                            : Region::PinnedScratch,
+                        0, 0};
+      } else {
+        d.dst = CellRef{Region::Scratch, 0, 24};
+      }
+      break;
+    case Kind::Memset:
+      d.dst = CellRef{Region::Scratch, 0, 44};
+      break;
+    default:
+      break;
+  }
+  return d;
+}
+
+void Runner::commitCells(const std::vector<Access>& acc, int lane, uint32_t stamp, int logId) {
+  for (const Access& a : acc) {
+    CellState& cs = buffers_[a.buffer].cells[a.cell];
+    if (!a.write) cs.reads[lane] = std::max(cs.reads[lane], stamp);
+  }
+  for (const Access& a : acc) {
+    CellState& cs = buffers_[a.buffer].cells[a.cell];
+    if (a.write) {
+      cs.writerLane = lane;
+      cs.writerStamp = stamp;
+      cs.writerLog = logId;
+      cs.reads.fill(0);
+    }
+  }
+}
+
+void Runner::applyModel(const Op& op, int lane, uint64_t k) {
+  switch (op.kind) {
+    case Kind::Kernel: {
+      int effect = p_.kernels[op.kernel].effect;
+      if (!effect) return;
+      uint64_t v;
+      std::memcpy(&v, &buffers_[bufferOf(op.src, lane)].model[op.src.cell * 8], 8);
+      v = effect == 1 ? v + k : simMix64(v ^ k);
+      std::memcpy(&buffers_[bufferOf(op.dst, lane)].model[op.dst.cell * 8], &v, 8);
+      return;
+    }
+    case Kind::Copy: {
+      Buffer& dst = buffers_[bufferOf(op.dst, lane)];
+      const Buffer& src = buffers_[bufferOf(op.src, lane)];
+      for (int r = 0; r < op.rows; ++r) {
+        size_t so = (op.src.cell + r * 16) * 8, dof = (op.dst.cell + r * 16) * 8;
+        const uint8_t* from = src.type == Buffer::Pageable ? reinterpret_cast<const uint8_t*>(src.pageable.data()) + so
+                                                           : src.model.data() + so;
+        std::memmove(dst.model.data() + dof, from, op.cells * 8);
+      }
+      return;
+    }
+    case Kind::Memset: {
+      Buffer& dst = buffers_[bufferOf(op.dst, lane)];
+      for (int r = 0; r < op.rows; ++r) {
+        uint8_t* row = dst.model.data() + (op.dst.cell + r * 16) * 8;
+        for (size_t i = 0; i < static_cast<size_t>(op.cells) * 8 / op.elem; ++i) {
+          std::memcpy(row + i * op.elem, &op.value, op.elem);
+        }
+      }
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+Clock Runner::nextClock(int lane, int thread) const {
+  const Lane& l = lanes_[lane];
+  Clock vc = l.vc;
+  join(vc, hostVc_[thread]);
+  if (l.legacy) {
+    for (const Lane& b : lanes_) {
+      if (&b != &l && b.blocking) join(vc, b.vc);
+    }
+  } else if (l.blocking) {
+    join(vc, lanes_[0].vc);
+  }
+  vc[lane] = l.count + 1;
+  return vc;
+}
+
+int Runner::pushLog(LogOp lo) {
+  lo.id = static_cast<int>(log_.size());
+  if (inLoop_) ++loopOps_;
+  log_.push_back(std::move(lo));
+  return log_.back().id;
+}
+
+void Runner::mark(int thread, int logId) {
+  Marker m;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    m.id = static_cast<int>(markers_.size());
+    m.logId = logId;
+    m.vc = hostVc_[thread];
+    m.label = "oracle-m" + std::to_string(m.id);
+    markers_.push_back(m);
+    log_[logId].marker = m.id;
+  }
+  simMark(m.label.c_str());
+}
+
+bool Runner::check(CUresult r, const char* call, int iteration, const Op* op, bool allowNotReady) {
+  if (r == CUDA_SUCCESS || (allowNotReady && r == CUDA_ERROR_NOT_READY)) return true;
+  const char* name = nullptr;
+  cu().cuGetErrorName(r, &name);
+  std::string what = std::string(call) + " returned " + std::to_string(r) + " (" + (name ? name : "?") + ")";
+  if (op) what += " for " + describe(*op, laneOf(op->slot, 0), iteration, tagOf(*op, iteration));
+  divergence(-1, "iteration " + std::to_string(iteration) + ": driver call failed: " + what +
+                     " (the program itself issued a valid call)");
+  return false;
+}
+
+std::string Runner::describe(const Op& op, int lane, int iteration, uint64_t tag) const {
+  std::string s = kindText(op.kind);
+  char b[96];
+  if (op.kind == Kind::Kernel) {
+    std::snprintf(b, sizeof b, " %s tag=0x%" PRIx64, p_.kernels[op.kernel].name.c_str(), tag);
+    s += b;
+  } else if (op.kind == Kind::Copy) {
+    s += op.dir == CopyDir::D2D ? " D2D" : (op.dir == CopyDir::H2D ? " H2D" : " D2H");
+    s += " " + std::to_string(op.cells * 8 * op.rows) + "B";
+  }
+  if (op.kind == Kind::EventRecord || op.kind == Kind::StreamWait || op.kind == Kind::EventSync ||
+      op.kind == Kind::Poll || op.kind == Kind::EventQuery) {
+    s += " event " + std::to_string(op.event);
+  }
+  if (lane >= 0) s += " on " + lanes_[lane].name;
+  s += iteration >= 0 ? " (iteration " + std::to_string(iteration) : std::string(" (setup/final");
+  if (op.tindex >= 0) s += ", template op " + std::to_string(op.tindex);
+  if (op.tindex < 0 && iteration >= 0) s += ", inserted";
+  if (op.demoted) s += ", demoted to scratch";
+  return s + ")";
+}
+
+void Runner::setup() {
+  CUcontext ctx;
+  check(cu().cuInit(0), "cuInit", -1, nullptr);
+  check(cu().cuDevicePrimaryCtxRetain(&ctx, 0), "cuDevicePrimaryCtxRetain", -1, nullptr);
+  check(cu().cuCtxSetCurrent(ctx), "cuCtxSetCurrent", -1, nullptr);
+  simSetMaxSteps(p_.schedSteps);
+  // Lanes.
+  auto addLane = [&](const std::string& name, bool legacy, bool blocking) {
+    Lane l;
+    l.name = name;
+    l.legacy = legacy;
+    l.blocking = blocking;
+    lanes_.push_back(l);
+  };
+  addLane("legacy stream", true, false);
+  addLane("per-thread stream (main thread)", false, true);
+  for (int i = 0; i < p_.numCreated; ++i) {
+    CUstream s;
+    check(cu().cuStreamCreate(&s, p_.createdBlocking[i] ? 0 : CU_STREAM_NON_BLOCKING), "cuStreamCreate", -1, nullptr);
+    created_.push_back(s);
+    addLane("stream s" + std::to_string(i + 2) + (p_.createdBlocking[i] ? " (blocking)" : " (non-blocking)"), false,
+            p_.createdBlocking[i]);
+    lanes_.back().handle = s;
+  }
+  ptdsHelperLane_ = static_cast<int>(lanes_.size());
+  addLane("per-thread stream (helper thread)", false, true);
+  concurrentLane_ = static_cast<int>(lanes_.size());
+  addLane("stream of the concurrent thread (non-blocking)", false, false);
+  check(cu().cuStreamCreate(&concurrentStream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate", -1, nullptr);
+  lanes_[concurrentLane_].handle = concurrentStream_;
+  lanes_[0].simId = simStreamId(nullptr, 0);
+  lanes_[1].simId = simStreamId(nullptr, 1);
+  for (int i = 0; i < p_.numCreated; ++i) lanes_[2 + i].simId = simStreamId(created_[i], 0);
+  lanes_[concurrentLane_].simId = simStreamId(concurrentStream_, 0);
+  helper_ = std::make_unique<Helper>();
+  helper_->run([&] {
+    CUcontext c;
+    cu().cuDevicePrimaryCtxRetain(&c, 0);
+    cu().cuCtxSetCurrent(c);
+    lanes_[ptdsHelperLane_].simId = simStreamId(nullptr, 1);
+  });
+  // Events (the last one belongs to the concurrent thread).
+  events_.resize(p_.numEvents + 1);
+  for (auto& e : events_) check(cu().cuEventCreate(&e.handle, CU_EVENT_DISABLE_TIMING), "cuEventCreate", -1, nullptr);
+  // Buffers.
+  auto addBuffer = [&](const std::string& name, Buffer::Type type) {
+    Buffer b;
+    b.name = name;
+    b.type = type;
+    b.model.assign(kBufferBytes, 0);
+    b.cells.resize(kCellsPerBuffer);
+    if (type == Buffer::Device) {
+      CUdeviceptr d = 0;
+      check(cu().cuMemAlloc(&d, kBufferBytes), "cuMemAlloc", -1, nullptr);
+      b.base = d;
+    } else if (type == Buffer::Pinned) {
+      void* h = nullptr;
+      check(cu().cuMemAllocHost(&h, kBufferBytes), "cuMemAllocHost", -1, nullptr);
+      std::memset(h, 0, kBufferBytes);
+      b.base = reinterpret_cast<uint64_t>(h);
+    } else {
+      b.pageable.assign(kCellsPerBuffer, 0);
+    }
+    buffers_.push_back(std::move(b));
+    if (type == Buffer::Pageable) buffers_.back().base = reinterpret_cast<uint64_t>(buffers_.back().pageable.data());
+    return static_cast<int>(buffers_.size()) - 1;
+  };
+  for (int i = 0; i <= p_.numDevBuffers; ++i) addBuffer("dev" + std::to_string(i), Buffer::Device);
+  devScratch_ = static_cast<int>(buffers_.size());
+  for (int l = 0; l < kMaxLanes; ++l) addBuffer("scratch(lane " + std::to_string(l) + ")", Buffer::Device);
+  graphBuf_ = addBuffer("graph", Buffer::Device);
+  pinnedSrc_ = addBuffer("pinned-src", Buffer::Pinned);
+  pinnedDst_ = addBuffer("pinned-dst", Buffer::Pinned);
+  pinnedScratch_ = static_cast<int>(buffers_.size());
+  for (int l = 0; l < kMaxLanes; ++l) addBuffer("pinned-scratch(lane " + std::to_string(l) + ")", Buffer::Pinned);
+  pageableSrc_ = addBuffer("pageable-src", Buffer::Pageable);
+  pageableDst_ = addBuffer("pageable-dst", Buffer::Pageable);
+  pageableScratch_ = static_cast<int>(buffers_.size());
+  for (int l = 0; l < kMaxLanes; ++l) addBuffer("pageable-scratch(lane " + std::to_string(l) + ")", Buffer::Pageable);
+  // Initial contents: device buffers through synchronous copies, pinned source by the host.
+  for (size_t b = 0; b < buffers_.size(); ++b) {
+    Buffer& buf = buffers_[b];
+    if (buf.type == Buffer::Pageable) continue;
+    for (int c = 0; c < kCellsPerBuffer; ++c) {
+      uint64_t v = simMix64(p_.seed * 1315423911u + b * 131 + c);
+      if (buf.type == Buffer::Pinned && static_cast<int>(b) != pinnedSrc_) v = 0;
+      std::memcpy(&buf.model[c * 8], &v, 8);
+    }
+    if (buf.type == Buffer::Pinned) {
+      std::memcpy(reinterpret_cast<void*>(buf.base), buf.model.data(), kBufferBytes);
+      continue;
+    }
+    check(cu().cuMemcpyHtoD(buf.base, buf.model.data(), kBufferBytes), "cuMemcpyHtoD", -1, nullptr);
+    int id;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      Clock vc = nextClock(0, 0);
+      commitLane(0, vc);
+      LogOp lo;
+      lo.kind = Kind::Copy;
+      lo.lane = 0;
+      lo.stamp = vc[0];
+      lo.vc = vc;
+      lo.effect = true;
+      lo.key = copyKey(buf.base, reinterpret_cast<uint64_t>(buf.model.data()), kBufferBytes, 1, 0, 0);
+      lo.what = "initial upload of " + buf.name + " (setup)";
+      id = pushLog(lo);
+      lanes_[0].effects.push_back(id);
+      join(hostVc_[0], vc);  // a synchronous copy returns after it completed
+    }
+    mark(0, id);
+  }
+  hostTokens_ = std::make_unique<std::atomic<int>[]>(static_cast<size_t>(p_.numHostFns) + 1);
+  // The program's own graph: captured once, launched by GraphLaunch template ops.
+  if (p_.graphSlot >= 0) {
+    CUstream s = created_[p_.graphSlot - 2];
+    int lane = p_.graphSlot;
+    check(cu().cuStreamBeginCapture(s, p_.graphMode), "cuStreamBeginCapture", -1, nullptr);
+    for (const Op& op : p_.graphOps) {
+      GraphEffect ge;
+      ge.op = op;
+      if (op.kind == Kind::Kernel) {
+        const KernelSpec& k = p_.kernels[op.kernel];
+        std::vector<uint8_t> packed(k.bytes, 0);
+        uint64_t dst = addressOf(op.dst, lane), src = addressOf(op.src, lane), kv = op.k, tag = op.tagBase;
+        std::memcpy(packed.data() + k.offsets[0], &dst, 8);
+        std::memcpy(packed.data() + k.offsets[1], &src, 8);
+        std::memcpy(packed.data() + k.offsets[2], &kv, 8);
+        std::memcpy(packed.data() + k.offsets[3], &tag, 8);
+        size_t e = 0;
+        for (size_t i = 4; i < k.sizes.size(); ++i) {
+          std::memcpy(packed.data() + k.offsets[i], op.extras.data() + e, k.sizes[i]);
+          e += k.sizes[i];
+        }
+        std::vector<void*> args;
+        for (size_t off : k.offsets) args.push_back(packed.data() + off);
+        const KernelSpec::Config& c = k.configs[op.config];
+        check(cu().cuLaunchKernel(k.fn, c.grid[0], c.grid[1], c.grid[2], c.block[0], c.block[1], c.block[2], c.shmem, s,
+                                  args.data(), nullptr),
+              "cuLaunchKernel (capture)", -1, nullptr);
+        ge.key = kernelKey(k.fn, c.grid, c.block, c.shmem, nullptr, 0, packed.data(), packed.size());
+        ge.what = "program-graph kernel " + k.name;
+      } else {
+        uint64_t dst = addressOf(op.dst, lane);
+        check(cu().cuMemsetD32Async(dst, op.value, op.cells * 2, s), "cuMemsetD32Async (capture)", -1, nullptr);
+        ge.key = memsetKey(dst, 4, op.value, op.cells * 2, 1, 0);
+        ge.what = "program-graph memset";
+      }
+      graphEffects_.push_back(ge);
+    }
+    check(cu().cuStreamEndCapture(s, &programGraph_), "cuStreamEndCapture", -1, nullptr);
+    check(cu().cuGraphInstantiateWithFlags(&programExec_, programGraph_, 0), "cuGraphInstantiateWithFlags", -1,
+          nullptr);
+  }
+}
+
+void Runner::issue(const Op& op, int thread, int iteration) {
+  switch (op.kind) {
+    case Kind::Kernel:
+    case Kind::Copy:
+    case Kind::Memset:
+    case Kind::HostFn:
+      issueEffect(op, thread, iteration);
+      return;
+    case Kind::StreamSync:
+    case Kind::EventSync:
+    case Kind::CtxSync:
+    case Kind::Poll:
+      hostSync(op, thread, iteration);
+      return;
+    default:
+      break;
+  }
+  Target t = target(op, thread);
+  LogOp lo;
+  lo.iteration = iteration;
+  lo.tindex = op.tindex;
+  lo.thread = thread;
+  lo.kind = op.kind;
+  lo.what = describe(op, t.lane, iteration, 0);
+  switch (op.kind) {
+    case Kind::EventRecord: {
+      CUevent ev = events_[op.event].handle;
+      CUresult r =
+          op.viaPerThreadApi ? t.api->cuEventRecordWithFlags(ev, t.stream, 0) : t.api->cuEventRecord(ev, t.stream);
+      if (!check(r, "cuEventRecord", iteration, &op)) return;
+      std::lock_guard<std::mutex> lk(mu_);
+      Clock vc = nextClock(t.lane, thread);
+      commitLane(t.lane, vc);
+      events_[op.event].recorded = true;
+      events_[op.event].vc = vc;
+      lo.lane = t.lane;
+      lo.stamp = vc[t.lane];
+      lo.vc = vc;
+      pushLog(lo);
+      return;
+    }
+    case Kind::StreamWait: {
+      if (!check(t.api->cuStreamWaitEvent(t.stream, events_[op.event].handle, 0), "cuStreamWaitEvent", iteration,
+                 &op)) {
+        return;
+      }
+      std::lock_guard<std::mutex> lk(mu_);
+      if (events_[op.event].recorded) {  // a wait on a never-recorded event is a no-op
+        Clock vc = nextClock(t.lane, thread);
+        join(vc, events_[op.event].vc);
+        commitLane(t.lane, vc);
+        lo.lane = t.lane;
+        lo.stamp = vc[t.lane];
+        lo.vc = vc;
+      }
+      pushLog(lo);
+      return;
+    }
+    case Kind::GraphLaunch: {
+      if (!check(t.api->cuGraphLaunch(programExec_, t.stream), "cuGraphLaunch", iteration, &op)) return;
+      std::lock_guard<std::mutex> lk(mu_);
+      pushLog(lo);
+      for (const GraphEffect& ge : graphEffects_) {
+        std::vector<Access> acc;
+        accesses(ge.op, t.lane, &acc);
+        Clock vc = nextClock(t.lane, thread);
+        commitLane(t.lane, vc);
+        LogOp e;
+        e.iteration = iteration;
+        e.tindex = op.tindex;
+        e.thread = thread;
+        e.kind = ge.op.kind;
+        e.lane = t.lane;
+        e.stamp = vc[t.lane];
+        e.vc = vc;
+        e.effect = true;
+        e.key = ge.key;
+        e.what = ge.what + " on " + lanes_[t.lane].name + " (iteration " + std::to_string(iteration) + ")";
+        int id = pushLog(e);
+        lanes_[t.lane].effects.push_back(id);
+        commitCells(acc, t.lane, vc[t.lane], id);
+        applyModel(ge.op, t.lane, ge.op.k);
+      }
+      return;
+    }
+    case Kind::AllocAsync: {
+      CUdeviceptr d = 0;
+      if (!check(t.api->cuMemAllocAsync(&d, op.cells * 8, t.stream), "cuMemAllocAsync", iteration, &op)) return;
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        Clock vc = nextClock(t.lane, thread);
+        commitLane(t.lane, vc);
+        lo.lane = t.lane;
+        lo.stamp = vc[t.lane];
+        lo.vc = vc;
+        pushLog(lo);
+      }
+      bool ok = check(t.api->cuMemsetD32Async(d, op.value, op.cells * 2, t.stream), "cuMemsetD32Async", iteration, &op);
+      if (ok) {
+        std::lock_guard<std::mutex> lk(mu_);
+        Clock vc = nextClock(t.lane, thread);
+        commitLane(t.lane, vc);
+        LogOp e = lo;
+        e.kind = Kind::Memset;
+        e.stamp = vc[t.lane];
+        e.vc = vc;
+        e.effect = true;
+        e.key = memsetKey(d, 4, op.value, op.cells * 2, 1, 0);
+        e.what = "memset of cuMemAllocAsync memory on " + lanes_[t.lane].name + " (iteration " +
+                 std::to_string(iteration) + ")";
+        int id = pushLog(e);
+        lanes_[t.lane].effects.push_back(id);
+      }
+      if (!check(t.api->cuMemFreeAsync(d, t.stream), "cuMemFreeAsync", iteration, &op)) return;
+      std::lock_guard<std::mutex> lk(mu_);
+      Clock vc = nextClock(t.lane, thread);
+      commitLane(t.lane, vc);
+      lo.stamp = vc[t.lane];
+      lo.vc = vc;
+      pushLog(lo);
+      return;
+    }
+    case Kind::StreamQuery: {
+      if (op.variant == 1) {
+        CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+        if (!check(t.api->cuStreamIsCapturing(t.stream, &st), "cuStreamIsCapturing", iteration, &op)) return;
+        if (st != CU_STREAM_CAPTURE_STATUS_NONE) {
+          divergence(-1, "iteration " + std::to_string(iteration) + ": cuStreamIsCapturing(" + lanes_[t.lane].name +
+                             ") reports status " + std::to_string(st) + " but the program never captures it");
+        }
+      } else {
+        check(t.api->cuStreamQuery(t.stream), "cuStreamQuery", iteration, &op, true);
+      }
+      std::lock_guard<std::mutex> lk(mu_);
+      pushLog(lo);
+      return;
+    }
+    case Kind::EventQuery: {
+      check(cu().cuEventQuery(events_[op.event].handle), "cuEventQuery", iteration, &op, true);
+      std::lock_guard<std::mutex> lk(mu_);
+      pushLog(lo);
+      return;
+    }
+    case Kind::AllocFree: {
+      CUdeviceptr d = 0;
+      if (check(cu().cuMemAlloc(&d, 4096), "cuMemAlloc", iteration, &op)) {
+        check(cu().cuMemFree(d), "cuMemFree", iteration, &op);
+      }
+      std::lock_guard<std::mutex> lk(mu_);
+      pushLog(lo);
+      pushLog(lo);
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+void Runner::issueEffect(const Op& opIn, int thread, int iteration) {
+  Target t = target(opIn, thread);
+  Op op = opIn;
+  std::vector<Access> acc;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    Clock vc = nextClock(t.lane, thread);
+    accesses(op, t.lane, &acc);
+    // Demotion is sticky per template op, so a steady-state loop stays periodic.
+    bool sticky = op.tindex >= 0 && stickyDemoted_.count({op.tindex, t.lane});
+    if (sticky || !safe(vc, acc)) {
+      op = demote(op);
+      acc.clear();
+      accesses(op, t.lane, &acc);
+      if (op.tindex >= 0) stickyDemoted_.insert({op.tindex, t.lane});
+      ++demoted_;
+    }
+  }
+  uint64_t tag = tagOf(op, iteration), kv = kOf(op, iteration);
+  std::string key;
+  CUresult r = CUDA_SUCCESS;
+  const char* call = "";
+  bool pageableD2H = false;
+  switch (op.kind) {
+    case Kind::Kernel: {
+      const KernelSpec& k = p_.kernels[op.kernel];
+      const KernelSpec::Config& c = k.configs[op.config];
+      std::vector<uint8_t> packed(k.bytes, 0);
+      uint64_t first = addressOf(op.dst, t.lane);
+      size_t fixed;
+      if (k.effect) {
+        uint64_t src = addressOf(op.src, t.lane);
+        std::memcpy(packed.data() + k.offsets[0], &first, 8);
+        std::memcpy(packed.data() + k.offsets[1], &src, 8);
+        std::memcpy(packed.data() + k.offsets[2], &kv, 8);
+        std::memcpy(packed.data() + k.offsets[3], &tag, 8);
+        fixed = 4;
+      } else {
+        std::memcpy(packed.data() + k.offsets[0], &first, 8);
+        std::memcpy(packed.data() + k.offsets[1], &tag, 8);
+        fixed = 2;
+      }
+      size_t e = 0;
+      for (size_t i = fixed; i < k.sizes.size(); ++i) {
+        std::memcpy(packed.data() + k.offsets[i], op.extras.data() + e, k.sizes[i]);
+        e += k.sizes[i];
+      }
+      std::vector<void*> args;
+      for (size_t off : k.offsets) args.push_back(packed.data() + off);
+      std::vector<CUlaunchAttribute> attrs;
+      if (op.variant == 0) {
+        call = "cuLaunchKernel";
+        r = t.api->cuLaunchKernel(k.fn, c.grid[0], c.grid[1], c.grid[2], c.block[0], c.block[1], c.block[2], c.shmem,
+                                  t.stream, args.data(), nullptr);
+      } else if (op.variant == 1) {
+        call = "cuLaunchKernel (extra)";
+        std::vector<uint8_t> buf(k.bytes, 0xcd);  // padding garbage must not matter
+        for (size_t i = 0; i < k.sizes.size(); ++i) {
+          std::memcpy(buf.data() + k.offsets[i], packed.data() + k.offsets[i], k.sizes[i]);
+        }
+        size_t size = buf.size();
+        void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buf.data(), CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
+                         CU_LAUNCH_PARAM_END};
+        r = t.api->cuLaunchKernel(k.fn, c.grid[0], c.grid[1], c.grid[2], c.block[0], c.block[1], c.block[2], c.shmem,
+                                  t.stream, nullptr, extra);
+      } else if (op.variant == 2) {
+        call = "cuLaunchKernelEx";
+        attrs = op.attrs;
+        CUlaunchConfig cfg{};
+        cfg.gridDimX = c.grid[0];
+        cfg.gridDimY = c.grid[1];
+        cfg.gridDimZ = c.grid[2];
+        cfg.blockDimX = c.block[0];
+        cfg.blockDimY = c.block[1];
+        cfg.blockDimZ = c.block[2];
+        cfg.sharedMemBytes = c.shmem;
+        cfg.hStream = t.stream;
+        std::vector<CUlaunchAttribute> passed = attrs;
+        cfg.attrs = passed.data();
+        cfg.numAttrs = static_cast<unsigned>(passed.size());
+        r = t.api->cuLaunchKernelEx(&cfg, k.fn, args.data(), nullptr);
+      } else {
+        call = "cuLaunchCooperativeKernel";
+        CUlaunchAttribute coop;
+        std::memset(&coop, 0, sizeof coop);
+        coop.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+        coop.value.cooperative = 1;
+        attrs.push_back(coop);
+        r = t.api->cuLaunchCooperativeKernel(k.fn, c.grid[0], c.grid[1], c.grid[2], c.block[0], c.block[1], c.block[2],
+                                             c.shmem, t.stream, args.data());
+      }
+      key = kernelKey(k.fn, c.grid, c.block, c.shmem, attrs.data(), static_cast<unsigned>(attrs.size()), packed.data(),
+                      packed.size());
+      break;
+    }
+    case Kind::Copy: {
+      uint64_t dst = addressOf(op.dst, t.lane), src = addressOf(op.src, t.lane);
+      size_t w = static_cast<size_t>(op.cells) * 8;
+      if (op.rows > 1) {
+        call = "cuMemcpy2DAsync";
+        CUDA_MEMCPY2D c{};
+        c.srcMemoryType = op.dir == CopyDir::H2D ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+        c.srcHost = reinterpret_cast<const void*>(src);
+        c.srcDevice = src;
+        c.srcPitch = kRowPitch;
+        c.dstMemoryType = op.dir == CopyDir::D2H ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+        c.dstHost = reinterpret_cast<void*>(dst);
+        c.dstDevice = dst;
+        c.dstPitch = kRowPitch;
+        c.WidthInBytes = w;
+        c.Height = static_cast<size_t>(op.rows);
+        r = t.api->cuMemcpy2DAsync(&c, t.stream);
+      } else if (op.copyApi == 1) {
+        call = "cuMemcpyAsync";
+        r = t.api->cuMemcpyAsync(dst, src, w, t.stream);
+      } else if (op.dir == CopyDir::D2D) {
+        call = "cuMemcpyDtoDAsync";
+        r = t.api->cuMemcpyDtoDAsync(dst, src, w, t.stream);
+      } else if (op.dir == CopyDir::H2D) {
+        call = "cuMemcpyHtoDAsync";
+        r = t.api->cuMemcpyHtoDAsync(dst, reinterpret_cast<const void*>(src), w, t.stream);
+      } else {
+        call = "cuMemcpyDtoHAsync";
+        r = t.api->cuMemcpyDtoHAsync(reinterpret_cast<void*>(dst), src, w, t.stream);
+      }
+      pageableD2H = op.dir == CopyDir::D2H && buffers_[bufferOf(op.dst, t.lane)].type == Buffer::Pageable;
+      key =
+          copyKey(dst, src, w, static_cast<size_t>(op.rows), op.rows > 1 ? kRowPitch : 0, op.rows > 1 ? kRowPitch : 0);
+      break;
+    }
+    case Kind::Memset: {
+      uint64_t dst = addressOf(op.dst, t.lane);
+      size_t width = static_cast<size_t>(op.cells) * 8 / op.elem;
+      uint32_t value = op.elem == 1 ? (op.value & 0xff) : (op.elem == 2 ? (op.value & 0xffff) : op.value);
+      op.value = value;
+      if (op.rows > 1) {
+        call = "cuMemsetD2D32Async";
+        r = t.api->cuMemsetD2D32Async(dst, kRowPitch, value, width, static_cast<size_t>(op.rows), t.stream);
+      } else if (op.elem == 1) {
+        call = "cuMemsetD8Async";
+        r = t.api->cuMemsetD8Async(dst, static_cast<unsigned char>(value), width, t.stream);
+      } else if (op.elem == 2) {
+        call = "cuMemsetD16Async";
+        r = t.api->cuMemsetD16Async(dst, static_cast<unsigned short>(value), width, t.stream);
+      } else {
+        call = "cuMemsetD32Async";
+        r = t.api->cuMemsetD32Async(dst, value, width, t.stream);
+      }
+      key = memsetKey(dst, op.elem, value, width, static_cast<size_t>(op.rows), op.rows > 1 ? kRowPitch : 0);
+      break;
+    }
+    case Kind::HostFn: {
+      call = "cuLaunchHostFunc";
+      void* user = &hostTokens_[op.hostId];
+      r = t.api->cuLaunchHostFunc(t.stream, hostFnEntry, user);
+      key = hostKey(hostFnEntry, user);
+      break;
+    }
+    default:
+      return;
+  }
+  if (!check(r, call, iteration, &op)) return;
+  int id;
+  Clock vc;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    vc = nextClock(t.lane, thread);
+    commitLane(t.lane, vc);
+    LogOp lo;
+    lo.iteration = iteration;
+    lo.tindex = op.tindex;
+    lo.thread = thread;
+    lo.kind = op.kind;
+    lo.lane = t.lane;
+    lo.stamp = vc[t.lane];
+    lo.vc = vc;
+    lo.effect = true;
+    lo.demoted = op.demoted;
+    lo.key = std::move(key);
+    lo.what = describe(op, t.lane, iteration, tag);
+    id = pushLog(std::move(lo));
+    lanes_[t.lane].effects.push_back(id);
+    commitCells(acc, t.lane, vc[t.lane], id);
+    applyModel(op, t.lane, kv);
+    if (pageableD2H) join(hostVc_[thread], vc);  // the call returned after the copy completed
+  }
+  if (pageableD2H) {
+    mark(thread, id);
+    // Like loss.item(): the value is visible now and must equal the sequential model.
+    const Buffer& b = buffers_[bufferOf(op.dst, t.lane)];
+    for (int c = 0; c < op.cells; ++c) {
+      uint64_t want, got = b.pageable[op.dst.cell + c];
+      std::memcpy(&want, &b.model[(op.dst.cell + c) * 8], 8);
+      if (want != got) {
+        char buf[200];
+        std::snprintf(buf, sizeof buf, ": host read 0x%" PRIx64 " but the program's semantics give 0x%" PRIx64, got,
+                      want);
+        divergence(id, "iteration " + std::to_string(iteration) + ": value copied to pageable memory by " +
+                           log_[id].what + buf);
+        break;
+      }
+    }
+  }
+}
+
+void Runner::hostSync(const Op& op, int thread, int iteration) {
+  Target t = target(op, thread);
+  Clock covered{};
+  bool knows = true;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    switch (op.kind) {
+      case Kind::StreamSync:
+        covered = lanes_[t.lane].vc;
+        break;
+      case Kind::EventSync:
+      case Kind::Poll:
+        knows = events_[op.event].recorded;
+        covered = events_[op.event].vc;
+        break;
+      default:
+        for (const Lane& l : lanes_) join(covered, l.vc);
+        break;
+    }
+  }
+  CUresult r = CUDA_SUCCESS;
+  const char* call = "";
+  switch (op.kind) {
+    case Kind::StreamSync:
+      call = "cuStreamSynchronize";
+      r = t.api->cuStreamSynchronize(t.stream);
+      break;
+    case Kind::EventSync:
+      call = "cuEventSynchronize";
+      r = cu().cuEventSynchronize(events_[op.event].handle);
+      break;
+    case Kind::CtxSync:
+      call = "cuCtxSynchronize";
+      r = cu().cuCtxSynchronize();
+      break;
+    case Kind::Poll: {
+      call = "cuEventQuery";
+      int polls = 0;
+      while ((r = cu().cuEventQuery(events_[op.event].handle)) == CUDA_ERROR_NOT_READY && polls < kPollBound) ++polls;
+      if (r == CUDA_ERROR_NOT_READY) {
+        divergence(-1, "iteration " + std::to_string(iteration) + ": poll never completed: cuEventQuery(event " +
+                           std::to_string(op.event) + ") still CUDA_ERROR_NOT_READY after " +
+                           std::to_string(kPollBound) + " polls (" + describe(op, t.lane, iteration, 0) + ")");
+        std::lock_guard<std::mutex> lk(mu_);
+        LogOp lo;
+        lo.iteration = iteration;
+        lo.kind = op.kind;
+        lo.what = describe(op, t.lane, iteration, 0);
+        pushLog(lo);
+        return;
+      }
+      break;
+    }
+    default:
+      return;
+  }
+  if (!check(r, call, iteration, &op)) return;
+  int id;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (knows) join(hostVc_[thread], covered);
+    LogOp lo;
+    lo.iteration = iteration;
+    lo.tindex = op.tindex;
+    lo.thread = thread;
+    lo.kind = op.kind;
+    lo.vc = hostVc_[thread];
+    lo.what = describe(op, op.kind == Kind::StreamSync ? t.lane : -1, iteration, 0);
+    id = pushLog(lo);
+  }
+  mark(thread, id);
+}
+
+void Runner::runIterations() {
+  Rng pert(p_.seed * 0x2545f4914f6cdd1dull + 17);
+  std::vector<std::string> notes;
+  for (int it = 0; it < p_.iterations; ++it) {
+    Buffer& src = buffers_[pageableSrc_];
+    for (int c = 0; c < kCellsPerBuffer; ++c) src.pageable[c] = simMix64((p_.seed << 20) ^ (uint64_t(it) << 8) ^ c);
+    std::vector<Op> plan = planIteration(p_, it, pert, &notes);
+    if (verbose_) {
+      for (const std::string& n : notes) std::printf("  %s\n", n.c_str());
+    }
+    notes.clear();
+    for (size_t i = 0; i < plan.size();) {
+      if (!inHandoff(plan[i])) {
+        issue(plan[i++], 0, it);
+        continue;
+      }
+      size_t j = i;
+      while (j < plan.size() && inHandoff(plan[j])) ++j;
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        join(hostVc_[1], hostVc_[0]);
+      }
+      helper_->run([&, i, j] {
+        for (size_t k = i; k < j; ++k) issue(plan[k], 1, it);
+      });
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        join(hostVc_[0], hostVc_[1]);
+      }
+      i = j;
+    }
+  }
+}
+
+void Runner::runConcurrent(long ops) {
+  CUcontext c;
+  cu().cuDevicePrimaryCtxRetain(&c, 0);
+  cu().cuCtxSetCurrent(c);
+  const int home = p_.numDevBuffers;
+  Rng rng(p_.seed + 99);
+  long issued = 0;
+  for (int it = 0; issued < ops; ++it) {
+    for (int j = 0; j < 6; ++j, ++issued) {
+      Op op;
+      op.slot = kConcurrentSlot;
+      op.tindex = 1000 + j;
+      op.viaPerThreadApi = j % 2;
+      if (j < 3) {
+        op.kind = Kind::Kernel;
+        op.kernel = j % 2;
+        op.dst = CellRef{Region::Dev, home, static_cast<int>(rng() % kCellsPerBuffer)};
+        op.src = CellRef{Region::Dev, home, static_cast<int>(rng() % kCellsPerBuffer)};
+        op.k = j + 1;
+        op.uniqueTag = j == 0;
+        op.tagBase = (1ull << 61) | static_cast<uint64_t>(j);
+        const KernelSpec& k = p_.kernels[op.kernel];
+        for (size_t i = 4; i < k.sizes.size(); ++i) op.extras.insert(op.extras.end(), k.sizes[i], 0x11);
+      } else if (j == 3) {
+        op.kind = Kind::Memset;
+        op.elem = 4;
+        op.cells = 2;
+        op.value = static_cast<uint32_t>(it);
+        op.dst = CellRef{Region::Dev, home, 32 + (it % 8) * 2};
+      } else if (j == 4) {
+        op.kind = Kind::Copy;
+        op.dir = CopyDir::D2D;
+        op.cells = 4;
+        op.src = CellRef{Region::Dev, home, 0};
+        op.dst = CellRef{Region::Dev, home, 50};
+      } else if (it % 3 == 0) {
+        op.kind = Kind::EventRecord;
+        op.event = p_.numEvents;
+        issue(op, 2, it);
+        op.kind = Kind::Poll;
+      } else {
+        op.kind = Kind::StreamSync;
+      }
+      issue(op, 2, it);
+    }
+  }
+}
+
+void Runner::compareMemory(size_t b, const uint8_t* actual) {
+  const Buffer& buf = buffers_[b];
+  for (int c = 0; c < kCellsPerBuffer; ++c) {
+    uint64_t want, got;
+    std::memcpy(&want, &buf.model[c * 8], 8);
+    std::memcpy(&got, actual + c * 8, 8);
+    if (want == got) continue;
+    const CellState& cs = buf.cells[c];
+    char text[400];
+    std::snprintf(text, sizeof text,
+                  "data: final contents of %s cell %d (address 0x%" PRIx64 ") are 0x%" PRIx64
+                  " but re-executing the issued program sequentially gives 0x%" PRIx64 "; last issued writer: %s",
+                  buf.name.c_str(), c, buf.base + c * 8, got, want,
+                  cs.writerLog >= 0 ? log_[cs.writerLog].what.c_str() : "(initial contents)");
+    divergence(1 << 30, text);
+    return;  // one report per buffer
+  }
+}
+
+void Runner::finish() {
+  Op sync;
+  sync.kind = Kind::CtxSync;
+  hostSync(sync, 0, -1);
+  for (size_t b = 0; b < buffers_.size(); ++b) {
+    Buffer& buf = buffers_[b];
+    std::vector<uint8_t> actual(kBufferBytes);
+    if (buf.type == Buffer::Device) {
+      if (!check(cu().cuMemcpyDtoH(actual.data(), buf.base, kBufferBytes), "cuMemcpyDtoH", -1, nullptr)) continue;
+      std::lock_guard<std::mutex> lk(mu_);
+      Clock vc = nextClock(0, 0);
+      commitLane(0, vc);
+      LogOp lo;
+      lo.kind = Kind::Copy;
+      lo.lane = 0;
+      lo.stamp = vc[0];
+      lo.vc = vc;
+      lo.effect = true;
+      lo.key = copyKey(reinterpret_cast<uint64_t>(actual.data()), buf.base, kBufferBytes, 1, 0, 0);
+      lo.what = "final read-back of " + buf.name;
+      lanes_[0].effects.push_back(pushLog(lo));
+    } else {
+      std::memcpy(actual.data(), reinterpret_cast<const void*>(buf.base), kBufferBytes);
+    }
+    if (static_cast<int>(b) == pageableSrc_) continue;  // host-written input
+    compareMemory(b, actual.data());
+  }
+}
+
+RunResult Runner::run() {
+  setup();
+  inLoop_ = true;
+  std::thread concurrent;
+  if (p_.threads) {
+    long ops = std::max<long>(60, static_cast<long>(p_.iterations) * static_cast<long>(p_.tmpl.size()) / 4);
+    concurrent = std::thread([this, ops] { runConcurrent(ops); });
+  }
+  runIterations();
+  if (concurrent.joinable()) concurrent.join();
+  helper_.reset();
+  finish();
+  inLoop_ = false;
+  RunResult res;
+  res.ops = loopOps_;
+  res.demoted = demoted_;
+  std::vector<Divergence> traceDiv = checkTrace(p_, log_, lanes_, markers_, &res);
+  res.divergences = std::move(divergences_);
+  res.divergences.insert(res.divergences.end(), traceDiv.begin(), traceDiv.end());
+  simCounters(&res.counters);
+  return res;
+}
+
+}  // namespace
+
+RunResult runOracle(const simtest::Driver& drv, const Program& p, bool verbose) {
+  Runner r(drv, p, verbose);
+  return r.run();
+}
+
+}  // namespace oracle

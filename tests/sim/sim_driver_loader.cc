@@ -1,0 +1,59 @@
+// sim_driver_loader.cc - see sim_driver_loader.h.
+#include "sim_driver_loader.h"
+
+#include <dlfcn.h>
+
+namespace simtest {
+
+namespace {
+
+using GetProcFn = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
+
+template <class Fn>
+bool fetch(GetProcFn getProc, const char* name, int version, cuuint64_t flags, Fn* out, std::string* error) {
+  void* p = nullptr;
+  CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  CUresult r = getProc(name, &p, version, flags, &status);
+  if (r != CUDA_SUCCESS || !p || status != CU_GET_PROC_ADDRESS_SUCCESS) {
+    *error = std::string("cuGetProcAddress(\"") + name + "\", " + std::to_string(version) + ", flags " +
+             std::to_string(flags) + ") failed: result " + std::to_string(r) + ", status " + std::to_string(status);
+    return false;
+  }
+  *out = reinterpret_cast<Fn>(p);
+  return true;
+}
+
+}  // namespace
+
+bool loadDriver(Driver* out, std::string* error) {
+  out->handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+  if (!out->handle) {
+    *error = std::string("dlopen(libcuda.so.1): ") + dlerror();
+    return false;
+  }
+  auto entry = reinterpret_cast<GetProcFn>(dlsym(out->handle, "cuGetProcAddress_v2"));
+  if (!entry) {
+    *error = "dlsym(cuGetProcAddress_v2) failed";
+    return false;
+  }
+  // Self-lookups, as cudart does: from here on only the 12000 result is used.
+  void* old = nullptr;
+  if (entry("cuGetProcAddress", &old, 11030, CU_GET_PROC_ADDRESS_DEFAULT, nullptr) != CUDA_SUCCESS || !old) {
+    *error = "self-lookup cuGetProcAddress(\"cuGetProcAddress\", 11030) failed";
+    return false;
+  }
+  if (!fetch(entry, "cuGetProcAddress", 12000, CU_GET_PROC_ADDRESS_DEFAULT, &out->getProcAddress, error)) {
+    return false;
+  }
+  GetProcFn getProc = out->getProcAddress;
+#define SIM_DRIVER_LOAD(name, version)                                                                               \
+  if (!fetch(getProc, #name, version, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &out->plain.name, error) ||                 \
+      !fetch(getProc, #name, version, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &out->perThread.name, error)) { \
+    return false;                                                                                                    \
+  }
+  SIM_DRIVER_FUNCTIONS(SIM_DRIVER_LOAD)
+#undef SIM_DRIVER_LOAD
+  return true;
+}
+
+}  // namespace simtest

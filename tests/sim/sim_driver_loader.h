@@ -1,0 +1,72 @@
+// sim_driver_loader.h - obtains the CUDA driver the way the CUDA runtime does.
+//
+// Invariants:
+//  - The library is reached only through dlopen("libcuda.so.1") and
+//    dlsym(handle, "cuGetProcAddress_v2"); that pointer is used once, for the
+//    self-lookup cuGetProcAddress("cuGetProcAddress", 12000), and every other
+//    function comes from the pointer the self-lookup returned.
+//  - Each function is requested twice, like cudart does: `plain` with
+//    CU_GET_PROC_ADDRESS_LEGACY_STREAM (NULL stream = legacy stream) and `perThread`
+//    with CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM (NULL = per-thread stream;
+//    functions without such a variant get the same pointer in both).
+//  - Members are named like cuda.h's API names, which cuda.h maps to the versioned
+//    symbols (drv.cuMemFree is drv.cuMemFree_v2); the requested version is the one
+//    whose ABI matches that prototype.
+#pragma once
+
+#include <cuda.h>
+
+#include <string>
+
+namespace simtest {
+
+// X(name as cuGetProcAddress knows it, CUDA version to request)
+#define SIM_DRIVER_FUNCTIONS(X)                                                                   \
+  X(cuInit, 13000) X(cuDriverGetVersion, 13000) X(cuDeviceGet, 13000) X(cuDeviceGetCount, 13000)  \
+  X(cuDeviceGetName, 13000) X(cuDeviceGetAttribute, 13000) X(cuDevicePrimaryCtxRetain, 13000)     \
+  X(cuDevicePrimaryCtxRelease, 13000) X(cuCtxSetCurrent, 13000) X(cuCtxGetCurrent, 13000)         \
+  X(cuCtxSynchronize, 12080) X(cuGetErrorName, 13000) X(cuGetErrorString, 13000)                  \
+  X(cuKernelGetParamInfo, 13000) X(cuFuncGetParamInfo, 13000) X(cuKernelGetName, 13000)           \
+  X(cuFuncGetName, 13000) X(cuLaunchKernel, 13000) X(cuLaunchKernelEx, 13000)                     \
+  X(cuLaunchCooperativeKernel, 13000) X(cuLaunchHostFunc, 13000) X(cuMemAlloc, 13000)             \
+  X(cuMemFree, 13000) X(cuMemAllocAsync, 13000) X(cuMemFreeAsync, 13000) X(cuMemAllocHost, 13000) \
+  X(cuMemHostAlloc, 13000) X(cuMemFreeHost, 13000) X(cuMemHostRegister, 13000)                    \
+  X(cuMemHostUnregister, 13000) X(cuPointerGetAttribute, 13000) X(cuMemGetAddressRange, 13000)    \
+  X(cuMemcpyAsync, 13000) X(cuMemcpyHtoDAsync, 13000) X(cuMemcpyDtoHAsync, 13000)                 \
+  X(cuMemcpyDtoDAsync, 13000) X(cuMemcpy2DAsync, 13000) X(cuMemcpy, 13000) X(cuMemcpyHtoD, 13000) \
+  X(cuMemcpyDtoH, 13000) X(cuMemcpyDtoD, 13000) X(cuMemsetD8Async, 13000)                         \
+  X(cuMemsetD16Async, 13000) X(cuMemsetD32Async, 13000) X(cuMemsetD2D8Async, 13000)               \
+  X(cuMemsetD2D32Async, 13000) X(cuMemsetD8, 13000) X(cuMemsetD16, 13000) X(cuMemsetD32, 13000)   \
+  X(cuStreamCreate, 13000) X(cuStreamCreateWithPriority, 13000) X(cuStreamDestroy, 13000)         \
+  X(cuStreamGetFlags, 13000) X(cuStreamGetCtx, 12000) X(cuStreamGetId, 13000)                     \
+  X(cuStreamSynchronize, 13000) X(cuStreamQuery, 13000) X(cuStreamWaitEvent, 13000)               \
+  X(cuStreamIsCapturing, 13000) X(cuStreamGetCaptureInfo, 13000) X(cuStreamBeginCapture, 13000)   \
+  X(cuStreamEndCapture, 13000) X(cuThreadExchangeStreamCaptureMode, 13000)                        \
+  X(cuEventCreate, 13000) X(cuEventDestroy, 13000) X(cuEventRecord, 13000)                        \
+  X(cuEventRecordWithFlags, 13000) X(cuEventQuery, 13000) X(cuEventSynchronize, 13000)            \
+  X(cuEventElapsedTime, 13000) X(cuGraphCreate, 13000) X(cuGraphDestroy, 13000)                   \
+  X(cuGraphInstantiateWithFlags, 13000) X(cuGraphExecDestroy, 13000) X(cuGraphLaunch, 13000)      \
+  X(cuGraphUpload, 13000) X(cuGraphGetNodes, 13000) X(cuGraphNodeGetType, 13000)                  \
+  X(cuGraphKernelNodeGetParams, 13000) X(cuGraphMemcpyNodeGetParams, 13000)                       \
+  X(cuGraphMemsetNodeGetParams, 13000) X(cuGraphExecKernelNodeSetParams, 13000)                   \
+  X(cuGraphExecMemcpyNodeSetParams, 13000) X(cuGraphExecMemsetNodeSetParams, 13000)               \
+  X(cuGraphKernelNodeSetAttribute, 13000) X(cuGraphKernelNodeGetAttribute, 13000)
+
+struct DriverApi {
+#define SIM_DRIVER_MEMBER(name, version) decltype(&::name) name = nullptr;
+  SIM_DRIVER_FUNCTIONS(SIM_DRIVER_MEMBER)
+#undef SIM_DRIVER_MEMBER
+};
+
+struct Driver {
+  DriverApi plain;      // NULL stream = legacy default stream
+  DriverApi perThread;  // NULL stream = the calling thread's per-thread stream
+  void* handle = nullptr;
+  // The pointer returned by the self-lookup of "cuGetProcAddress" at 12000.
+  CUresult (*getProcAddress)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*) = nullptr;
+};
+
+// Loads libcuda.so.1 and fills `out`; on failure returns false and sets *error.
+bool loadDriver(Driver* out, std::string* error);
+
+}  // namespace simtest

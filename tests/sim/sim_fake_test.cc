@@ -1,0 +1,620 @@
+// sim_fake_test.cc - unit tests of the simulated driver's semantics (no graft).
+//
+// Invariants checked: cuGetProcAddress versioning and per-thread variants, kernel
+// handle families, parameter packing, lazy execution, legacy-stream implicit
+// ordering, event binding, capture rules, exec updates, failure injection, memory
+// classification. All tests share one process-wide simulator; each uses its own
+// streams and ends every capture it begins.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "sim_api.h"
+#include "sim_driver_loader.h"
+
+namespace {
+
+simtest::Driver& drv() {
+  static simtest::Driver* d = [] {
+    auto* p = new simtest::Driver();
+    std::string err;
+    if (!simtest::loadDriver(p, &err)) {
+      ADD_FAILURE() << err;
+      std::abort();
+    }
+    CUcontext ctx;
+    p->plain.cuInit(0);
+    p->plain.cuDevicePrimaryCtxRetain(&ctx, 0);
+    p->plain.cuCtxSetCurrent(ctx);
+    return p;
+  }();
+  return *d;
+}
+
+const simtest::DriverApi& api() { return drv().plain; }
+
+void setCurrent() {
+  CUcontext ctx;
+  api().cuDevicePrimaryCtxRetain(&ctx, 0);
+  api().cuCtxSetCurrent(ctx);
+}
+
+CUfunction addKernel(SimKernelFamily fam = SIM_KERNEL_LIBRARY) {
+  const size_t sizes[] = {8, 8, 8, 8};
+  return simKernelCreate("sim_add_test", fam, 4, sizes, nullptr);
+}
+
+CUresult launchAdd(CUfunction k, CUstream s, CUdeviceptr dst, CUdeviceptr src, uint64_t add, uint64_t tag = 0) {
+  void* args[] = {&dst, &src, &add, &tag};
+  return api().cuLaunchKernel(k, 1, 1, 1, 32, 1, 1, 0, s, args, nullptr);
+}
+
+std::vector<SimEffect> traceSince(size_t from) {
+  std::vector<SimEffect> v;
+  for (size_t i = from; i < simTraceSize(); ++i) {
+    SimEffect e;
+    simTraceGet(i, &e);
+    v.push_back(e);
+  }
+  return v;
+}
+
+struct Steps {
+  explicit Steps(unsigned n) { simSetMaxSteps(n); }
+  ~Steps() { simSetMaxSteps(3); }
+};
+
+TEST(SimProcs, VersionsAndVariants) {
+  auto gp = drv().getProcAddress;
+  void *a = nullptr, *b = nullptr, *c = nullptr;
+  CUdriverProcAddressQueryResult st;
+  ASSERT_EQ(gp("cuStreamGetCaptureInfo", &a, 11030, 0, &st), CUDA_SUCCESS);
+  ASSERT_EQ(gp("cuStreamGetCaptureInfo", &b, 12030, 0, &st), CUDA_SUCCESS);
+  ASSERT_EQ(gp("cuStreamGetCaptureInfo", &c, 10010, 0, &st), CUDA_SUCCESS);
+  EXPECT_NE(a, b);
+  EXPECT_NE(a, c);
+  EXPECT_NE(b, c);
+  void* ab = nullptr;
+  ASSERT_EQ(gp("cuStreamGetCaptureInfo", &ab, 12020, 0, &st), CUDA_SUCCESS);
+  EXPECT_EQ(ab, a);  // highest ABI <= requested
+  void *pl = nullptr, *pt = nullptr;
+  gp("cuLaunchKernel", &pl, 12000, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &st);
+  gp("cuLaunchKernel", &pt, 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st);
+  EXPECT_NE(pl, pt);
+  gp("cuInit", &pl, 12000, 0, &st);
+  gp("cuInit", &pt, 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st);
+  EXPECT_EQ(pl, pt);
+  void *self12 = nullptr, *self11 = nullptr;
+  gp("cuGetProcAddress", &self12, 12000, 0, &st);
+  gp("cuGetProcAddress", &self11, 11030, 0, &st);
+  EXPECT_EQ(self12, reinterpret_cast<void*>(gp));
+  EXPECT_NE(self11, self12);
+  EXPECT_EQ(gp("cuNoSuchThing", &a, 12000, 0, &st), CUDA_ERROR_NOT_FOUND);
+  EXPECT_EQ(st, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+  EXPECT_EQ(gp("cuLaunchKernelEx", &a, 11000, 0, &st), CUDA_ERROR_NOT_FOUND);
+  EXPECT_EQ(st, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+  void *g10 = nullptr, *g12 = nullptr;
+  gp("cuGraphInstantiate", &g10, 10000, 0, &st);
+  gp("cuGraphInstantiate", &g12, 12000, 0, &st);
+  EXPECT_NE(g10, g12);
+  void* wf = nullptr;
+  gp("cuGraphInstantiateWithFlags", &wf, 12000, 0, &st);
+  EXPECT_EQ(g12, wf);
+}
+
+TEST(SimKernels, Families) {
+  setCurrent();
+  const size_t sizes[] = {4, 8, 1, 16};
+  CUfunction lib = simKernelCreate("libk", SIM_KERNEL_LIBRARY, 4, sizes, nullptr);
+  CUfunction fn = simKernelCreate("fnk", SIM_KERNEL_FUNCTION, 4, sizes, nullptr);
+  CUfunction op = simKernelCreate("opk", SIM_KERNEL_OPAQUE, 4, sizes, nullptr);
+  size_t off = 0, sz = 0;
+  EXPECT_EQ(api().cuKernelGetParamInfo(reinterpret_cast<CUkernel>(lib), 1, &off, &sz), CUDA_SUCCESS);
+  EXPECT_EQ(off, 8u);
+  EXPECT_EQ(sz, 8u);
+  EXPECT_EQ(api().cuKernelGetParamInfo(reinterpret_cast<CUkernel>(lib), 3, &off, &sz), CUDA_SUCCESS);
+  EXPECT_EQ(off, 24u);  // 1-byte param at 16, 16-byte param aligned to 8
+  EXPECT_EQ(api().cuKernelGetParamInfo(reinterpret_cast<CUkernel>(lib), 4, &off, &sz), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(api().cuFuncGetParamInfo(lib, 0, &off, &sz), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(api().cuFuncGetParamInfo(fn, 0, &off, &sz), CUDA_SUCCESS);
+  EXPECT_EQ(api().cuKernelGetParamInfo(reinterpret_cast<CUkernel>(fn), 0, &off, &sz), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(api().cuFuncGetParamInfo(op, 0, &off, &sz), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(api().cuKernelGetParamInfo(reinterpret_cast<CUkernel>(op), 0, &off, &sz), CUDA_ERROR_INVALID_HANDLE);
+  const char* name = nullptr;
+  EXPECT_EQ(api().cuKernelGetName(&name, reinterpret_cast<CUkernel>(lib)), CUDA_SUCCESS);
+  EXPECT_STREQ(name, "libk");
+  EXPECT_EQ(api().cuFuncGetName(&name, lib), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(api().cuFuncGetName(&name, fn), CUDA_SUCCESS);
+  EXPECT_EQ(api().cuFuncGetName(&name, op), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(api().cuKernelGetName(&name, reinterpret_cast<CUkernel>(op)), CUDA_ERROR_INVALID_HANDLE);
+}
+
+TEST(SimLaunch, ParamsPackedAndExtraEquivalent) {
+  setCurrent();
+  const size_t sizes[] = {4, 8, 2};
+  CUfunction k = simKernelCreate("packk", SIM_KERNEL_FUNCTION, 3, sizes, nullptr);
+  uint32_t a = 0x11223344;
+  uint64_t b = 0x5566778899aabbccull;
+  uint16_t c = 0xddee;
+  void* args[] = {&a, &b, &c};
+  size_t before = simTraceSize();
+  ASSERT_EQ(api().cuLaunchKernel(k, 2, 1, 1, 64, 1, 1, 0, nullptr, args, nullptr), CUDA_SUCCESS);
+  unsigned char buf[18];
+  std::memset(buf, 0xab, sizeof buf);  // garbage padding must not matter
+  std::memcpy(buf, &a, 4);
+  std::memcpy(buf + 8, &b, 8);
+  std::memcpy(buf + 16, &c, 2);
+  size_t size = sizeof buf;
+  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buf, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
+  ASSERT_EQ(api().cuLaunchKernel(k, 2, 1, 1, 64, 1, 1, 0, nullptr, nullptr, extra), CUDA_SUCCESS);
+  EXPECT_EQ(api().cuLaunchKernel(k, 0, 1, 1, 64, 1, 1, 0, nullptr, args, nullptr), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(api().cuLaunchKernel(k, 1, 1, 1, 64, 1, 1, 0, nullptr, args, extra), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(api().cuCtxSynchronize(), CUDA_SUCCESS);
+  auto t = traceSince(before);
+  ASSERT_EQ(t.size(), 2u);
+  ASSERT_EQ(t[0].paramBytes, 18u);
+  EXPECT_EQ(std::memcmp(t[0].params, t[1].params, 18), 0);
+  EXPECT_EQ(t[0].params[5], 0);  // padding zeroed
+  EXPECT_EQ(t[0].stream, CU_STREAM_LEGACY);
+}
+
+TEST(SimLaunch, ExAttributesAndCooperative) {
+  setCurrent();
+  CUfunction k = addKernel();
+  CUdeviceptr d;
+  ASSERT_EQ(api().cuMemAlloc(&d, 64), CUDA_SUCCESS);
+  uint64_t add = 1, tag = 0;
+  void* args[] = {&d, &d, &add, &tag};
+  CUlaunchAttribute attrs[2];
+  std::memset(attrs, 0, sizeof attrs);
+  attrs[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  attrs[0].value.clusterDim.x = 2;
+  attrs[0].value.clusterDim.y = 1;
+  attrs[0].value.clusterDim.z = 1;
+  attrs[1].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attrs[1].value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchConfig cfg{};
+  cfg.gridDimX = cfg.gridDimY = cfg.gridDimZ = 1;
+  cfg.blockDimX = 32;
+  cfg.blockDimY = cfg.blockDimZ = 1;
+  cfg.attrs = attrs;
+  cfg.numAttrs = 2;
+  size_t before = simTraceSize();
+  ASSERT_EQ(api().cuLaunchKernelEx(&cfg, k, args, nullptr), CUDA_SUCCESS);
+  cfg.attrs = nullptr;
+  EXPECT_EQ(api().cuLaunchKernelEx(&cfg, k, args, nullptr), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(api().cuLaunchCooperativeKernel(k, 1, 1, 1, 32, 1, 1, 0, nullptr, args), CUDA_SUCCESS);
+  ASSERT_EQ(api().cuCtxSynchronize(), CUDA_SUCCESS);
+  auto t = traceSince(before);
+  ASSERT_EQ(t.size(), 2u);
+  ASSERT_EQ(t[0].numAttrs, 2u);
+  EXPECT_EQ(t[0].attrs[0].id, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION);
+  EXPECT_EQ(t[0].attrs[0].value.clusterDim.x, 2u);
+  ASSERT_EQ(t[1].numAttrs, 1u);
+  EXPECT_EQ(t[1].attrs[0].id, CU_LAUNCH_ATTRIBUTE_COOPERATIVE);
+  api().cuMemFree(d);
+}
+
+TEST(SimExec, LazyAndEffects) {
+  setCurrent();
+  Steps steps(0);
+  CUfunction k = addKernel();
+  CUdeviceptr d;
+  ASSERT_EQ(api().cuMemAlloc(&d, 16), CUDA_SUCCESS);
+  uint64_t init[2] = {5, 0};
+  ASSERT_EQ(api().cuMemcpyHtoD(d, init, 16), CUDA_SUCCESS);
+  CUstream s;
+  ASSERT_EQ(api().cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  size_t before = simTraceSize();
+  ASSERT_EQ(launchAdd(k, s, d + 8, d, 10), CUDA_SUCCESS);
+  EXPECT_EQ(simTraceSize(), before);  // nothing runs at enqueue
+  ASSERT_EQ(api().cuStreamSynchronize(s), CUDA_SUCCESS);
+  EXPECT_EQ(simTraceSize(), before + 1);
+  uint64_t out[2];
+  ASSERT_EQ(api().cuMemcpyDtoH(out, d, 16), CUDA_SUCCESS);
+  EXPECT_EQ(out[1], 15u);
+  api().cuStreamDestroy(s);
+  api().cuMemFree(d);
+}
+
+TEST(SimExec, LegacyImplicitOrdering) {
+  setCurrent();
+  Steps steps(0);
+  CUfunction k = addKernel();
+  CUdeviceptr d;
+  ASSERT_EQ(api().cuMemAlloc(&d, 16), CUDA_SUCCESS);
+  CUstream blocking, nonblocking;
+  api().cuStreamCreate(&blocking, 0);
+  api().cuStreamCreate(&nonblocking, CU_STREAM_NON_BLOCKING);
+  for (int rep = 0; rep < 20; ++rep) {
+    simSetSeed(rep + 1);
+    size_t before = simTraceSize();
+    ASSERT_EQ(launchAdd(k, blocking, d, d, 1, 1), CUDA_SUCCESS);
+    ASSERT_EQ(launchAdd(k, nullptr, d, d, 1, 2), CUDA_SUCCESS);   // legacy: after blocking
+    ASSERT_EQ(launchAdd(k, blocking, d, d, 1, 3), CUDA_SUCCESS);  // blocking: after legacy
+    ASSERT_EQ(api().cuCtxSynchronize(), CUDA_SUCCESS);
+    auto t = traceSince(before);
+    ASSERT_EQ(t.size(), 3u);
+    uint64_t tags[3];
+    for (int i = 0; i < 3; ++i) std::memcpy(&tags[i], t[i].params + 24, 8);
+    EXPECT_EQ(tags[0], 1u);
+    EXPECT_EQ(tags[1], 2u);
+    EXPECT_EQ(tags[2], 3u);
+  }
+  // Non-blocking streams are not ordered with the legacy stream: both orders occur.
+  bool sawReorder = false;
+  for (int rep = 0; rep < 40 && !sawReorder; ++rep) {
+    simSetSeed(100 + rep);
+    size_t before = simTraceSize();
+    launchAdd(k, nullptr, d, d, 1, 1);
+    launchAdd(k, nonblocking, d + 8, d + 8, 1, 2);
+    api().cuCtxSynchronize();
+    auto t = traceSince(before);
+    uint64_t first;
+    std::memcpy(&first, t[0].params + 24, 8);
+    sawReorder = first == 2;
+  }
+  EXPECT_TRUE(sawReorder);
+  api().cuStreamDestroy(blocking);
+  api().cuStreamDestroy(nonblocking);
+  api().cuMemFree(d);
+}
+
+TEST(SimExec, EventWaitBindsToLatestRecordAtCallTime) {
+  setCurrent();
+  Steps steps(0);
+  CUfunction k = addKernel();
+  CUdeviceptr d;
+  api().cuMemAlloc(&d, 16);
+  CUstream a, b;
+  api().cuStreamCreate(&a, CU_STREAM_NON_BLOCKING);
+  api().cuStreamCreate(&b, CU_STREAM_NON_BLOCKING);
+  CUevent e;
+  api().cuEventCreate(&e, CU_EVENT_DISABLE_TIMING);
+  EXPECT_EQ(api().cuStreamWaitEvent(b, e, 0), CUDA_SUCCESS);  // never recorded: no-op
+  EXPECT_EQ(api().cuEventQuery(e), CUDA_SUCCESS);
+  for (int rep = 0; rep < 20; ++rep) {
+    simSetSeed(rep + 7);
+    size_t before = simTraceSize();
+    launchAdd(k, a, d, d, 1, 1);
+    api().cuEventRecord(e, a);
+    api().cuStreamWaitEvent(b, e, 0);
+    launchAdd(k, a, d, d, 1, 3);  // not covered by the wait
+    launchAdd(k, b, d + 8, d + 8, 1, 2);
+    api().cuCtxSynchronize();
+    auto t = traceSince(before);
+    ASSERT_EQ(t.size(), 3u);
+    size_t pos1 = 9, pos2 = 9;
+    for (size_t i = 0; i < 3; ++i) {
+      uint64_t tag;
+      std::memcpy(&tag, t[i].params + 24, 8);
+      if (tag == 1) pos1 = i;
+      if (tag == 2) pos2 = i;
+    }
+    EXPECT_LT(pos1, pos2);
+  }
+  api().cuEventDestroy(e);
+  api().cuStreamDestroy(a);
+  api().cuStreamDestroy(b);
+  api().cuMemFree(d);
+}
+
+TEST(SimExec, QueryAndPageableCopies) {
+  setCurrent();
+  Steps steps(0);
+  CUdeviceptr d;
+  api().cuMemAlloc(&d, 64);
+  CUstream s;
+  api().cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+  std::vector<uint64_t> host(8, 7), back(8, 0);
+  ASSERT_EQ(api().cuMemcpyHtoDAsync(d, host.data(), 64, s), CUDA_SUCCESS);
+  host.assign(8, 9);  // staged at the call: the copy still moves 7s
+  ASSERT_EQ(api().cuMemcpyDtoHAsync(back.data(), d, 64, s), CUDA_SUCCESS);  // pageable: blocks
+  EXPECT_EQ(back[3], 7u);
+  EXPECT_EQ(api().cuStreamQuery(s), CUDA_SUCCESS);
+  void* pinned;
+  ASSERT_EQ(api().cuMemAllocHost(&pinned, 64), CUDA_SUCCESS);
+  ASSERT_EQ(api().cuMemcpyDtoHAsync(pinned, d, 64, s), CUDA_SUCCESS);
+  ASSERT_EQ(api().cuMemcpyDtoHAsync(pinned, d, 64, s), CUDA_SUCCESS);
+  // With max 0 steps per call, a query still advances one step.
+  int polls = 0;
+  while (api().cuStreamQuery(s) == CUDA_ERROR_NOT_READY) ++polls;
+  EXPECT_GE(polls, 1);
+  unsigned type = 0;
+  EXPECT_EQ(api().cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, d), CUDA_SUCCESS);
+  EXPECT_EQ(type, CU_MEMORYTYPE_DEVICE);
+  EXPECT_EQ(api().cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, reinterpret_cast<CUdeviceptr>(pinned)),
+            CUDA_SUCCESS);
+  EXPECT_EQ(type, CU_MEMORYTYPE_HOST);
+  EXPECT_EQ(
+      api().cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, reinterpret_cast<CUdeviceptr>(host.data())),
+      CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(api().cuMemHostRegister(host.data(), 64, 0), CUDA_SUCCESS);
+  EXPECT_EQ(api().cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                        reinterpret_cast<CUdeviceptr>(host.data() + 2)),
+            CUDA_SUCCESS);
+  EXPECT_EQ(type, CU_MEMORYTYPE_HOST);
+  EXPECT_EQ(api().cuMemHostUnregister(host.data()), CUDA_SUCCESS);
+  CUdeviceptr base;
+  size_t size;
+  EXPECT_EQ(api().cuMemGetAddressRange(&base, &size, d + 10), CUDA_SUCCESS);
+  EXPECT_EQ(base, d);
+  EXPECT_EQ(size, 64u);
+  api().cuMemFreeHost(pinned);
+  api().cuStreamDestroy(s);
+  api().cuMemFree(d);
+}
+
+struct HostProbe {
+  const simtest::DriverApi* api;
+  CUresult inner = CUDA_SUCCESS;
+  int runs = 0;
+};
+
+void CUDA_CB hostProbe(void* p) {
+  auto* h = static_cast<HostProbe*>(p);
+  ++h->runs;
+  h->inner = h->api->cuCtxSynchronize();
+}
+
+TEST(SimExec, HostFunctionsRunWithoutApiAccess) {
+  setCurrent();
+  HostProbe probe{&api()};
+  CUstream s;
+  api().cuStreamCreate(&s, 0);
+  ASSERT_EQ(api().cuLaunchHostFunc(s, hostProbe, &probe), CUDA_SUCCESS);
+  ASSERT_EQ(api().cuStreamSynchronize(s), CUDA_SUCCESS);
+  EXPECT_EQ(probe.runs, 1);
+  EXPECT_EQ(probe.inner, CUDA_ERROR_NOT_PERMITTED);
+  api().cuStreamDestroy(s);
+}
+
+TEST(SimCapture, ForkJoinInfoAndReplay) {
+  setCurrent();
+  CUfunction k = addKernel();
+  CUdeviceptr d;
+  api().cuMemAlloc(&d, 32);
+  api().cuMemsetD8(d, 0, 32);
+  CUstream a, b;
+  api().cuStreamCreate(&a, CU_STREAM_NON_BLOCKING);
+  api().cuStreamCreate(&b, CU_STREAM_NON_BLOCKING);
+  CUevent fork, join;
+  api().cuEventCreate(&fork, CU_EVENT_DISABLE_TIMING);
+  api().cuEventCreate(&join, CU_EVENT_DISABLE_TIMING);
+  ASSERT_EQ(api().cuStreamBeginCapture(a, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+  ASSERT_EQ(launchAdd(k, a, d, d, 1, 1), CUDA_SUCCESS);
+  CUstreamCaptureStatus status;
+  cuuint64_t id;
+  CUgraph g;
+  const CUgraphNode* deps;
+  size_t ndeps;
+  ASSERT_EQ(api().cuStreamGetCaptureInfo(a, &status, &id, &g, &deps, nullptr, &ndeps), CUDA_SUCCESS);
+  EXPECT_EQ(status, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  ASSERT_EQ(ndeps, 1u);
+  CUgraphNode first = deps[0];
+  CUgraphNodeType type;
+  ASSERT_EQ(api().cuGraphNodeGetType(first, &type), CUDA_SUCCESS);
+  EXPECT_EQ(type, CU_GRAPH_NODE_TYPE_KERNEL);
+  api().cuEventRecord(fork, a);
+  ASSERT_EQ(api().cuStreamWaitEvent(b, fork, 0), CUDA_SUCCESS);  // b joins
+  ASSERT_EQ(api().cuStreamIsCapturing(b, &status), CUDA_SUCCESS);
+  EXPECT_EQ(status, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  ASSERT_EQ(launchAdd(k, b, d + 8, d, 1, 2), CUDA_SUCCESS);
+  ASSERT_EQ(api().cuMemsetD32Async(d + 16, 7, 2, a), CUDA_SUCCESS);
+  api().cuEventRecord(join, b);
+  CUgraph out = nullptr;
+  // Unjoined fork: end capture fails.
+  {
+    CUstream c;
+    api().cuStreamCreate(&c, CU_STREAM_NON_BLOCKING);
+    ASSERT_EQ(api().cuStreamBeginCapture(c, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+    CUevent f2;
+    api().cuEventCreate(&f2, CU_EVENT_DISABLE_TIMING);
+    launchAdd(k, c, d, d, 1, 9);
+    api().cuEventRecord(f2, c);
+    CUstream c2;
+    api().cuStreamCreate(&c2, CU_STREAM_NON_BLOCKING);
+    api().cuStreamWaitEvent(c2, f2, 0);
+    launchAdd(k, c2, d, d, 1, 9);
+    EXPECT_EQ(api().cuStreamEndCapture(c, &out), CUDA_ERROR_STREAM_CAPTURE_UNJOINED);
+    EXPECT_EQ(out, nullptr);
+    EXPECT_EQ(api().cuStreamIsCapturing(c2, &status), CUDA_SUCCESS);
+    EXPECT_EQ(status, CU_STREAM_CAPTURE_STATUS_NONE);
+    api().cuEventDestroy(f2);
+    api().cuStreamDestroy(c);
+    api().cuStreamDestroy(c2);
+  }
+  ASSERT_EQ(api().cuStreamWaitEvent(a, join, 0), CUDA_SUCCESS);
+  ASSERT_EQ(api().cuStreamEndCapture(a, &out), CUDA_SUCCESS);
+  size_t n = 0;
+  ASSERT_EQ(api().cuGraphGetNodes(out, nullptr, &n), CUDA_SUCCESS);
+  EXPECT_EQ(n, 3u);
+  CUgraphExec ex;
+  ASSERT_EQ(api().cuGraphInstantiateWithFlags(&ex, out, 0), CUDA_SUCCESS);
+  size_t before = simTraceSize();
+  ASSERT_EQ(api().cuGraphLaunch(ex, a), CUDA_SUCCESS);
+  // Patch the first kernel: only future launches see it.
+  CUDA_KERNEL_NODE_PARAMS kp;
+  ASSERT_EQ(api().cuGraphKernelNodeGetParams(first, &kp), CUDA_SUCCESS);
+  uint64_t add = 100, tag = 5;
+  CUdeviceptr dd = d, ss = d;
+  void* args[] = {&dd, &ss, &add, &tag};
+  kp.kernelParams = args;
+  ASSERT_EQ(api().cuGraphExecKernelNodeSetParams(ex, first, &kp), CUDA_SUCCESS);
+  ASSERT_EQ(api().cuGraphLaunch(ex, a), CUDA_SUCCESS);
+  CUDA_KERNEL_NODE_PARAMS other = kp;
+  other.func = simKernelCreate("sim_add_other", SIM_KERNEL_LIBRARY, 4, std::vector<size_t>(4, 8).data(), nullptr);
+  EXPECT_EQ(api().cuGraphExecKernelNodeSetParams(ex, first, &other), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(api().cuStreamSynchronize(a), CUDA_SUCCESS);
+  auto t = traceSince(before);
+  ASSERT_EQ(t.size(), 6u);
+  std::vector<uint64_t> kernelTags;
+  for (auto& e : t) {
+    EXPECT_EQ(e.origin, SIM_ORIGIN_GRAPH);
+    if (e.kind == SIM_EFFECT_KERNEL) {
+      uint64_t tg;
+      std::memcpy(&tg, e.params + 24, 8);
+      kernelTags.push_back(tg);
+    }
+  }
+  // Launch 1: tags {1,2}; launch 2: {5,2}; launches of one exec never overlap.
+  ASSERT_EQ(kernelTags.size(), 4u);
+  EXPECT_TRUE((kernelTags[0] == 1 && kernelTags[1] == 2) || (kernelTags[0] == 2 && kernelTags[1] == 1));
+  EXPECT_TRUE(kernelTags[2] == 5 || kernelTags[3] == 5);
+  SimCounters c;
+  simCounters(&c);
+  EXPECT_GE(c.execNodeParamUpdates, 1u);
+  api().cuGraphExecDestroy(ex);
+  api().cuGraphDestroy(out);
+  api().cuEventDestroy(fork);
+  api().cuEventDestroy(join);
+  api().cuStreamDestroy(a);
+  api().cuStreamDestroy(b);
+  api().cuMemFree(d);
+}
+
+TEST(SimCapture, IllegalOperationsInvalidate) {
+  setCurrent();
+  CUstream s;
+  api().cuStreamCreate(&s, 0);  // blocking
+  CUfunction k = addKernel();
+  CUdeviceptr d;
+  api().cuMemAlloc(&d, 16);
+  ASSERT_EQ(api().cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  EXPECT_EQ(launchAdd(k, nullptr, d, d, 1), CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);  // legacy vs blocking capture
+  CUgraph g = nullptr;
+  EXPECT_EQ(api().cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  ASSERT_EQ(api().cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  EXPECT_EQ(api().cuStreamSynchronize(s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  EXPECT_EQ(launchAdd(k, s, d, d, 1), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  EXPECT_EQ(api().cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  // Global mode: another thread's cuMemAlloc is refused; relaxed mode allows it.
+  ASSERT_EQ(api().cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  CUresult other = CUDA_SUCCESS;
+  std::thread([&] {
+    setCurrent();
+    CUdeviceptr p;
+    other = api().cuMemAlloc(&p, 16);
+  }).join();
+  EXPECT_EQ(other, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  EXPECT_EQ(api().cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  ASSERT_EQ(api().cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+  std::thread([&] {
+    setCurrent();
+    CUdeviceptr p;
+    other = api().cuMemAlloc(&p, 16);
+    if (other == CUDA_SUCCESS) api().cuMemFree(p);
+  }).join();
+  EXPECT_EQ(other, CUDA_SUCCESS);
+  EXPECT_EQ(launchAdd(k, s, d, d, 1), CUDA_SUCCESS);
+  EXPECT_EQ(api().cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+  api().cuGraphDestroy(g);
+  api().cuStreamDestroy(s);
+  api().cuMemFree(d);
+}
+
+TEST(SimCapture, ExecSetterRules) {
+  setCurrent();
+  CUstream s;
+  api().cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+  CUdeviceptr d;
+  api().cuMemAlloc(&d, 256);
+  ASSERT_EQ(api().cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+  api().cuMemsetD32Async(d, 1, 4, s);
+  api().cuMemcpyDtoDAsync(d + 64, d, 16, s);
+  CUgraph g;
+  ASSERT_EQ(api().cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+  CUgraphNode nodes[2];
+  size_t n = 2;
+  api().cuGraphGetNodes(g, nodes, &n);
+  CUgraphExec ex;
+  api().cuGraphInstantiateWithFlags(&ex, g, 0);
+  CUDA_MEMSET_NODE_PARAMS mp;
+  ASSERT_EQ(api().cuGraphMemsetNodeGetParams(nodes[0], &mp), CUDA_SUCCESS);
+  mp.dst = d + 128;
+  EXPECT_EQ(api().cuGraphExecMemsetNodeSetParams(ex, nodes[0], &mp, nullptr), CUDA_SUCCESS);
+  mp.height = 2;
+  mp.pitch = 64;
+  EXPECT_EQ(api().cuGraphExecMemsetNodeSetParams(ex, nodes[0], &mp, nullptr), CUDA_ERROR_INVALID_VALUE);
+  CUDA_MEMCPY3D cp;
+  ASSERT_EQ(api().cuGraphMemcpyNodeGetParams(nodes[1], &cp), CUDA_SUCCESS);
+  EXPECT_EQ(cp.srcMemoryType, CU_MEMORYTYPE_DEVICE);
+  EXPECT_EQ(cp.WidthInBytes, 16u);
+  EXPECT_EQ(cp.Height, 1u);
+  cp.dstDevice = d + 96;
+  EXPECT_EQ(api().cuGraphExecMemcpyNodeSetParams(ex, nodes[1], &cp, nullptr), CUDA_SUCCESS);
+  std::vector<char> pageable(16);
+  cp.dstMemoryType = CU_MEMORYTYPE_HOST;
+  cp.dstHost = pageable.data();
+  EXPECT_EQ(api().cuGraphExecMemcpyNodeSetParams(ex, nodes[1], &cp, nullptr), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(api().cuGraphExecMemcpyNodeSetParams(ex, nodes[0], &cp, nullptr), CUDA_ERROR_INVALID_VALUE);
+  size_t before = simTraceSize();
+  api().cuGraphLaunch(ex, s);
+  api().cuStreamSynchronize(s);
+  auto t = traceSince(before);
+  ASSERT_EQ(t.size(), 2u);
+  for (auto& e : t) {
+    if (e.kind == SIM_EFFECT_MEMSET) {
+      EXPECT_EQ(e.dst, d + 128);
+    }
+    if (e.kind == SIM_EFFECT_MEMCPY) {
+      EXPECT_EQ(e.dst, d + 96);
+    }
+  }
+  api().cuGraphExecDestroy(ex);
+  api().cuGraphDestroy(g);
+  api().cuStreamDestroy(s);
+  api().cuMemFree(d);
+}
+
+TEST(SimInject, NthCallFails) {
+  setCurrent();
+  CUstream s;
+  api().cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+  simInjectFailure("cuStreamSynchronize", 2, CUDA_ERROR_LAUNCH_FAILED);
+  EXPECT_EQ(api().cuStreamSynchronize(s), CUDA_SUCCESS);
+  EXPECT_EQ(api().cuStreamSynchronize(s), CUDA_ERROR_LAUNCH_FAILED);
+  EXPECT_EQ(api().cuStreamSynchronize(s), CUDA_SUCCESS);
+  simInjectFailure("cuStreamBeginCapture", 1, CUDA_ERROR_UNKNOWN);  // base name matches _v2
+  EXPECT_EQ(api().cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_ERROR_UNKNOWN);
+  CUstreamCaptureStatus st;
+  api().cuStreamIsCapturing(s, &st);
+  EXPECT_EQ(st, CU_STREAM_CAPTURE_STATUS_NONE);
+  SimCounters c;
+  simCounters(&c);
+  EXPECT_GE(c.injectedFailures, 2u);
+  api().cuStreamDestroy(s);
+}
+
+TEST(SimStreams, PerThreadVariantAndIds) {
+  setCurrent();
+  const simtest::DriverApi& pt = drv().perThread;
+  uint64_t legacyId = simStreamId(nullptr, 0), ptId = simStreamId(nullptr, 1);
+  EXPECT_NE(legacyId, ptId);
+  EXPECT_EQ(simStreamId(CU_STREAM_PER_THREAD, 0), ptId);
+  unsigned long long id = 0;
+  ASSERT_EQ(pt.cuStreamGetId(nullptr, &id), CUDA_SUCCESS);
+  EXPECT_EQ(id, ptId);
+  ASSERT_EQ(api().cuStreamGetId(nullptr, &id), CUDA_SUCCESS);
+  EXPECT_EQ(id, legacyId);
+  uint64_t otherThread = 0;
+  std::thread([&] { otherThread = simStreamId(CU_STREAM_PER_THREAD, 0); }).join();
+  EXPECT_NE(otherThread, ptId);
+  CUfunction k = addKernel();
+  CUdeviceptr d;
+  api().cuMemAlloc(&d, 8);
+  uint64_t add = 1, tag = 0;
+  void* args[] = {&d, &d, &add, &tag};
+  size_t before = simTraceSize();
+  ASSERT_EQ(pt.cuLaunchKernel(k, 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(pt.cuStreamSynchronize(nullptr), CUDA_SUCCESS);
+  auto t = traceSince(before);
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_EQ(t[0].streamId, ptId);
+  EXPECT_EQ(t[0].stream, CU_STREAM_PER_THREAD);
+  api().cuMemFree(d);
+}
+
+}  // namespace
