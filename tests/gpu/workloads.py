@@ -1,0 +1,656 @@
+#!/usr/bin/env python3
+"""PyTorch training workloads for graft's GPU tier (DESIGN.md §5).
+
+  python3 tests/gpu/workloads.py CASE --steps N [--warmup W] [--mode eager|handgraph|compile]
+                                 [--losses FILE] [--json FILE]
+                                 [--profile-json FILE --profile-steps P]
+
+CASE: mlp mlp_item gpt amp sidestream lastbatch partgraph gemm  (or "list")
+
+--steps N is the total number of training steps; the first W (--warmup) are untimed.
+--losses writes one line per step: the loss as float32 bits in hex ("%08x"); lastbatch
+appends " eval=<hex>" on steps that ran an eval pass.  No-sync cases keep the losses in a
+preallocated GPU tensor and read them after the loop.
+--json writes {"case", "mode", "steps", "ms_per_step_median", "peak_mem_bytes",
+"device_used_peak_bytes", "warmup_s", ...}.
+--profile-json profiles P steps after warmup with torch.profiler and writes the number of
+kernel / memset / memcpy device events per step (used by profile_count.py).
+
+Exit: 0 ok, 2 usage error, 77 torch or a CUDA device is missing, 1 anything else.
+"""
+
+import argparse
+import json
+import math
+import os
+import struct
+import sys
+import time
+
+# Must be set before CUDA (cuBLAS) initialises.
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
+CASES = ["mlp", "mlp_item", "gpt", "amp", "sidestream", "lastbatch", "partgraph", "gemm"]
+HANDGRAPH_CASES = ("mlp", "mlp_item", "gpt")
+COMPILE_CASES = ("mlp", "mlp_item", "gpt", "gemm")
+# The only change torch.compile(mode="reduce-overhead") needs to run these loops (DESIGN.md §1).
+COMPILE_CHANGES = ("zero_grad(set_to_none=True) instead of set_to_none=False, and "
+                   "torch.compiler.cudagraph_mark_step_begin() at the start of every step; "
+                   "the model (not the loss or optimizer) is compiled")
+
+torch = None
+nn = None
+F = None
+DEVICE = "cuda"  # the harness's own CPU smoke test swaps this; always "cuda" in real use
+
+
+def f32_hex(v):
+    """Exact float32 bit pattern of a Python float (which holds a float32 exactly)."""
+    return "%08x" % struct.unpack("<I", struct.pack("<f", v))[0]
+
+
+def tensor_hexes(t):
+    """Float32 bit patterns (hex) of a 1-D float32 tensor."""
+    bits = t.detach().to("cpu", torch.float32).contiguous().view(torch.int32).tolist()
+    return ["%08x" % (b & 0xFFFFFFFF) for b in bits]
+
+
+# --------------------------------------------------------------------------- models
+
+def build_models():
+    """Model classes are defined once torch is imported."""
+    global MLP, GPT
+
+    class MLP(nn.Module):
+        def __init__(self, din=256, hidden=512, nout=10, layers=4, dropout=0.0):
+            super().__init__()
+            mods = []
+            d = din
+            for _ in range(layers - 1):
+                mods += [nn.Linear(d, hidden), nn.ReLU()]
+                if dropout > 0:
+                    mods.append(nn.Dropout(dropout))
+                d = hidden
+            mods.append(nn.Linear(d, nout))
+            self.net = nn.Sequential(*mods)
+
+        def forward(self, x):
+            return self.net(x)
+
+    class Block(nn.Module):
+        def __init__(self, d, heads, seq, p):
+            super().__init__()
+            self.heads = heads
+            self.ln1 = nn.LayerNorm(d)
+            self.qkv = nn.Linear(d, 3 * d)
+            self.proj = nn.Linear(d, d)
+            self.ln2 = nn.LayerNorm(d)
+            self.fc1 = nn.Linear(d, 4 * d)
+            self.fc2 = nn.Linear(4 * d, d)
+            self.attn_drop = nn.Dropout(p)
+            self.resid_drop = nn.Dropout(p)
+            # True above the diagonal: positions a token may not attend to.
+            self.register_buffer("future", torch.triu(torch.ones(seq, seq, dtype=torch.bool), 1)
+                                 .view(1, 1, seq, seq), persistent=False)
+
+        def forward(self, x):
+            B, T, C = x.shape
+            hd = C // self.heads
+            q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
+            q = q.view(B, T, self.heads, hd).transpose(1, 2)
+            k = k.view(B, T, self.heads, hd).transpose(1, 2)
+            v = v.view(B, T, self.heads, hd).transpose(1, 2)
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
+            att = att.masked_fill(self.future[:, :, :T, :T], float("-inf"))
+            att = self.attn_drop(F.softmax(att, dim=-1))
+            y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+            x = x + self.resid_drop(self.proj(y))
+            x = x + self.resid_drop(self.fc2(F.gelu(self.fc1(self.ln2(x)))))
+            return x
+
+    class GPT(nn.Module):
+        def __init__(self, vocab=512, seq=64, d=128, heads=4, layers=4, p=0.1):
+            super().__init__()
+            self.tok = nn.Embedding(vocab, d)
+            self.pos = nn.Embedding(seq, d)
+            self.drop = nn.Dropout(p)
+            self.blocks = nn.ModuleList([Block(d, heads, seq, p) for _ in range(layers)])
+            self.ln_f = nn.LayerNorm(d)
+            self.head = nn.Linear(d, vocab, bias=False)
+            self.register_buffer("positions", torch.arange(seq), persistent=False)
+
+        def forward(self, idx):
+            T = idx.shape[1]
+            x = self.drop(self.tok(idx) + self.pos(self.positions[:T]))
+            for b in self.blocks:
+                x = b(x)
+            return self.head(self.ln_f(x))
+
+    return MLP, GPT
+
+
+# --------------------------------------------------------------------------- workloads
+#
+# A workload provides:
+#   setup()            build model, optimizer, data
+#   step(i)            one eager training step; returns the loss tensor (float32, 0-dim)
+#   syncs              True if a step synchronises with the host every step
+#   record_loss(i, l)  store the loss of step i (sync cases: .item(); others: on the GPU)
+# handgraph/compile variants are provided for some cases.
+
+class Workload:
+    syncs = False
+    item = False
+
+    def __init__(self, args, dev):
+        self.args = args
+        self.dev = dev
+        self.steps = args.steps
+        self.gen = torch.Generator(device=dev)
+        self.gen.manual_seed(1234)
+        self.loss_buf = torch.zeros(args.steps, dtype=torch.float32, device=dev)
+        self.host_losses = []   # sync cases
+        self.extra = {}         # step -> extra text appended to the loss line
+
+    def record_loss(self, i, loss):
+        if self.item:
+            self.host_losses.append(loss.item())  # the per-step sync of the loop
+        else:
+            self.loss_buf[i].copy_(loss.detach().float())
+
+    def loss_lines(self):
+        if self.item:
+            hexes = [f32_hex(v) for v in self.host_losses]
+        else:
+            hexes = tensor_hexes(self.loss_buf)
+        lines = []
+        for i, h in enumerate(hexes):
+            e = self.extra.get(i)
+            lines.append(h if e is None else "%s %s" % (h, e))
+        return lines
+
+    def finish(self):
+        pass
+
+
+class ClassifierWorkload(Workload):
+    """MLP classifier on data generated on the GPU from a fixed generator."""
+
+    batch, din, hidden, nout = 64, 256, 512, 10
+
+    def setup(self, mode="eager"):
+        self.model = MLP(self.din, self.hidden, self.nout, layers=4).to(self.dev)
+        capturable = mode == "handgraph"
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01,
+                                     foreach=True, capturable=capturable)
+        self.fwd = self.model
+
+    def batch_for(self, i):
+        x = torch.randn(self.batch, self.din, device=self.dev, generator=self.gen)
+        y = torch.randint(0, self.nout, (self.batch,), device=self.dev, generator=self.gen)
+        return x, y
+
+    def fill_batch(self, x, y):
+        x.normal_(generator=self.gen)
+        y.random_(0, self.nout, generator=self.gen)
+
+    def loss_of(self, x, y):
+        return F.cross_entropy(self.fwd(x), y)
+
+    def step(self, i):
+        x, y = self.batch_for(i)
+        self.opt.zero_grad(set_to_none=False)
+        loss = self.loss_of(x, y)
+        loss.backward()
+        self.opt.step()
+        return loss
+
+    # --- compile: the smallest change that makes reduce-overhead run (COMPILE_CHANGES)
+    def setup_compile(self):
+        self.setup()
+        self.fwd = torch.compile(self.model, mode="reduce-overhead")
+
+    def step_compile(self, i):
+        torch.compiler.cudagraph_mark_step_begin()
+        x, y = self.batch_for(i)
+        self.opt.zero_grad(set_to_none=True)
+        loss = self.loss_of(x, y)
+        loss.backward()
+        self.opt.step()
+        return loss
+
+    # --- handgraph: the standard whole-iteration recipe (static inputs, side-stream
+    #     warmup, capturable AdamW captured with forward and backward)
+    def setup_handgraph(self):
+        self.setup(mode="handgraph")
+        x0, y0 = self.batch_for(-1)
+        self.static_x = x0.clone()
+        self.static_y = y0.clone() if y0 is not None else None
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                self.opt.zero_grad(set_to_none=True)
+                loss = self.loss_of(self.static_x, self.static_y)
+                loss.backward()
+                self.opt.step()
+        torch.cuda.current_stream().wait_stream(s)
+        self.graph = torch.cuda.CUDAGraph()
+        self.opt.zero_grad(set_to_none=True)
+        with torch.cuda.graph(self.graph):
+            self.static_loss = self.loss_of(self.static_x, self.static_y)
+            self.static_loss.backward()
+            self.opt.step()
+
+    def step_handgraph(self, i):
+        self.fill_batch(self.static_x, self.static_y)
+        self.graph.replay()
+        return self.static_loss
+
+
+class MLPItem(ClassifierWorkload):
+    syncs = True
+    item = True
+
+
+class GPTWorkload(ClassifierWorkload):
+    batch, seq, vocab = 8, 64, 512
+
+    def setup(self, mode="eager"):
+        self.model = GPT(vocab=self.vocab, seq=self.seq, d=128, heads=4, layers=4, p=0.1).to(self.dev)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=3e-4, weight_decay=0.01,
+                                     foreach=True, capturable=(mode == "handgraph"))
+        self.fwd = self.model
+
+    def batch_for(self, i):
+        tok = torch.randint(0, self.vocab, (self.batch, self.seq + 1), device=self.dev, generator=self.gen)
+        return tok, None
+
+    def fill_batch(self, tok, _):
+        tok.random_(0, self.vocab, generator=self.gen)
+
+    def loss_of(self, tok, _):
+        logits = self.fwd(tok[:, :-1])
+        return F.cross_entropy(logits.reshape(-1, self.vocab), tok[:, 1:].reshape(-1))
+
+
+class AMPWorkload(ClassifierWorkload):
+    """MLP under autocast(float16) with a GradScaler: the inf check syncs every step,
+    scaler.update() changes the scale, and steps with inf/nan grads skip the optimizer."""
+
+    syncs = True
+
+    def setup(self, mode="eager"):
+        super().setup()
+        try:
+            self.scaler = torch.amp.GradScaler("cuda", init_scale=2.0 ** 16, growth_interval=20)
+        except (AttributeError, TypeError):
+            self.scaler = torch.cuda.amp.GradScaler(init_scale=2.0 ** 16, growth_interval=20)
+        self.scale_changes = 0
+
+    def step(self, i):
+        x, y = self.batch_for(i)
+        self.opt.zero_grad(set_to_none=False)
+        with torch.autocast(device_type="cuda", dtype=torch.float16):
+            loss = F.cross_entropy(self.model(x), y)
+        self.scaler.scale(loss).backward()
+        self.scaler.step(self.opt)   # syncs: found_inf .item()
+        self.scaler.update()
+        return loss.float()
+
+
+class SideStreamWorkload(ClassifierWorkload):
+    """Each step copies a pinned CPU batch to the GPU and normalises it on a side stream;
+    the main stream joins with wait_stream and the tensors are record_stream()ed.
+    Backward runs on the autograd engine's device thread (the default)."""
+
+    nbatches = 16
+
+    def setup(self, mode="eager"):
+        super().setup()
+        g = torch.Generator().manual_seed(4321)
+        self.xs = torch.randn(self.nbatches, self.batch, self.din, generator=g).pin_memory()
+        self.ys = torch.randint(0, self.nout, (self.nbatches, self.batch), generator=g).pin_memory()
+        self.side = torch.cuda.Stream()
+
+    def step(self, i):
+        main = torch.cuda.current_stream()
+        self.side.wait_stream(main)
+        with torch.cuda.stream(self.side):
+            xr = self.xs[i % self.nbatches].to(self.dev, non_blocking=True)
+            y = self.ys[i % self.nbatches].to(self.dev, non_blocking=True)
+            x = (xr - xr.mean(dim=0, keepdim=True)) / (xr.std(dim=0, keepdim=True) + 1e-5)
+        main.wait_stream(self.side)
+        for t in (xr, x, y):
+            t.record_stream(main)
+        self.opt.zero_grad(set_to_none=False)
+        loss = F.cross_entropy(self.model(x), y)
+        loss.backward()
+        self.opt.step()
+        return loss
+
+
+class LastBatchWorkload(ClassifierWorkload):
+    """Epochs over a pinned CPU dataset whose last batch is smaller (a shape change),
+    copied with non_blocking=True every step; an eval pass (model.eval(), no_grad) every
+    eval_every steps."""
+
+    nsamples = 1000     # 15 batches of 64 and one of 40
+    eval_every = 25
+    neval = 256
+
+    def setup(self, mode="eager"):
+        self.model = MLP(self.din, self.hidden, self.nout, layers=4, dropout=0.1).to(self.dev)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
+        g = torch.Generator().manual_seed(987)
+        self.X = torch.randn(self.nsamples, self.din, generator=g).pin_memory()
+        self.Y = torch.randint(0, self.nout, (self.nsamples,), generator=g).pin_memory()
+        self.Xe = torch.randn(self.neval, self.din, device=self.dev, generator=self.gen)
+        self.Ye = torch.randint(0, self.nout, (self.neval,), device=self.dev, generator=self.gen)
+        nb = (self.nsamples + self.batch - 1) // self.batch
+        self.bounds = [(k * self.batch, min(self.nsamples, (k + 1) * self.batch)) for k in range(nb)]
+        self.eval_buf = torch.zeros(self.steps // self.eval_every + 1, dtype=torch.float32, device=self.dev)
+        self.eval_steps = []
+
+    def step(self, i):
+        lo, hi = self.bounds[i % len(self.bounds)]
+        x = self.X[lo:hi].to(self.dev, non_blocking=True)
+        y = self.Y[lo:hi].to(self.dev, non_blocking=True)
+        self.opt.zero_grad(set_to_none=False)
+        loss = F.cross_entropy(self.model(x), y)
+        loss.backward()
+        self.opt.step()
+        if (i + 1) % self.eval_every == 0:
+            self.model.eval()
+            with torch.no_grad():
+                el = F.cross_entropy(self.model(self.Xe), self.Ye)
+                self.eval_buf[len(self.eval_steps)].copy_(el)
+            self.eval_steps.append(i)
+            self.model.train()
+        return loss
+
+    def loss_lines(self):
+        if self.eval_steps:
+            ev = tensor_hexes(self.eval_buf[:len(self.eval_steps)])
+            for s, h in zip(self.eval_steps, ev):
+                self.extra[s] = "eval=" + h
+        return super().loss_lines()
+
+
+class PartGraphWorkload(ClassifierWorkload):
+    """A frozen feature extractor whose forward the program itself captures with
+    torch.cuda.graph and replays every step; the trainable head runs eagerly."""
+
+    feat = 512
+
+    def setup(self, mode="eager"):
+        self.encoder = nn.Sequential(nn.Linear(self.din, self.feat), nn.GELU(),
+                                     nn.Linear(self.feat, self.feat), nn.GELU()).to(self.dev)
+        self.encoder.requires_grad_(False)
+        self.encoder.eval()
+        self.model = MLP(self.feat, self.hidden, self.nout, layers=3).to(self.dev)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
+        self.static_in = torch.zeros(self.batch, self.din, device=self.dev)
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s), torch.no_grad():
+            for _ in range(3):
+                self.encoder(self.static_in)
+        torch.cuda.current_stream().wait_stream(s)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.no_grad(), torch.cuda.graph(self.graph):
+            self.static_feat = self.encoder(self.static_in)
+
+    def step(self, i):
+        x, y = self.batch_for(i)
+        self.static_in.copy_(x)
+        self.graph.replay()
+        self.opt.zero_grad(set_to_none=False)
+        loss = F.cross_entropy(self.model(self.static_feat), y)
+        loss.backward()
+        self.opt.step()
+        return loss
+
+
+class GemmWorkload(ClassifierWorkload):
+    """GPU-bound: two 4096x4096 bf16 layers on a 4096-row batch; 6 large GEMMs a step."""
+
+    n = 4096
+
+    def setup(self, mode="eager"):
+        self.model = nn.Sequential(nn.Linear(self.n, self.n, bias=False), nn.ReLU(),
+                                   nn.Linear(self.n, self.n, bias=False)).to(self.dev, torch.bfloat16)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=1e-3, foreach=True)
+        self.fwd = self.model
+
+    def batch_for(self, i):
+        return torch.randn(self.n, self.n, device=self.dev, dtype=torch.bfloat16, generator=self.gen), None
+
+    def loss_of(self, x, _):
+        return self.fwd(x).float().pow(2).mean()
+
+
+WORKLOADS = {
+    "mlp": ClassifierWorkload,
+    "mlp_item": MLPItem,
+    "gpt": GPTWorkload,
+    "amp": AMPWorkload,
+    "sidestream": SideStreamWorkload,
+    "lastbatch": LastBatchWorkload,
+    "partgraph": PartGraphWorkload,
+    "gemm": GemmWorkload,
+}
+
+
+# --------------------------------------------------------------------------- profiling
+
+DEVICE_CATS = {"kernel": "kernels", "gpu_memset": "memsets", "gpu_memcpy": "memcpys"}
+
+
+def count_trace(path):
+    """Counts device events in a Kineto chrome trace by category."""
+    with open(path) as f:
+        trace = json.load(f)
+    events = trace.get("traceEvents", []) if isinstance(trace, dict) else trace
+    counts = {v: 0 for v in DEVICE_CATS.values()}
+    names = {}
+    for e in events:
+        if not isinstance(e, dict) or e.get("ph") != "X":
+            continue
+        cat = str(e.get("cat", "")).lower()
+        key = DEVICE_CATS.get(cat)
+        if key:
+            counts[key] += 1
+            if key == "kernels":
+                n = str(e.get("name", "?"))[:80]
+                names[n] = names.get(n, 0) + 1
+    return counts, names
+
+
+def run_profiled(w, step_fn, first, count, out_path):
+    from torch.profiler import ProfilerActivity, profile
+    torch.cuda.synchronize()  # nothing from earlier steps may land in the profile
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for i in range(first, first + count):
+            w.record_loss(i, step_fn(i))
+        torch.cuda.synchronize()
+    trace_path = out_path + ".trace.json"
+    prof.export_chrome_trace(trace_path)
+    counts, names = count_trace(trace_path)
+    res = {"case": w.args.case, "mode": w.args.mode, "profiled_steps": count, "first_step": first,
+           "totals": counts, "per_step": {k: v / count for k, v in counts.items()},
+           "kernels_by_name_per_step": {k: v / count for k, v in sorted(names.items(), key=lambda kv: -kv[1])},
+           "trace": trace_path}
+    if counts["kernels"] == 0:
+        res["warning"] = "no 'kernel' events in the trace: categories differ from expectation?"
+    if not w.args.keep_trace:
+        try:
+            os.remove(trace_path)
+            res["trace"] = None
+        except OSError:
+            pass
+    with open(out_path, "w") as f:
+        json.dump(res, f, indent=1)
+    return res
+
+
+# --------------------------------------------------------------------------- main
+
+def device_used():
+    free, total = torch.cuda.mem_get_info()
+    return total - free
+
+
+def main():
+    ap = argparse.ArgumentParser(description="graft GPU-tier PyTorch workloads")
+    ap.add_argument("case", choices=CASES + ["list"])
+    ap.add_argument("--steps", type=int, default=300, help="total steps (warmup included)")
+    ap.add_argument("--warmup", type=int, default=None, help="untimed steps (default min(30, steps/3))")
+    ap.add_argument("--mode", default="eager", choices=["eager", "handgraph", "compile"])
+    ap.add_argument("--losses", default=None)
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--profile-json", default=None)
+    ap.add_argument("--profile-steps", type=int, default=5)
+    ap.add_argument("--keep-trace", action="store_true")
+    args = ap.parse_args()
+
+    if args.case == "list":
+        print(" ".join(CASES))
+        return 0
+    if args.warmup is None:
+        args.warmup = min(30, args.steps // 3)
+    if args.steps < 1 or args.warmup < 0 or args.warmup >= args.steps:
+        ap.error("need steps >= 1 and 0 <= warmup < steps (steps=%d warmup=%d)" % (args.steps, args.warmup))
+    if args.mode == "handgraph" and args.case not in HANDGRAPH_CASES:
+        ap.error("--mode handgraph is implemented for %s only" % (HANDGRAPH_CASES,))
+    if args.mode == "compile" and args.case not in COMPILE_CASES:
+        ap.error("--mode compile is implemented for %s only" % (COMPILE_CASES,))
+    if args.profile_json and args.warmup + args.profile_steps > args.steps:
+        ap.error("--profile-steps %d does not fit after %d warmup steps in %d steps" % (
+            args.profile_steps, args.warmup, args.steps))
+
+    global torch, nn, F
+    try:
+        import torch as _torch
+        import torch.nn as _nn
+        import torch.nn.functional as _F
+    except Exception as e:  # ImportError, or a broken install
+        print("workloads: skipped: torch not available (%s)" % (str(e).splitlines()[0] if str(e) else type(e).__name__))
+        return 77
+    torch, nn, F = _torch, _nn, _F
+    if not torch.cuda.is_available():
+        print("workloads: skipped: no CUDA device visible to torch %s" % torch.__version__)
+        return 77
+    build_models()
+
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.manual_seed(0)
+    torch.cuda.manual_seed_all(0)
+    dev = torch.device(DEVICE, 0)
+    torch.zeros(1, device=dev)  # create the context
+    torch.cuda.synchronize()
+    used_init = device_used()
+
+    w = WORKLOADS[args.case](args, dev)
+    t_setup = time.perf_counter()
+    if args.mode == "eager":
+        w.setup()
+        step_fn = w.step
+    elif args.mode == "handgraph":
+        w.setup_handgraph()
+        step_fn = w.step_handgraph
+    else:
+        w.setup_compile()
+        step_fn = w.step_compile
+    torch.cuda.synchronize()
+    setup_s = time.perf_counter() - t_setup
+    torch.cuda.reset_peak_memory_stats()
+
+    def run_step(i):
+        w.record_loss(i, step_fn(i))
+
+    # warmup (includes torch.compile's compilation and graft's recording)
+    t0 = time.perf_counter()
+    for i in range(args.warmup):
+        run_step(i)
+    torch.cuda.synchronize()
+    warmup_s = time.perf_counter() - t0
+    used_peak = device_used()
+
+    first = args.warmup
+    prof = None
+    if args.profile_json:
+        prof = run_profiled(w, step_fn, first, args.profile_steps, args.profile_json)
+        first += args.profile_steps
+
+    n_timed = args.steps - first
+    step_ms = []
+    ev0 = torch.cuda.Event(enable_timing=True)
+    ev1 = torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    ev0.record()
+    tw0 = time.perf_counter()
+    for i in range(first, args.steps):
+        ts = time.perf_counter()
+        run_step(i)
+        step_ms.append((time.perf_counter() - ts) * 1e3)
+    ev1.record()
+    torch.cuda.synchronize()
+    tw1 = time.perf_counter()
+    used_peak = max(used_peak, device_used())
+
+    wall_ms = (tw1 - tw0) * 1e3 / n_timed if n_timed else None
+    event_ms = ev0.elapsed_time(ev1) / n_timed if n_timed else None
+    if n_timed and w.syncs:
+        s = sorted(step_ms)
+        median = s[len(s) // 2] if len(s) % 2 else 0.5 * (s[len(s) // 2 - 1] + s[len(s) // 2])
+    else:
+        median = wall_ms  # no per-step sync: whole timed region / steps
+
+    lines = w.loss_lines()
+    w.finish()
+    if args.losses:
+        with open(args.losses, "w") as f:
+            f.write("\n".join(lines) + ("\n" if lines else ""))
+
+    res = {
+        "case": args.case, "mode": args.mode, "steps": args.steps, "warmup": args.warmup,
+        "timed_steps": n_timed, "syncs_every_step": w.syncs,
+        "ms_per_step_median": median,
+        "ms_per_step_wall": wall_ms,
+        "ms_per_step_event": event_ms,
+        "warmup_s": warmup_s, "setup_s": setup_s,
+        "peak_mem_bytes": torch.cuda.max_memory_allocated(),
+        "peak_reserved_bytes": torch.cuda.max_memory_reserved(),
+        "device_used_init_bytes": used_init,
+        "device_used_peak_bytes": used_peak,
+        "loss_first_hex": lines[0].split()[0] if lines else None,
+        "loss_final_hex": lines[-1].split()[0] if lines else None,
+        "torch": torch.__version__,
+        "device_name": torch.cuda.get_device_name(0),
+        "graft_preloaded": "libgraft" in os.environ.get("LD_PRELOAD", ""),
+        "graft_mode": os.environ.get("GRAFT_MODE"),
+    }
+    if args.mode == "compile":
+        res["compile_changes"] = COMPILE_CHANGES
+    if prof is not None:
+        res["profile"] = {k: prof[k] for k in ("per_step", "profiled_steps", "first_step")}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=1)
+    print("workloads: case=%s mode=%s steps=%d warmup=%d ms/step=%s (wall %s, event %s) warmup=%.2fs "
+          "peak=%.1fMiB device=%.1fMiB loss[-1]=%s" % (
+              args.case, args.mode, args.steps, args.warmup,
+              "%.3f" % median if median is not None else "-",
+              "%.3f" % wall_ms if wall_ms is not None else "-",
+              "%.3f" % event_ms if event_ms is not None else "-",
+              warmup_s, res["peak_mem_bytes"] / 2 ** 20, used_peak / 2 ** 20, res["loss_final_hex"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
