@@ -179,7 +179,7 @@ class ClassifierWorkload(Workload):
     batch, din, hidden, nout = 64, 256, 512, 10
 
     def setup(self, mode="eager"):
-        self.model = MLP(self.din, self.hidden, self.nout, layers=4).to(self.dev)
+        self.model = MLP(self.din, self.hidden, self.nout, layers=8).to(self.dev)
         capturable = mode == "handgraph"
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01,
                                      foreach=True, capturable=capturable)
