@@ -181,7 +181,7 @@ void Engine::afterHeldGrew() {
   if (!done || longerAlive) return;
   num_candidates_ = 0;
   launchHeld(done, 0, n);
-  held_.clear();
+  heldCleared();
 }
 
 bool Engine::matchesAt(Segment* s, size_t begin, EventInstances& events) {
@@ -238,7 +238,7 @@ void Engine::resolveHeld(EagerCause cause, const OpDesc* trigger) {
       ++i;
     }
   }
-  held_.clear();
+  heldCleared();
 }
 
 void Engine::launchHeld(Segment* s, size_t begin, size_t length) {
@@ -311,15 +311,29 @@ void Engine::query(StreamKey stream, uint64_t event, uint64_t queryHash) {
   pushBoundaryToken(hashCombine(queryHash, kBoundarySalt));
 }
 
-void Engine::releaseHandle(StreamKey stream, uint64_t event) {
-  if (held_.empty()) return;
+void Engine::releaseStream(StreamKey stream) {
   for (size_t k = 0; k < held_.size(); ++k) {
-    const OpDesc op = held_.view(k);
-    if ((stream && op.stream == stream) || (event && op.event == event)) {
+    if (held_.view(k).stream == stream) {
       resolveHeld(EagerCause::SyncInSegment, nullptr);
       return;
     }
   }
+}
+
+bool Engine::deferEventDestroy(uint64_t event) {
+  for (size_t k = 0; k < held_.size(); ++k) {
+    if (held_.view(k).event == event) {
+      deferred_event_destroys_.push_back(event);
+      return true;
+    }
+  }
+  return false;
+}
+
+void Engine::heldCleared() {
+  held_.clear();
+  for (uint64_t e : deferred_event_destroys_) executor_.destroyEvent(e);
+  deferred_event_destroys_.clear();
 }
 
 void Engine::programCaptureBegin() {

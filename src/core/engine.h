@@ -85,8 +85,12 @@ class Engine {
   void hostBarrier(uint64_t barrierHash);
   // A stream (event == 0) or event query. Flushes held work it could observe.
   void query(StreamKey stream, uint64_t event, uint64_t queryHash);
-  // A stream or event handle is about to be destroyed: nothing held may use it.
-  void releaseHandle(StreamKey stream, uint64_t event);
+  // A stream is about to be destroyed: nothing held may use it.
+  void releaseStream(StreamKey stream);
+  // The program destroys an event. If held ops use it, its destruction is
+  // deferred until they have been issued (returns true: the caller must not
+  // destroy it now); CUDA allows destroying an event with pending work.
+  bool deferEventDestroy(uint64_t event);
   // The program begins/ends its own stream capture: graft steps aside.
   void programCaptureBegin();
   void programCaptureEnd();
@@ -117,6 +121,7 @@ class Engine {
   Segment* longestCompleteMatch(size_t begin, size_t end);
   bool matchesAt(Segment* segment, size_t begin, EventInstances& events);
   void launchHeld(Segment* segment, size_t begin, size_t length);
+  void heldCleared();
   void issueHeldEagerly(const OpDesc& op, EagerCause cause);
   void recordEagerOp(const OpDesc& op, bool boundary);
   void pushBoundaryToken(uint64_t hash);
@@ -147,6 +152,7 @@ class Engine {
   Mismatch last_mismatch_;
   std::vector<OpDesc> views_;
   std::vector<uint32_t> patch_;
+  std::vector<uint64_t> deferred_event_destroys_;
 
   EagerCause pending_cause_ = EagerCause::NotCaptured;
   bool pending_boundary_ = false;

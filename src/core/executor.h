@@ -47,6 +47,10 @@ class Executor {
 
   virtual void destroy(GraphHandle* graph) = 0;
 
+  // Destroys a program event whose destruction the engine deferred until the
+  // held ops using it were issued.
+  virtual void destroyEvent(uint64_t event) = 0;
+
   // For the fallback log only (may allocate): a short description of an op
   // ("kernel sgd_update") and of how two ops differ ("grid 128→96").
   virtual std::string describe(const OpDesc& op) = 0;

@@ -421,6 +421,10 @@ void GraphExecutor::destroy(GraphHandle* g) {
   destroyHandle(g);
 }
 
+void GraphExecutor::destroyEvent(uint64_t event) {
+  real<ApiId::k_cuEventDestroy_4000>()(reinterpret_cast<CUevent>(event));
+}
+
 std::string GraphExecutor::describe(const OpDesc& op) { return describeOp(op, kernels_); }
 
 std::string GraphExecutor::describeDifference(const OpDesc& e, const OpDesc& a) {

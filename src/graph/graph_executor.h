@@ -34,6 +34,7 @@ class GraphExecutor final : public core::Executor {
   int launch(core::GraphHandle* graph, std::span<const core::OpDesc> ops,
              std::span<const uint32_t> patch, std::string* whyNot) override;
   void destroy(core::GraphHandle* graph) override;
+  void destroyEvent(uint64_t event) override;
   std::string describe(const core::OpDesc& op) override;
   std::string describeDifference(const core::OpDesc& expected, const core::OpDesc& actual) override;
 

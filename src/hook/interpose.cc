@@ -295,12 +295,15 @@ CUresult dispatch(Real realFn, A... a) {
       }
       return realFn(a...);
     } else if constexpr (info.klass == ApiClass::Lifecycle) {
+      const CUstream s = firstOf<CUstream>(a...);
+      const CUevent e = firstOf<CUevent>(a...);
       {
         auto lock = rt.engine().lock();
-        const CUstream s = firstOf<CUstream>(a...);
-        rt.engine().releaseHandle(s ? streamKey(s, PT) : 0,
-                                  reinterpret_cast<uint64_t>(firstOf<CUevent>(a...)));
-        if (s) rt.executor().forgetStream(s);
+        if (e && rt.engine().deferEventDestroy(reinterpret_cast<uint64_t>(e))) return CUDA_SUCCESS;
+        if (s) {
+          rt.engine().releaseStream(streamKey(s, PT));
+          rt.executor().forgetStream(s);
+        }
       }
       return realFn(a...);
     } else {

@@ -39,7 +39,7 @@ def main():
                     help="start no new case after this many seconds (0: no limit)")
     ap.add_argument("--graft-env", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--no-log-file", action="store_true",
-                    help="do not set GRAFT_LOG_FILE per case (default: OUT/CASE.graft.log unless set)")
+                    help="do not set GRAFT_LOG_FILE per case (default: OUT/CASE.graftlog.txt unless set)")
     args = ap.parse_args()
 
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
@@ -73,7 +73,7 @@ def main():
         spath = os.path.join(out, case + ".graft.stats.json")
         extra = list(args.graft_env)
         if not args.no_log_file and "GRAFT_LOG_FILE" not in os.environ:
-            extra.append("GRAFT_LOG_FILE=" + os.path.join(out, case + ".graft.log"))
+            extra.append("GRAFT_LOG_FILE=" + os.path.join(out, case + ".graftlog.txt"))
         genv = H.graft_env(libgraft, "graph", spath, extra)
         graft = H.run_workload(case, "eager", args.steps, out, case + ".graft", genv, args.timeout,
                                warmup=args.warmup, stats_path=spath)

@@ -273,6 +273,42 @@ TEST(Engine, QueriesOfHeldWorkFlushIt) {
   h.expectEquivalent();
 }
 
+TEST(Engine, DestroyingAnEventUsedByHeldOpsIsDeferredUntilTheyAreIssued) {
+  // The side-stream pattern: a fresh event per iteration, destroyed right after
+  // the wait, while graft still holds the record and the wait.
+  Harness h;
+  size_t deferred = 0;
+  for (int it = 0; it < 20; ++it) {
+    const uint64_t e = 0xe000 + it;
+    iteration(h, 6, 1);
+    h.op(TestOp{OpKind::EventRecord, 0x100, 1, 0, e});
+    h.op(TestOp{OpKind::EventWait, 0x200, 2, 0, e});
+    {
+      auto lock = h.engine.lock();
+      if (h.engine.deferEventDestroy(e)) {
+        ++deferred;
+      } else {
+        h.exec.destroyedEvents.push_back(e);  // destroyed now, as the program asked
+        h.exec.destroyedWhileTraceSize.push_back(h.exec.trace.size());
+      }
+    }
+    for (int k = 0; k < 6; ++k) h.op(TestOp{OpKind::Kernel, 0x200, 3000u + k, 3});
+    h.sync();
+  }
+  h.expectEquivalent();
+  EXPECT_GT(deferred, 5u);  // replay held them
+  EXPECT_GE(h.engine.stats().replays, 15u);
+  EXPECT_EQ(h.engine.stats().eagerByCause[size_t(EagerCause::SyncInSegment)], 0u);
+  // Every event was destroyed, each only after its record and wait executed.
+  ASSERT_EQ(h.exec.destroyedEvents.size(), 20u);
+  for (size_t n = 0; n < h.exec.destroyedEvents.size(); ++n) {
+    const uint64_t e = h.exec.destroyedEvents[n];
+    int seen = 0;
+    for (size_t k = 0; k < h.exec.destroyedWhileTraceSize[n]; ++k) seen += h.exec.trace[k].event == e;
+    EXPECT_EQ(seen, 2) << "event " << e << " destroyed before its record and wait ran";
+  }
+}
+
 TEST(Engine, ProgramCaptureMakesGraftStepAside) {
   Harness h;
   for (int it = 0; it < 10; ++it) {

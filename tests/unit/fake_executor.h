@@ -90,6 +90,13 @@ class FakeExecutor : public core::Executor {
     return 0;
   }
   void destroy(core::GraphHandle* g) override { delete g; }
+  std::vector<uint64_t> destroyedEvents;
+  void destroyEvent(uint64_t e) override {
+    // An event must not be destroyed while a held op still uses it.
+    destroyedEvents.push_back(e);
+    destroyedWhileTraceSize.push_back(trace.size());
+  }
+  std::vector<size_t> destroyedWhileTraceSize;
   std::string describe(const OpDesc& op) override { return "op " + std::to_string(op.shapeHash); }
   std::string describeDifference(const OpDesc&, const OpDesc&) override { return "differs"; }
 
