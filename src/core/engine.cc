@@ -82,6 +82,7 @@ Decision Engine::submit(const OpDesc& op) {
     start_ = std::chrono::steady_clock::now();
   }
   ++stats_.opsTotal;
+  ++submissions_;
   countStream(op.stream);
   if (!config_.replay || capture_depth_ > 0) {
     pending_cause_ = capture_depth_ > 0 ? EagerCause::ProgramCapture : EagerCause::NotCaptured;
@@ -352,6 +353,20 @@ void Engine::flushAll() {
   if (!held_.empty()) resolveHeld(EagerCause::SyncInSegment, nullptr);
 }
 
+bool Engine::flushIfIdle() {
+  if (held_.empty()) {
+    idle_seen_submissions_ = ~uint64_t(0);
+    return false;
+  }
+  if (idle_seen_submissions_ != submissions_) {
+    idle_seen_submissions_ = submissions_;
+    return false;
+  }
+  resolveHeld(EagerCause::IdleFlush, nullptr);
+  idle_seen_submissions_ = ~uint64_t(0);
+  return true;
+}
+
 void Engine::stopReplay() {
   flushAll();
   config_.replay = false;
@@ -555,6 +570,8 @@ void Engine::logFallback(Segment* s, size_t index, EagerCause cause, const OpDes
     what = "the host synchronized";
   } else if (cause == EagerCause::QueryInSegment) {
     what = "the host queried held work";
+  } else if (cause == EagerCause::IdleFlush) {
+    what = "the program issued nothing for GRAFT_IDLE_FLUSH_MS";
   }
   GRAFT_INFO("fallback: segment #{} ({} ops) at op {}: {}{}{}; {} held ops issued eagerly", s->id,
              s->length(), index, toString(cause), what.empty() ? "" : ": ", what, heldCount);

@@ -97,6 +97,10 @@ class Engine {
   bool programCaptureActive() const { return capture_depth_ > 0; }
   // Issues everything held (at exit, or before graft stops replaying).
   void flushAll();
+  // For a watchdog called periodically: issues what is held if no op has been
+  // submitted since the previous call that saw the same held work. Returns
+  // true when it flushed.
+  bool flushIfIdle();
   // Stops replaying for good (e.g. graft can no longer see every op): issues
   // everything held; from now on every op is issued eagerly and only counted.
   void stopReplay();
@@ -154,6 +158,8 @@ class Engine {
   std::vector<uint32_t> patch_;
   std::vector<uint64_t> deferred_event_destroys_;
 
+  uint64_t submissions_ = 0;
+  uint64_t idle_seen_submissions_ = ~uint64_t(0);
   EagerCause pending_cause_ = EagerCause::NotCaptured;
   bool pending_boundary_ = false;
   int capture_depth_ = 0;

@@ -50,6 +50,7 @@ inline bool isGraphable(OpKind k) { return k != OpKind::Boundary; }
   X(OtherStreamOrdered, "unmodelled_stream_op")                                 \
   X(ProgramCapture, "program_capture_active")                                   \
   X(LaunchFailed, "graph_launch_failed")                                        \
+  X(IdleFlush, "idle_flush")                   /* the program went quiet */     \
   X(VariantLimit, "variant_limit")                                              \
   X(Disabled, "segment_disabled")
 

@@ -126,7 +126,11 @@ bool GraphExecutor::isBlocking(core::StreamKey key) {
 }
 
 int GraphExecutor::issue(const OpDesc& op) {
-  ContextScope scope(contextOf(op));
+  // Event ops carry no context; another thread (the idle flush) may have none
+  // current, so use the last context graft saw.
+  CUcontext ctx = contextOf(op);
+  if (ctx) last_ctx_ = ctx;
+  ContextScope scope(ctx ? ctx : last_ctx_);
   return int(issueOp(op, asStream(op.stream), kernels_, params_));
 }
 
@@ -142,6 +146,8 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
     }
     ctx = c;
   }
+  if (ctx) last_ctx_ = ctx;
+  ctx = ctx ? ctx : last_ctx_;
   ContextScope scope(ctx);
   ContextPool& pool = pools_[ctx];
 
@@ -334,7 +340,7 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
 
 int GraphExecutor::launch(GraphHandle* g, std::span<const OpDesc> ops,
                           std::span<const uint32_t> patch, std::string* why) {
-  ContextScope scope(g->ctx);
+  ContextScope scope(g->ctx ? g->ctx : last_ctx_);
   CUresult r = CUDA_SUCCESS;
   for (uint32_t k : patch) {
     const OpDesc& op = ops[k];

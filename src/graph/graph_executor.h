@@ -55,6 +55,7 @@ class GraphExecutor final : public core::Executor {
   std::unordered_map<CUcontext, ContextPool> pools_;
   std::unordered_map<uint64_t, bool> blocking_;
   std::vector<void*> params_;
+  CUcontext last_ctx_ = nullptr;
 };
 
 }  // namespace graft::graph

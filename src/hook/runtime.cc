@@ -3,8 +3,10 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <mutex>
+#include <thread>
 
 #include "log/log.h"
 #include "log/report.h"
@@ -41,6 +43,18 @@ void onExit() {
   Runtime::get().writeExitReport();
 }
 
+// Issues held ops when the program has gone quiet (GRAFT_IDLE_FLUSH_MS), so a
+// host waiting for the GPU without any CUDA call still sees its work run.
+void idleFlushLoop(Runtime* rt, long long periodMs) {
+  t_inGraft = true;
+  for (;;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(periodMs));
+    auto lock = rt->engine().lock();
+    if (rt->exiting()) return;
+    rt->engine().flushIfIdle();
+  }
+}
+
 }  // namespace
 
 // dlsym resolved past graft (interpose.cc).
@@ -68,6 +82,8 @@ void Runtime::ensureStarted(void* hint) {
     if (missing) GRAFT_DEBUG("{} driver functions of graft's table are not in this driver", missing);
     instance_ = new Runtime();  // lives until process exit
     std::atexit(onExit);
+    if (options().mode == config::Mode::Graph && options().idleFlushMs > 0)
+      std::thread(idleFlushLoop, instance_, options().idleFlushMs).detach();
     active_.store(true, std::memory_order_release);
     t_inGraft = false;
   });
@@ -103,6 +119,7 @@ void Runtime::writeExitReport() {
   {
     auto lock = engine_->lock();
     engine_->flushAll();
+    exiting_ = true;  // the idle-flush thread stops touching the driver
     s = engine_->stats();
   }
   log::Report r;

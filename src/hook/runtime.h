@@ -57,6 +57,8 @@ class Runtime {
   static PFN_cuGetProcAddress_v12000 realGetProcAddress();
 
   void writeExitReport();
+  // Set (under the engine lock) once the exit report is written.
+  bool exiting() const { return exiting_; }
 
  private:
   Runtime();
@@ -71,6 +73,7 @@ class Runtime {
   std::unique_ptr<core::Engine> engine_;
   std::atomic<uint64_t> class_counts_[size_t(ApiClass::Count)] = {};
   std::atomic<bool> unwrapped_noted_{false};
+  bool exiting_ = false;
 };
 
 // Set while graft itself is running on this thread: its own driver calls (and

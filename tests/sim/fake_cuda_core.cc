@@ -10,6 +10,8 @@
 //    does not change the schedule.
 //  - Every executed effect is appended to the trace at the moment it executes.
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -260,6 +262,21 @@ void parseEnvLocked() {
   if (const char* s = std::getenv("SIM_SEED")) st.rng.seed(std::strtoull(s, nullptr, 0));
   if (const char* s = std::getenv("SIM_STEPS")) st.maxSteps = static_cast<unsigned>(std::atoi(s));
   if (const char* s = std::getenv("SIM_FAIL")) parseFailSpec(s);
+  // SIM_ASYNC_US=N: a "GPU" thread also makes progress every N microseconds,
+  // so work runs even while the host makes no driver call (not deterministic).
+  if (const char* s = std::getenv("SIM_ASYNC_US")) {
+    const unsigned us = static_cast<unsigned>(std::atoi(s));
+    if (us) {
+      std::thread([us] {
+        for (;;) {
+          std::this_thread::sleep_for(std::chrono::microseconds(us));
+          Lock lk(state().mutex);
+          while (step(lk)) {
+          }
+        }
+      }).detach();
+    }
+  }
 }
 
 ApiGuard::ApiGuard(const char* api, unsigned flags) {
