@@ -324,17 +324,30 @@ void Engine::releaseStream(StreamKey stream) {
 bool Engine::deferEventDestroy(uint64_t event) {
   for (size_t k = 0; k < held_.size(); ++k) {
     if (held_.view(k).event == event) {
-      deferred_event_destroys_.push_back(event);
+      deferred_.push_back({false, event, 0});
       return true;
     }
   }
   return false;
 }
 
+bool Engine::deferFree(uint64_t pointer, StreamKey stream) {
+  if (held_.empty()) return false;
+  if (stream == kPerThreadStream) {  // only the calling thread can name that stream
+    resolveHeld(EagerCause::SyncInSegment, nullptr);
+    return false;
+  }
+  deferred_.push_back({true, pointer, stream});
+  return true;
+}
+
 void Engine::heldCleared() {
   held_.clear();
-  for (uint64_t e : deferred_event_destroys_) executor_.destroyEvent(e);
-  deferred_event_destroys_.clear();
+  for (const Deferred& d : deferred_) {
+    if (d.isFree) executor_.freeAsync(d.handle, d.stream);
+    else executor_.destroyEvent(d.handle);
+  }
+  deferred_.clear();
 }
 
 void Engine::programCaptureBegin() {
@@ -393,7 +406,15 @@ void Engine::pushBoundaryToken(uint64_t hash) {
 
 void Engine::feedDetector(uint64_t tokenHash) {
   const uint32_t period = detector_.push(tokenHash);
-  if (period) buildFromPeriod(period);
+  if (!period) return;
+  // Building allocates; running out of memory must not reach the program.
+  try {
+    buildFromPeriod(period);
+  } catch (const std::exception& e) {
+    ++stats_.buildFailures;
+    GRAFT_WARN("building graphs for a period of {} ops failed ({}); those ops stay eager", period,
+               e.what());
+  }
 }
 
 void Engine::buildFromPeriod(uint32_t period) {

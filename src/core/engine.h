@@ -91,6 +91,11 @@ class Engine {
   // deferred until they have been issued (returns true: the caller must not
   // destroy it now); CUDA allows destroying an event with pending work.
   bool deferEventDestroy(uint64_t event);
+  // A stream-ordered free (cuMemFreeAsync) while ops are held: it is issued
+  // right after them, so the memory is never reusable before they ran
+  // (returns true: the caller must not free it now). Allocations need no such
+  // care: issued at once, they come before the held ops, which cannot use them.
+  bool deferFree(uint64_t pointer, StreamKey stream);
   // The program begins/ends its own stream capture: graft steps aside.
   void programCaptureBegin();
   void programCaptureEnd();
@@ -156,7 +161,12 @@ class Engine {
   Mismatch last_mismatch_;
   std::vector<OpDesc> views_;
   std::vector<uint32_t> patch_;
-  std::vector<uint64_t> deferred_event_destroys_;
+  struct Deferred {
+    bool isFree;  // cuMemFreeAsync(handle, stream); else cuEventDestroy(handle)
+    uint64_t handle;
+    StreamKey stream;
+  };
+  std::vector<Deferred> deferred_;
 
   uint64_t submissions_ = 0;
   uint64_t idle_seen_submissions_ = ~uint64_t(0);

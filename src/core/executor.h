@@ -50,6 +50,9 @@ class Executor {
   // Destroys a program event whose destruction the engine deferred until the
   // held ops using it were issued.
   virtual void destroyEvent(uint64_t event) = 0;
+  // Issues a stream-ordered free the engine deferred until the held ops
+  // before it were issued.
+  virtual void freeAsync(uint64_t pointer, StreamKey stream) = 0;
 
   // For the fallback log only (may allocate): a short description of an op
   // ("kernel sgd_update") and of how two ops differ ("grid 128→96").

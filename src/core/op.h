@@ -40,7 +40,6 @@ inline bool isGraphable(OpKind k) { return k != OpKind::Boundary; }
   X(BoundaryInSegment, "boundary_in_segment")                                   \
   X(HostMemoryCopy, "host_memory_copy")                                         \
   X(HostFunc, "host_func")                                                      \
-  X(StreamOrderedAlloc, "stream_ordered_alloc")                                 \
   X(UnknownParams, "param_sizes_unknown")                                       \
   X(EagerKernel, "eager_kernel_prefix")                                         \
   X(PerThreadStream, "per_thread_default_stream")                               \

@@ -431,6 +431,11 @@ void GraphExecutor::destroyEvent(uint64_t event) {
   real<ApiId::k_cuEventDestroy_4000>()(reinterpret_cast<CUevent>(event));
 }
 
+void GraphExecutor::freeAsync(uint64_t pointer, core::StreamKey stream) {
+  ContextScope scope(last_ctx_);
+  real<ApiId::k_cuMemFreeAsync_11020>()(pointer, asStream(stream));
+}
+
 std::string GraphExecutor::describe(const OpDesc& op) { return describeOp(op, kernels_); }
 
 std::string GraphExecutor::describeDifference(const OpDesc& e, const OpDesc& a) {

@@ -35,6 +35,7 @@ class GraphExecutor final : public core::Executor {
              std::span<const uint32_t> patch, std::string* whyNot) override;
   void destroy(core::GraphHandle* graph) override;
   void destroyEvent(uint64_t event) override;
+  void freeAsync(uint64_t pointer, core::StreamKey stream) override;
   std::string describe(const core::OpDesc& op) override;
   std::string describeDifference(const core::OpDesc& expected, const core::OpDesc& actual) override;
 

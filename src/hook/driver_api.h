@@ -28,7 +28,8 @@ static_assert(std::size(kApiClassNames) == size_t(ApiClass::Count));
 enum class Variant : uint8_t { NONE, PTSZ, PTDS };
 
 namespace trait {
-inline constexpr uint8_t NONE = 0, SYNC = 1, ORDERED = 2, BEGIN = 4, END = 8;
+inline constexpr uint8_t NONE = 0, SYNC = 1, ORDERED = 2, BEGIN = 4, END = 8, ASYNC_ALLOC = 16,
+                         ASYNC_FREE = 32;
 }
 
 enum class ApiId : uint16_t {

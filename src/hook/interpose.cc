@@ -70,8 +70,6 @@ constexpr EagerCause boundaryCause(ApiId id) {
       return id == ApiId::k_cuMemcpyHtoDAsync_3020 || id == ApiId::k_cuMemcpyDtoHAsync_3020
                  ? EagerCause::HostMemoryCopy
                  : EagerCause::UnsupportedCopy;
-    case ApiClass::Alloc:
-    case ApiClass::Free: return EagerCause::StreamOrderedAlloc;
     case ApiClass::HostFunc: return EagerCause::HostFunc;
     case ApiClass::GraphLaunch: return EagerCause::ProgramGraph;
     default: return EagerCause::OtherStreamOrdered;
@@ -260,6 +258,14 @@ CUresult dispatch(Real realFn, A... a) {
     rt.countClass(info.klass);
     if constexpr (info.traits & trait::ORDERED) {
       return submitOp<Id, PT>(rt, realFn, a...);
+    } else if constexpr (info.traits & trait::ASYNC_FREE) {
+      {
+        auto lock = rt.engine().lock();
+        if (rt.engine().deferFree(uint64_t(firstOf<CUdeviceptr>(a...)),
+                                  streamKey(firstOf<CUstream>(a...), PT)))
+          return CUDA_SUCCESS;
+      }
+      return realFn(a...);
     } else if constexpr (info.traits & trait::BEGIN) {
       {
         auto lock = rt.engine().lock();

@@ -309,6 +309,29 @@ TEST(Engine, DestroyingAnEventUsedByHeldOpsIsDeferredUntilTheyAreIssued) {
   }
 }
 
+TEST(Engine, AStreamOrderedFreeWaitsForTheHeldOpsBeforeIt) {
+  Harness h;
+  size_t deferred = 0;
+  for (int it = 0; it < 20; ++it) {
+    iteration(h, 10, 1);
+    const uint64_t pointer = 0x7000 + it;
+    const size_t issuedBefore = h.issued.size();
+    {
+      auto lock = h.engine.lock();
+      if (h.engine.deferFree(pointer, 0x100)) ++deferred;
+      else h.exec.freed.emplace_back(pointer, h.exec.trace.size());
+    }
+    iteration(h, 10, 1, 5000);
+    h.sync();
+    // The free ran after every op issued before it.
+    ASSERT_EQ(h.exec.freed.back().first, pointer);
+    EXPECT_GE(h.exec.freed.back().second, issuedBefore) << "iteration " << it;
+  }
+  h.expectEquivalent();
+  EXPECT_GT(deferred, 5u);
+  EXPECT_GE(h.engine.stats().replays, 15u);
+}
+
 TEST(Engine, ProgramCaptureMakesGraftStepAside) {
   Harness h;
   for (int it = 0; it < 10; ++it) {

@@ -97,6 +97,8 @@ class FakeExecutor : public core::Executor {
     destroyedWhileTraceSize.push_back(trace.size());
   }
   std::vector<size_t> destroyedWhileTraceSize;
+  std::vector<std::pair<uint64_t, size_t>> freed;  // pointer, trace size when freed
+  void freeAsync(uint64_t p, uint64_t) override { freed.emplace_back(p, trace.size()); }
   std::string describe(const OpDesc& op) override { return "op " + std::to_string(op.shapeHash); }
   std::string describeDifference(const OpDesc&, const OpDesc&) override { return "differs"; }
 
