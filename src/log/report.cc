@@ -1,5 +1,7 @@
 #include "log/report.h"
 
+#include "graft/version.h"
+
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -49,6 +51,7 @@ double pct(uint64_t a, uint64_t b) { return b ? 100.0 * double(a) / double(b) : 
 std::string reportJson(const Report& r) {
   const auto& p = r.replay;
   std::string j = "{\n";
+  j += fmt::format("  \"graft_version\": \"{}\",\n", GRAFT_VERSION);
   j += fmt::format("  \"mode\": {},\n", jsonString(r.mode));
   j += fmt::format("  \"ops\": {{\"total\": {}, \"by_class\": {}}},\n", r.opsTotal,
                    jsonObject(r.opsByClass));
