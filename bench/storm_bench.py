@@ -33,47 +33,15 @@ CHECKED = ("graft", "passthrough", "hand")  # results compared with eager
 MUST_MATCH = ("graft", "passthrough")       # a DIFF here fails the run
 
 
-def clean_env():
-    """The caller's environment without any preload or GRAFT_* settings."""
-    env = dict(os.environ)
-    env.pop("LD_PRELOAD", None)
-    for k in list(env):
-        if k.startswith("GRAFT_"):
-            del env[k]
-    return env
+# Shared with the PyTorch harness: environment cleaning and tolerant JSON helpers.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "gpu"))
+import harness as H  # noqa: E402
 
-
-def get(d, *keys, default=None):
-    """Nested dict lookup tolerant of missing keys and wrong types."""
-    for k in keys:
-        if not isinstance(d, dict) or k not in d:
-            return default
-        d = d[k]
-    return d
+clean_env, get, load_json, median_or_none = H.clean_env, H.get, H.load_json, H.median
 
 
 def fmt(v, spec="{:.1f}", none="-"):
-    if v is None:
-        return none
-    try:
-        return spec.format(v)
-    except (ValueError, TypeError):
-        return str(v)
-
-
-def median_or_none(xs):
-    xs = [x for x in xs if isinstance(x, (int, float))]
-    return statistics.median(xs) if xs else None
-
-
-def load_json(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as e:
-        return {"_error": "unreadable JSON %s: %s" % (path, e)}
+    return H.fmt(v, spec, none)
 
 
 def run_one(args, variant, sync, rnd, workdir):

@@ -13,11 +13,4 @@ for r in 1 2 3; do
     $S --iters 1500 $a --mode graph --json $O/hand-new.$sync.$r.json >/dev/null 2>&1
   done
 done
-python3 - $O <<'PY'
-import json, glob, statistics, sys, collections
-d = collections.defaultdict(list)
-for f in glob.glob(sys.argv[1] + "/*.json"):
-    name, sync, r, _ = f.split("/")[-1].split(".")
-    d[(sync, name)].append(json.load(open(f))["us_per_iter_median"])
-for k in sorted(d): print(k, round(statistics.median(d[k]), 1), sorted(round(x) for x in d[k]))
-PY
+python3 bench/median_table.py $O
