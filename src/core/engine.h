@@ -99,7 +99,6 @@ class Engine {
   // The program begins/ends its own stream capture: graft steps aside.
   void programCaptureBegin();
   void programCaptureEnd();
-  bool programCaptureActive() const { return capture_depth_ > 0; }
   // Issues everything held (at exit, or before graft stops replaying).
   void flushAll();
   // For a watchdog called periodically: issues what is held if no op has been
@@ -109,7 +108,6 @@ class Engine {
   // Stops replaying for good (e.g. graft can no longer see every op): issues
   // everything held; from now on every op is issued eagerly and only counted.
   void stopReplay();
-  bool replaying() const { return config_.replay; }
 
   EngineStats stats() const;
 

@@ -28,8 +28,6 @@ enum class OpKind : uint8_t {
   Boundary,     // issued eagerly at its position (see EagerCause); splits segments
 };
 
-inline bool isGraphable(OpKind k) { return k != OpKind::Boundary; }
-
 // Why an op was issued eagerly rather than through one of graft's graphs.
 // The names are the keys of the exit report's "fallbacks" object.
 #define GRAFT_EAGER_CAUSES(X)                                                   \

@@ -28,7 +28,6 @@ class OpBuffer {
   OpDesc view(size_t i) const;
   // Overwrites op i's value bytes (same length) with `value`.
   void setValue(size_t i, Bytes value);
-  size_t byteSize() const { return bytes_.size(); }
 
  private:
   struct Stored {

@@ -30,8 +30,6 @@ class PeriodDetector {
   uint32_t push(uint64_t tokenHash);
   void reset();
 
-  uint64_t position() const { return pushed_; }
-  uint32_t maxPeriod() const { return max_period_; }
 
  private:
   struct Candidate {

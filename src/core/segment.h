@@ -46,7 +46,6 @@ class SegmentStore {
   Segment* findExpanded(const SequenceHash& h) const;
   void disable(Segment* s);
   size_t live() const { return live_; }
-  size_t nextId() const { return all_.size(); }
   const std::vector<std::unique_ptr<Segment>>& all() const { return all_; }
 
  private:
