@@ -99,6 +99,7 @@ class Engine {
   // The program begins/ends its own stream capture: graft steps aside.
   void programCaptureBegin();
   void programCaptureEnd();
+  bool programCaptureActive() const { return capture_depth_ > 0; }
   // Issues everything held (at exit, or before graft stops replaying).
   void flushAll();
   // For a watchdog called periodically: issues what is held if no op has been

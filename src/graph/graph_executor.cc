@@ -432,6 +432,10 @@ void GraphExecutor::destroyEvent(uint64_t event) {
 }
 
 void GraphExecutor::freeAsync(uint64_t pointer, core::StreamKey stream) {
+  if (pool_ && pool_->owns(pointer)) {
+    pool_->freeAsync(pointer, stream);
+    return;
+  }
   ContextScope scope(last_ctx_);
   real<ApiId::k_cuMemFreeAsync_11020>()(pointer, asStream(stream));
 }

@@ -21,12 +21,15 @@
 
 #include "core/executor.h"
 #include "graph/kernel_registry.h"
+#include "pool/device_pool.h"
 
 namespace graft::graph {
 
 class GraphExecutor final : public core::Executor {
  public:
-  explicit GraphExecutor(KernelRegistry& kernels) : kernels_(kernels) {}
+  // `pool` (may be null) serves the program's stream-ordered allocations; the
+  // frees the engine deferred go back to it rather than to the driver.
+  GraphExecutor(KernelRegistry& kernels, pool::DevicePool* pool) : kernels_(kernels), pool_(pool) {}
   ~GraphExecutor() override;
 
   int issue(const core::OpDesc& op) override;
@@ -53,6 +56,7 @@ class GraphExecutor final : public core::Executor {
   bool isBlocking(core::StreamKey stream);
 
   KernelRegistry& kernels_;
+  pool::DevicePool* pool_;
   std::unordered_map<CUcontext, ContextPool> pools_;
   std::unordered_map<uint64_t, bool> blocking_;
   std::vector<void*> params_;

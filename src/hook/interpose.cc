@@ -235,6 +235,65 @@ CUresult submitOp(Runtime& rt, Real realFn, A... a) {
   return r;
 }
 
+// cuMemAllocAsync: from graft's pool when GRAFT_POOL=1 (not while the program
+// captures, where the allocation must become its graph's node, and not on a
+// per-thread default stream, whose handle names a different stream per thread).
+template <int PT, typename Real>
+CUresult allocAsync(Runtime& rt, Real realFn, CUdeviceptr* out, size_t bytes, CUstream s) {
+  if (pool::DevicePool* pool = rt.pool(); pool && out) {
+    const StreamKey key = streamKey(s, PT);
+    bool capturing;
+    {
+      auto lock = rt.engine().lock();
+      capturing = rt.engine().programCaptureActive();
+    }
+    if (!capturing && key != core::kPerThreadStream && pool->allocate(bytes, key, out))
+      return CUDA_SUCCESS;
+  }
+  return realFn(out, bytes, s);
+}
+
+// cuMemFreeAsync: deferred past the ops graft holds, then to the driver or the pool.
+template <int PT, typename Real>
+CUresult freeAsync(Runtime& rt, Real realFn, CUdeviceptr p, CUstream s) {
+  pool::DevicePool* pool = rt.pool();
+  const bool pooled = pool && pool->owns(p);
+  StreamKey key = streamKey(s, PT);
+  {
+    auto lock = rt.engine().lock();
+    if (pooled && rt.engine().programCaptureActive()) {
+      // The free would run when the program's graph runs; graft cannot follow
+      // that, so the block is simply never reused.
+      GRAFT_DEBUG("a pool block freed inside a program capture is kept");
+      return CUDA_SUCCESS;
+    }
+    if (rt.engine().deferFree(uint64_t(p), key)) return CUDA_SUCCESS;
+  }
+  if (!pooled) return realFn(p, s);
+  if (key == core::kPerThreadStream) {
+    // Only this thread can name its stream: wait for it, then reuse anywhere.
+    real<ApiId::k_cuStreamSynchronize_2000>(1)(nullptr);
+    pool->freeNow(p);
+  } else {
+    pool->freeAsync(p, key);
+  }
+  return CUDA_SUCCESS;
+}
+
+// cuMemFree: a barrier; pool blocks go back to the pool after a device sync.
+template <typename Real>
+CUresult freeSync(Runtime& rt, Real realFn, CUdeviceptr p) {
+  {
+    auto lock = rt.engine().lock();
+    rt.engine().hostBarrier(core::hashCombine(uint64_t(ApiId::k_cuMemFree_3020), 0));
+  }
+  pool::DevicePool* pool = rt.pool();
+  if (!pool || !pool->owns(p)) return realFn(p);
+  const CUresult r = real<ApiId::k_cuCtxSynchronize_2000>()();
+  pool->freeNow(p);
+  return r;
+}
+
 template <ApiId Id, typename... A>
 uint64_t barrierHash(A... a) {
   return core::hashCombine(uint64_t(Id), reinterpret_cast<uint64_t>(firstOf<CUstream>(a...)) ^
@@ -258,14 +317,16 @@ CUresult dispatch(Real realFn, A... a) {
     rt.countClass(info.klass);
     if constexpr (info.traits & trait::ORDERED) {
       return submitOp<Id, PT>(rt, realFn, a...);
-    } else if constexpr (info.traits & trait::ASYNC_FREE) {
-      {
-        auto lock = rt.engine().lock();
-        if (rt.engine().deferFree(uint64_t(firstOf<CUdeviceptr>(a...)),
-                                  streamKey(firstOf<CUstream>(a...), PT)))
-          return CUDA_SUCCESS;
+    } else if constexpr (info.traits & trait::ASYNC_ALLOC) {
+      if constexpr (Id == ApiId::k_cuMemAllocAsync_11020) {
+        return allocAsync<PT>(rt, realFn, a...);
+      } else {
+        return realFn(a...);  // from a pool the program chose: the driver's
       }
-      return realFn(a...);
+    } else if constexpr (info.traits & trait::ASYNC_FREE) {
+      return freeAsync<PT>(rt, realFn, a...);
+    } else if constexpr (Id == ApiId::k_cuMemFree_3020) {
+      return freeSync(rt, realFn, a...);
     } else if constexpr (info.traits & trait::BEGIN) {
       {
         auto lock = rt.engine().lock();

@@ -92,7 +92,21 @@ void Runtime::ensureStarted(void* hint) {
 Runtime::Runtime() : mode_(options().mode) {
   const config::Options& o = options();
   kernels_.setEagerPrefixes(o.eagerKernels);
-  executor_ = std::make_unique<graph::GraphExecutor>(kernels_);
+  if (o.pool && mode_ != config::Mode::Passthrough) {
+    pool::PoolDriver d;
+    d.getGranularity = real<ApiId::k_cuMemGetAllocationGranularity_10020>();
+    d.addressReserve = real<ApiId::k_cuMemAddressReserve_10020>();
+    d.create = real<ApiId::k_cuMemCreate_10020>();
+    d.map = real<ApiId::k_cuMemMap_10020>();
+    d.setAccess = real<ApiId::k_cuMemSetAccess_10020>();
+    d.release = real<ApiId::k_cuMemRelease_10020>();
+    d.ctxGetDevice = real<ApiId::k_cuCtxGetDevice_2000>();
+    d.eventCreate = real<ApiId::k_cuEventCreate_2000>();
+    d.eventRecord = real<ApiId::k_cuEventRecord_2000>();
+    d.eventQuery = real<ApiId::k_cuEventQuery_2000>();
+    pool_ = std::make_unique<pool::DevicePool>(d, uint64_t(o.poolGb) << 30);
+  }
+  executor_ = std::make_unique<graph::GraphExecutor>(kernels_, pool_.get());
   core::EngineConfig c;
   c.replay = o.mode == config::Mode::Graph;
   c.warmup = uint32_t(o.warmup);
@@ -147,6 +161,11 @@ void Runtime::writeExitReport() {
     if (s.eagerByCause[c])
       r.replay.fallbacks.emplace_back(std::string(core::toString(core::EagerCause(c))),
                                       s.eagerByCause[c]);
+  }
+  if (pool_) {
+    const pool::PoolStats p = pool_->stats();
+    r.pool = log::Report::Pool{true, p.reservedBytes, p.mappedBytes, p.peakInUseBytes, p.allocations,
+                               p.reusedSameStream + p.reusedAfterFence, p.declined};
   }
   const config::Options& o = options();
   if (o.summary) GRAFT_INFO("{}", log::reportSummary(r));

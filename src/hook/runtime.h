@@ -23,6 +23,7 @@
 #include "graph/kernel_registry.h"
 #include "graph/op_codec.h"
 #include "hook/driver_api.h"
+#include "pool/device_pool.h"
 
 namespace graft::hook {
 
@@ -44,6 +45,8 @@ class Runtime {
   graph::KernelRegistry& kernels() { return kernels_; }
   graph::OpEncoder& encoder() { return encoder_; }
   config::Mode mode() const { return mode_; }
+  // The private pool (GRAFT_POOL=1), or null.
+  pool::DevicePool* pool() { return pool_.get(); }
 
   void countClass(ApiClass c) {
     class_counts_[size_t(c)].fetch_add(1, std::memory_order_relaxed);
@@ -69,6 +72,7 @@ class Runtime {
   config::Mode mode_;
   graph::KernelRegistry kernels_;
   graph::OpEncoder encoder_;
+  std::unique_ptr<pool::DevicePool> pool_;
   std::unique_ptr<graph::GraphExecutor> executor_;
   std::unique_ptr<core::Engine> engine_;
   std::atomic<uint64_t> class_counts_[size_t(ApiClass::Count)] = {};

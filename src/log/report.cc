@@ -67,7 +67,15 @@ std::string reportJson(const Report& r) {
       p.buildFailures, p.segments, p.replays, p.patches,
       p.replays ? double(p.patches) / double(p.replays) : 0.0, p.firstReplaySeconds,
       jsonObject(p.fallbacks));
-  j += "}\n}\n";
+  j += "}";
+  if (r.pool.enabled) {
+    j += fmt::format(
+        ",\n  \"pool\": {{\"reserved_bytes\": {}, \"mapped_bytes\": {}, \"peak_in_use_bytes\": {}, "
+        "\"allocations\": {}, \"reused\": {}, \"declined\": {}}}",
+        r.pool.reservedBytes, r.pool.mappedBytes, r.pool.peakInUseBytes, r.pool.allocations,
+        r.pool.reused, r.pool.declined);
+  }
+  j += "\n}\n";
   return j;
 }
 
@@ -96,6 +104,12 @@ std::string reportSummary(const Report& r) {
       s += "\n  eager ops by reason:";
       for (const auto& [reason, n] : p.fallbacks) s += fmt::format(" {}={}", reason, n);
     }
+  }
+  if (r.pool.enabled) {
+    s += fmt::format("\n  pool: {} allocations ({} reused, {} left to the driver), {:.1f} MiB mapped, "
+                     "{:.1f} MiB peak in use",
+                     r.pool.allocations, r.pool.reused, r.pool.declined,
+                     double(r.pool.mappedBytes) / (1 << 20), double(r.pool.peakInUseBytes) / (1 << 20));
   }
   return s;
 }

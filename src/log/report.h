@@ -32,6 +32,11 @@ struct Report {
     uint64_t segments = 0;       // live graphs at exit
     std::vector<NamedCount> fallbacks;  // ops issued eagerly, by reason
   } replay;
+  struct Pool {
+    bool enabled = false;
+    uint64_t reservedBytes = 0, mappedBytes = 0, peakInUseBytes = 0;
+    uint64_t allocations = 0, reused = 0, declined = 0;
+  } pool;
 };
 
 std::string reportJson(const Report& r);

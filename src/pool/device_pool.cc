@@ -1,0 +1,196 @@
+#include "pool/device_pool.h"
+
+#include <algorithm>
+
+namespace graft::pool {
+namespace {
+constexpr uint64_t kMinClassBytes = 256;
+}  // namespace
+
+bool DevicePool::initLocked() {
+  if (initialized_) return usable_;
+  initialized_ = true;
+  if (!driver_.getGranularity || !driver_.addressReserve || !driver_.create || !driver_.map ||
+      !driver_.setAccess || !driver_.release || !driver_.ctxGetDevice || !driver_.eventCreate ||
+      !driver_.eventRecord || !driver_.eventQuery)
+    return false;
+  if (driver_.ctxGetDevice(&device_) != CUDA_SUCCESS) return false;
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = device_;
+  if (driver_.getGranularity(&granularity_, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS ||
+      granularity_ == 0)
+    return false;
+  reserve_bytes_ = (reserve_bytes_ + granularity_ - 1) / granularity_ * granularity_;
+  if (driver_.addressReserve(&base_, reserve_bytes_, 0, 0, 0) != CUDA_SUCCESS) return false;
+  stats_.reservedBytes = reserve_bytes_;
+  usable_ = true;
+  return true;
+}
+
+uint32_t DevicePool::classOf(size_t bytes, uint64_t* classBytes) const {
+  // Powers of two up to the granularity; multiples of the granularity above.
+  uint64_t b = std::max<uint64_t>(bytes, kMinClassBytes);
+  if (b <= granularity_) {
+    uint64_t c = kMinClassBytes;
+    uint32_t k = 0;
+    while (c < b) c <<= 1, ++k;
+    *classBytes = c;
+    return k;
+  }
+  const uint64_t units = (b + granularity_ - 1) / granularity_;
+  *classBytes = units * granularity_;
+  return uint32_t(64 + units);  // distinct from the power-of-two classes
+}
+
+bool DevicePool::mapLocked(uint64_t bytes, CUdeviceptr* out) {
+  if (next_ + bytes > reserve_bytes_) return false;
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = device_;
+  CUmemGenericAllocationHandle handle = 0;
+  if (driver_.create(&handle, bytes, &prop, 0) != CUDA_SUCCESS) return false;
+  const CUdeviceptr at = base_ + next_;
+  if (driver_.map(at, bytes, 0, handle, 0) != CUDA_SUCCESS) {
+    driver_.release(handle);
+    return false;
+  }
+  driver_.release(handle);  // the mapping keeps the memory alive
+  CUmemAccessDesc access{};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = device_;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  if (driver_.setAccess(at, bytes, &access, 1) != CUDA_SUCCESS) return false;
+  next_ += bytes;
+  stats_.mappedBytes += bytes;
+  *out = at;
+  return true;
+}
+
+bool DevicePool::carveLocked(uint32_t cls, uint64_t classBytes, CUdeviceptr* out) {
+  if (classBytes >= granularity_) return mapLocked(classBytes, out);
+  auto& cursor = carving_[cls];
+  if (cursor.second < classBytes) {
+    CUdeviceptr chunk = 0;
+    if (!mapLocked(granularity_, &chunk)) return false;
+    cursor = {chunk, granularity_};
+  }
+  *out = cursor.first;
+  cursor.first += classBytes;
+  cursor.second -= classBytes;
+  return true;
+}
+
+CUevent DevicePool::fenceFor(uint64_t stream) {
+  auto current = stream_fence_.find(stream);
+  if (current != stream_fence_.end() && unfenced_[stream] == 0) return current->second;
+  // Frees on `stream` since its last fence: record a new fence after them.
+  CUevent e = nullptr;
+  if (!spare_events_.empty()) {
+    e = spare_events_.back();
+    spare_events_.pop_back();
+  } else if (driver_.eventCreate(&e, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+    return nullptr;
+  }
+  if (driver_.eventRecord(e, reinterpret_cast<CUstream>(stream)) != CUDA_SUCCESS) {
+    spare_events_.push_back(e);
+    return nullptr;
+  }
+  if (current != stream_fence_.end() && fence_refs_[current->second] == 0) {
+    spare_events_.push_back(current->second);
+    fence_refs_.erase(current->second);
+  }
+  stream_fence_[stream] = e;
+  unfenced_[stream] = 0;
+  return e;
+}
+
+void DevicePool::takeLocked(std::vector<FreeBlock>& list, size_t index, CUdeviceptr* out) {
+  const FreeBlock b = list[index];
+  list.erase(list.begin() + std::ptrdiff_t(index));
+  if (b.fence && --fence_refs_[b.fence] == 0) {
+    auto current = stream_fence_.find(b.stream);
+    if (current == stream_fence_.end() || current->second != b.fence) {
+      spare_events_.push_back(b.fence);
+      fence_refs_.erase(b.fence);
+    }
+  }
+  *out = b.ptr;
+}
+
+bool DevicePool::allocate(size_t bytes, uint64_t stream, CUdeviceptr* out) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  CUdevice current = 0;
+  if (!initLocked() || driver_.ctxGetDevice(&current) != CUDA_SUCCESS || current != device_) {
+    ++stats_.declined;
+    return false;
+  }
+  uint64_t classBytes = 0;
+  const uint32_t cls = classOf(bytes, &classBytes);
+  auto& list = free_[cls];
+  bool found = false;
+  // Freed on this stream (or after a device synchronize): reusable at once.
+  for (size_t i = list.size(); i-- > 0 && !found;) {
+    if (list[i].stream == stream || list[i].stream == 0) {
+      takeLocked(list, i, out);
+      ++stats_.reusedSameStream;
+      found = true;
+    }
+  }
+  // Freed on another stream: once a fence recorded after the free has completed.
+  for (size_t i = list.size(); i-- > 0 && !found;) {
+    FreeBlock& b = list[i];
+    if (!b.fence) {
+      b.fence = fenceFor(b.stream);
+      if (!b.fence) continue;
+      ++fence_refs_[b.fence];
+    }
+    if (driver_.eventQuery(b.fence) == CUDA_SUCCESS) {
+      takeLocked(list, i, out);
+      ++stats_.reusedAfterFence;
+      found = true;
+    }
+  }
+  if (!found && !carveLocked(cls, classBytes, out)) {
+    ++stats_.declined;
+    return false;
+  }
+  live_[*out] = Live{cls, classBytes};
+  ++stats_.allocations;
+  stats_.inUseBytes += classBytes;
+  stats_.peakInUseBytes = std::max(stats_.peakInUseBytes, stats_.inUseBytes);
+  return true;
+}
+
+bool DevicePool::owns(CUdeviceptr p) const {
+  std::lock_guard<std::mutex> guard(mutex_);
+  return live_.count(p) != 0;
+}
+
+void DevicePool::freeAsync(CUdeviceptr p, uint64_t stream) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  auto it = live_.find(p);
+  if (it == live_.end()) return;
+  free_[it->second.sizeClass].push_back(FreeBlock{p, stream ? stream : 1, nullptr});
+  ++unfenced_[stream ? stream : 1];
+  stats_.inUseBytes -= it->second.bytes;
+  live_.erase(it);
+}
+
+void DevicePool::freeNow(CUdeviceptr p) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  auto it = live_.find(p);
+  if (it == live_.end()) return;
+  free_[it->second.sizeClass].push_back(FreeBlock{p, 0, nullptr});
+  stats_.inUseBytes -= it->second.bytes;
+  live_.erase(it);
+}
+
+PoolStats DevicePool::stats() const {
+  std::lock_guard<std::mutex> guard(mutex_);
+  return stats_;
+}
+
+}  // namespace graft::pool
