@@ -56,4 +56,11 @@ bool loadDriver(Driver* out, std::string* error) {
   return true;
 }
 
+bool openPrimaryContext(const DriverApi& api, CUcontext* ctx) {
+  CUdevice dev = 0;
+  return api.cuInit(0) == CUDA_SUCCESS && api.cuDeviceGet(&dev, 0) == CUDA_SUCCESS &&
+         api.cuDevicePrimaryCtxRetain(ctx, dev) == CUDA_SUCCESS &&
+         api.cuCtxSetCurrent(*ctx) == CUDA_SUCCESS;
+}
+
 }  // namespace simtest

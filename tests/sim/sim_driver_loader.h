@@ -69,4 +69,7 @@ struct Driver {
 // Loads libcuda.so.1 and fills `out`; on failure returns false and sets *error.
 bool loadDriver(Driver* out, std::string* error);
 
+// cuInit, device 0's primary context made current. False on any failure.
+bool openPrimaryContext(const DriverApi& api, CUcontext* ctx);
+
 }  // namespace simtest

@@ -24,12 +24,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   auto& cu = drv.plain;
-  CUdevice dev;
   CUcontext ctx;
-  cu.cuInit(0);
-  cu.cuDeviceGet(&dev, 0);
-  cu.cuDevicePrimaryCtxRetain(&ctx, dev);
-  cu.cuCtxSetCurrent(ctx);
+  if (!simtest::openPrimaryContext(cu, &ctx)) {
+    std::fprintf(stderr, "sim_pool_loop: no context\n");
+    return 2;
+  }
   const size_t sizes[] = {8, 8, 8};
   CUfunction add = simKernelCreate("sim_add_pool", SIM_KERNEL_LIBRARY, 3, sizes, nullptr);
   CUstream s1, s2;

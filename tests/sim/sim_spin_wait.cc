@@ -26,12 +26,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   auto& cu = drv.plain;
-  CUdevice dev;
   CUcontext ctx;
-  cu.cuInit(0);
-  cu.cuDeviceGet(&dev, 0);
-  cu.cuDevicePrimaryCtxRetain(&ctx, dev);
-  cu.cuCtxSetCurrent(ctx);
+  if (!simtest::openPrimaryContext(cu, &ctx)) {
+    std::fprintf(stderr, "sim_spin_wait: no context\n");
+    return 2;
+  }
   const size_t sizes[] = {8, 8, 8};
   CUfunction work = simKernelCreate("spin_work", SIM_KERNEL_LIBRARY, 3, sizes, nullptr);
   CUfunction add = simKernelCreate("sim_add_flag", SIM_KERNEL_LIBRARY, 3, sizes, nullptr);
