@@ -42,6 +42,7 @@ Engine::Engine(const EngineConfig& config, Executor& executor)
   views_.reserve(kHeldReserveOps);
   patch_.reserve(kHeldReserveOps);
   stream_activity_.reserve(64);
+  ops_by_stream_.reserve(64);
 }
 
 Engine::~Engine() {
@@ -54,25 +55,18 @@ Engine::~Engine() {
 // Submission
 
 void Engine::countStream(StreamKey stream) {
-  for (auto& [key, n] : stats_.opsByStream) {
-    if (key == stream) {
-      ++n;
-      return;
-    }
+  // Programs usually issue many ops in a row on one stream: cache its entries.
+  // (Pointers into unordered_map values stay valid until the entry is erased.)
+  if (stream != last_stream_ || !last_stream_ops_) {
+    last_stream_ = stream;
+    last_stream_ops_ = &ops_by_stream_[stream];
+    last_stream_activity_ = &stream_activity_[stream];
   }
-  stats_.opsByStream.emplace_back(stream, 1);
+  ++*last_stream_ops_;
 }
 
 void Engine::noteActivity(const OpDesc& op) {
-  bool found = false;
-  for (auto& [key, generation] : stream_activity_) {
-    if (key == op.stream) {
-      generation = boundary_generation_;
-      found = true;
-      break;
-    }
-  }
-  if (!found) stream_activity_.emplace_back(op.stream, boundary_generation_);
+  *last_stream_activity_ = boundary_generation_;  // countStream() ran first for op.stream
   if (op.kind == OpKind::EventRecord) event_record_generation_[op.event] = boundary_generation_;
 }
 
@@ -304,8 +298,8 @@ void Engine::query(StreamKey stream, uint64_t event, uint64_t queryHash) {
     auto it = event_record_generation_.find(event);
     relevant = it != event_record_generation_.end() && it->second == boundary_generation_;
   } else {
-    for (const auto& [key, generation] : stream_activity_)
-      if (key == stream) relevant = generation == boundary_generation_;
+    auto it = stream_activity_.find(stream);
+    relevant = it != stream_activity_.end() && it->second == boundary_generation_;
   }
   if (!relevant) return;
   if (!held_.empty()) resolveHeld(EagerCause::QueryInSegment, nullptr);
@@ -316,12 +310,15 @@ void Engine::releaseStream(StreamKey stream) {
   for (size_t k = 0; k < held_.size(); ++k) {
     if (held_.view(k).stream == stream) {
       resolveHeld(EagerCause::SyncInSegment, nullptr);
-      return;
+      break;
     }
   }
+  stream_activity_.erase(stream);
+  if (stream == last_stream_) last_stream_ops_ = nullptr;
 }
 
 bool Engine::deferEventDestroy(uint64_t event) {
+  event_record_generation_.erase(event);
   for (size_t k = 0; k < held_.size(); ++k) {
     if (held_.view(k).event == event) {
       deferred_.push_back({false, event, 0});
@@ -600,6 +597,9 @@ void Engine::logFallback(Segment* s, size_t index, EagerCause cause, const OpDes
 
 EngineStats Engine::stats() const {
   EngineStats s = stats_;
+  s.opsByStream.assign(ops_by_stream_.begin(), ops_by_stream_.end());
+  std::sort(s.opsByStream.begin(), s.opsByStream.end(),
+            [](const auto& a, const auto& b) { return a.second > b.second; });
   s.liveSegments = segments_.live();
   return s;
 }

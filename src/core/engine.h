@@ -175,7 +175,11 @@ class Engine {
 
   // Query relevance: work issued since the last boundary token.
   uint64_t boundary_generation_ = 1;
-  std::vector<std::pair<StreamKey, uint64_t>> stream_activity_;
+  std::unordered_map<StreamKey, uint64_t> stream_activity_;
+  std::unordered_map<StreamKey, uint64_t> ops_by_stream_;
+  StreamKey last_stream_ = 0;          // cache for the two maps above
+  uint64_t* last_stream_ops_ = nullptr;
+  uint64_t* last_stream_activity_ = nullptr;
   std::unordered_map<uint64_t, uint64_t> event_record_generation_;
 
   EngineStats stats_;
