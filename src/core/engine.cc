@@ -101,6 +101,12 @@ Decision Engine::submit(const OpDesc& op) {
   return Decision::IssueNow;
 }
 
+void Engine::countPassthrough(StreamKey stream) {
+  ++stats_.opsTotal;
+  countStream(stream);
+  ++stats_.eagerByCause[size_t(EagerCause::NotCaptured)];
+}
+
 void Engine::completeIssued(const OpDesc& op, bool succeeded) {
   ++stats_.eagerByCause[size_t(pending_cause_)];
   if (!config_.replay || capture_depth_ > 0 || !succeeded) return;

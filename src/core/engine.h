@@ -79,6 +79,8 @@ class Engine {
   // arguments and then calls completeIssued() before releasing the lock.
   Decision submit(const OpDesc& op);
   void completeIssued(const OpDesc& op, bool succeeded);
+  // Pass-through mode: counts an op issued on `stream`, nothing else.
+  void countPassthrough(StreamKey stream);
 
   // The host is about to wait for or observe the GPU (synchronize, synchronous
   // copy, free): issues everything held. Recurs as a segment boundary.

@@ -216,9 +216,30 @@ inline bool swallowed(const OpDesc& op) {
          (op.kind == OpKind::Boundary && apiInfo(ApiId(op.api)).klass == ApiClass::Launch);
 }
 
+// The stream an ordered call is issued to.
+template <ApiId Id, int PT, typename... A>
+StreamKey streamOfCall(A... a) {
+  if constexpr (Id == ApiId::k_cuLaunchKernelEx_11060) {
+    const CUlaunchConfig* c = firstOf<const CUlaunchConfig*>(a...);
+    return streamKey(c ? c->hStream : nullptr, PT);
+  } else {
+    return streamKey(firstOf<CUstream>(a...), PT);
+  }
+}
+
 // A stream-ordered op: the engine holds it for a replay or has it issued now.
 template <ApiId Id, int PT, typename Real, typename... A>
 CUresult submitOp(Runtime& rt, Real realFn, A... a) {
+  if (rt.mode() == config::Mode::Passthrough) {
+    // Count only (class, stream, kernel): no recording, no copies.
+    {
+      auto lock = rt.engine().lock();
+      if constexpr (apiInfo(Id).klass == ApiClass::Launch)
+        ++rt.kernels().get(firstOf<CUfunction>(a...)).launches;
+      rt.engine().countPassthrough(streamOfCall<Id, PT>(a...));
+    }
+    return realFn(a...);
+  }
   auto lock = rt.engine().lock();
   const OpDesc* op;
   if constexpr (HasEncoder<Id>) {
