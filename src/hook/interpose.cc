@@ -458,11 +458,6 @@ void* wrapperForReal(ApiId id, void* fn) {
   return nullptr;
 }
 
-bool isOurWrapper(void* fn) {
-  for (size_t i = 0; i < kApiCount; ++i)
-    if (fn && (fn == kWrappers[i][0] || fn == kWrappers[i][1])) return true;
-  return false;
-}
 
 // A driver function graft has no wrapper for (an ABI its table does not
 // describe, or a function it does not know): what the program gets instead of
@@ -558,7 +553,7 @@ extern "C" __attribute__((visibility("hidden"))) void* graft_dlsym_lookup(void* 
   if (id != ApiId::Count && graft::hook::apiInfo(id).klass == ApiClass::Internal) return nullptr;
   void* fn = graft::hook::realDlsym(handle, name);
   if (!fn) return nullptr;
-  if (graft::hook::isOurWrapper(fn)) return fn;
+  if (graft::hook::insideGraft(fn)) return fn;  // graft's own export (e.g. via RTLD_DEFAULT)
   Runtime::ensureStarted(id != ApiId::Count ? handle : nullptr);
   if (!Runtime::active()) return nullptr;
   if (id != ApiId::Count) {

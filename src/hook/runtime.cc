@@ -60,18 +60,38 @@ void idleFlushLoop(Runtime* rt, long long periodMs) {
 // dlsym resolved past graft (interpose.cc).
 void* realDlsym(void* handle, const char* name);
 
+bool insideGraft(const void* address) {
+  static const void* base = [] {
+    Dl_info self{};
+    return dladdr(reinterpret_cast<const void*>(&insideGraft), &self) ? self.dli_fbase : nullptr;
+  }();
+  Dl_info info{};
+  return base && dladdr(address, &info) && info.dli_fbase == base;
+}
+
 const config::Options& Runtime::options() { return parsedOptions().options; }
 
 PFN_cuGetProcAddress_v12000 Runtime::realGetProcAddress() { return g_realGpa; }
 
 void Runtime::ensureStarted(void* hint) {
   if (options().disable) return;
+  // Loading the driver may run code that looks up driver symbols again; the
+  // lookups made while graft starts on this thread must not wait for it.
+  static thread_local bool starting = false;
+  if (starting) return;
+  starting = true;
   std::call_once(g_startOnce, [hint] {
     t_inGraft = true;
+    // The driver behind `hint` if it is one (a handle whose lookup reaches
+    // graft's own exports, such as RTLD_DEFAULT, is not), else libcuda.so.1.
     void* lib = nullptr;
-    if (hint && realDlsym(hint, "cuGetProcAddress_v2")) lib = hint;
+    if (hint) {
+      void* gpa = realDlsym(hint, "cuGetProcAddress_v2");
+      if (gpa && !insideGraft(gpa)) lib = hint;
+    }
     if (!lib) lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
     if (lib) g_realGpa = reinterpret_cast<PFN_cuGetProcAddress_v12000>(realDlsym(lib, "cuGetProcAddress_v2"));
+    if (g_realGpa && insideGraft(reinterpret_cast<void*>(g_realGpa))) g_realGpa = nullptr;
     if (!g_realGpa) {
       GRAFT_ERROR("libcuda.so.1 with cuGetProcAddress_v2 not found ({}); graft forwards only",
                   dlerror() ? dlerror() : "no error text");
@@ -87,6 +107,7 @@ void Runtime::ensureStarted(void* hint) {
     active_.store(true, std::memory_order_release);
     t_inGraft = false;
   });
+  starting = false;
 }
 
 Runtime::Runtime() : mode_(options().mode) {

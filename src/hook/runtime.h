@@ -80,6 +80,9 @@ class Runtime {
   bool exiting_ = false;
 };
 
+// True for an address inside libgraft itself (e.g. one of its exports).
+bool insideGraft(const void* address);
+
 // Set while graft itself is running on this thread: its own driver calls (and
 // anything the driver calls back) are forwarded untouched.
 extern thread_local bool t_inGraft;
