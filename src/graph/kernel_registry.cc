@@ -56,9 +56,10 @@ KernelInfo* KernelRegistry::resolve(CUfunction f) {
         ok = true;
         continue;
       }
-      // Past the last parameter the driver answers CUDA_ERROR_INVALID_VALUE;
-      // a handle of the other family answers CUDA_ERROR_INVALID_HANDLE.
-      ok = index > 0 ? r == CUDA_ERROR_INVALID_VALUE : r == CUDA_ERROR_INVALID_VALUE;
+      // Past the last parameter (at index 0 for a kernel without any) the
+      // driver answers CUDA_ERROR_INVALID_VALUE; a handle of the other family
+      // answers CUDA_ERROR_INVALID_HANDLE.
+      ok = r == CUDA_ERROR_INVALID_VALUE;
       break;
     }
     if (ok) {
