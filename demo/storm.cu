@@ -514,6 +514,20 @@ int main(int argc, char** argv) {
   double psum = 0.0;
   for (float v : host) psum += v;
 
+  // Medians of ten consecutive blocks of iterations (sync only): tells drift within a
+  // process apart from differences between processes.
+  std::string blocks;
+  if (sync && us.size() >= 10) {
+    size_t per = us.size() / 10;
+    for (size_t b = 0; b < 10; ++b) {
+      std::vector<double> part(us.begin() + b * per, us.begin() + (b + 1) * per);
+      std::nth_element(part.begin(), part.begin() + part.size() / 2, part.end());
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%s%.2f", b ? ", " : "", part[part.size() / 2]);
+      blocks += buf;
+    }
+  }
+
   std::vector<double> sorted = us;
   std::sort(sorted.begin(), sorted.end());
   double median = sorted.size() % 2 ? sorted[sorted.size() / 2]
@@ -539,10 +553,11 @@ int main(int argc, char** argv) {
                  "{\"mode\": \"%s\", \"sync\": %s, \"stream\": \"%s\", \"iters\": %d, \"warmup\": %d, "
                  "\"kernels_per_iter\": %d, \"memsets_per_iter\": 1, \"copies_per_iter\": %d, "
                  "\"us_per_iter_median\": %.3f, \"us_per_iter_mean\": %.3f, \"total_s\": %.6f, "
-                 "\"loss_final\": %.9g, \"loss_final_hex\": \"%s\", \"params_checksum_hex\": \"%s\"}\n",
+                 "\"loss_final\": %.9g, \"loss_final_hex\": \"%s\", \"params_checksum_hex\": \"%s\", "
+                 "\"block_medians_us\": [%s]}\n",
                  mode.c_str(), sync ? "true" : "false", mode == "graph" ? "new" : stream_kind.c_str(),
                  iters, warmup, kernels_per_iter, sync ? 1 : 0, median, mean, total_s, (double)loss,
-                 loss_hex, sum_hex);
+                 loss_hex, sum_hex, blocks.c_str());
     std::fclose(f);
   }
 

@@ -611,6 +611,14 @@ def main():
     else:
         median = wall_ms  # no per-step sync: whole timed region / steps
 
+    # medians of ten consecutive blocks of steps: drift within a process vs between processes
+    blocks = []
+    if len(step_ms) >= 10:
+        per = len(step_ms) // 10
+        for b in range(10):
+            part = sorted(step_ms[b * per:(b + 1) * per])
+            blocks.append(round(part[len(part) // 2], 4))
+
     lines = w.loss_lines()
     w.finish()
     if args.losses:
@@ -623,6 +631,7 @@ def main():
         "ms_per_step_median": median,
         "ms_per_step_wall": wall_ms,
         "ms_per_step_event": event_ms,
+        "block_medians_ms": blocks,
         "warmup_s": warmup_s, "setup_s": setup_s,
         "peak_mem_bytes": torch.cuda.max_memory_allocated(),
         "peak_reserved_bytes": torch.cuda.max_memory_reserved(),
