@@ -23,4 +23,7 @@ for r in 1 2 3; do
     python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('mlp_item %-5s r%d median %6.3f blocks %s' % (sys.argv[2], int(sys.argv[3]), d['ms_per_step_median'], ' '.join('%.2f' % x for x in d['block_medians_ms'])))" $O/m-$v-$r.json $v $r
   done
 done
+(cd $B/bench && for i in 1 2; do for m in none passthrough graph; do
+  if [ $m = none ]; then r=$(LD_LIBRARY_PATH=. ./op_cost 200 5000); else r=$(LD_LIBRARY_PATH=. LD_PRELOAD=$L GRAFT_MODE=$m GRAFT_LOG_LEVEL=warn ./op_cost 200 5000); fi
+  echo "op_cost $m $r"; done; done)
 cd /tmp && tar czf $OUT/noise.tgz noise
