@@ -495,33 +495,81 @@ void Engine::buildRun(const std::vector<const Token*>& run, bool delimited) {
   for (size_t k = 0; k < ops.size(); ++k) whole.append(ops.view(k).shapeHash);
   if (!built_runs_.insert(hashCombine(whole.value, whole.length)).second) return;
 
-  const std::vector<size_t> cuts = pieceCuts(ops);
+  const std::vector<size_t> cuts = pieceCuts(ops, delimited);
   for (size_t p = 0; p + 1 < cuts.size(); ++p) buildPiece(ops, cuts[p], cuts[p + 1]);
 }
 
-std::vector<size_t> Engine::pieceCuts(const OpBuffer& ops) const {
+std::vector<size_t> Engine::pieceCuts(const OpBuffer& ops, bool endsAtBarrier) const {
   const size_t n = ops.size();
-  std::vector<size_t> cuts{0};
+  const size_t minOps = config_.minSegmentOps;
   // Prefer to cut before an op whose shape occurs once in the run, so pieces
   // do not start on a common op (fewer false starts while matching).
   std::unordered_map<uint64_t, uint32_t> occurrences;
   for (size_t k = 0; k < n; ++k) ++occurrences[ops.view(k).shapeHash];
-  size_t piece = config_.segmentOps ? config_.segmentOps : 32;
-  size_t at = 0;
-  while (n - at > piece + config_.minSegmentOps) {
-    size_t cut = at + piece;
-    for (size_t d = 0; d < 16 && cut + d < n - config_.minSegmentOps; ++d) {
-      if (occurrences[ops.view(cut + d).shapeHash] == 1) {
-        cut += d;
-        break;
+  auto unique = [&](size_t k) { return occurrences[ops.view(k).shapeHash] == 1; };
+
+  if (config_.segmentOps || !endsAtBarrier) {
+    // Pieces of GRAFT_SEGMENT_OPS, or growing 32, 64, ... 1024: the GPU starts
+    // after the first few ops, and long runs cost few graph launches.
+    std::vector<size_t> cuts{0};
+    size_t piece = config_.segmentOps ? config_.segmentOps : 32;
+    size_t at = 0;
+    while (n - at > piece + minOps) {
+      size_t cut = at + piece;
+      for (size_t d = 0; d < 16 && cut + d < n - minOps; ++d) {
+        if (unique(cut + d)) {
+          cut += d;
+          break;
+        }
       }
+      cuts.push_back(cut);
+      at = cut;
+      if (!config_.segmentOps) piece = std::min<size_t>(piece * 2, 1024);
     }
-    cuts.push_back(cut);
-    at = cut;
-    if (!config_.segmentOps) piece = std::min<size_t>(piece * 2, 1024);
+    cuts.push_back(n);
+    return cuts;
   }
-  cuts.push_back(n);
-  return cuts;
+
+  // A run the host waits for at its end (a recurring sync such as
+  // loss.item()): pieces grow from both ends, 16, 32, ... from the front and
+  // 8, 16, ... from the back. The small first piece starts the GPU early when
+  // it is the bottleneck; the small last piece keeps what is left to run
+  // after the program's last op short when the CPU is (otherwise the whole
+  // last piece, up to hundreds of ops, would start only then). The middle
+  // stays one piece.
+  std::vector<size_t> front{0}, back{n};
+  size_t lo = 0, hi = n;
+  size_t frontSize = std::max<size_t>(16, minOps), backSize = std::max<size_t>(8, minOps);
+  for (;;) {
+    const bool takeBack = backSize <= frontSize;
+    const size_t next = takeBack ? backSize : frontSize;
+    if (hi - lo < 3 * next) break;
+    if (takeBack) {
+      size_t cut = hi - next;
+      for (size_t d = 0; d < std::min<size_t>(16, next / 2) && cut - d > lo + minOps; ++d) {
+        if (unique(cut - d)) {
+          cut -= d;
+          break;
+        }
+      }
+      back.push_back(cut);
+      hi = cut;
+      backSize = std::min<size_t>(backSize * 2, 1024);
+    } else {
+      size_t cut = lo + next;
+      for (size_t d = 0; d < 16 && cut + d + minOps < hi; ++d) {
+        if (unique(cut + d)) {
+          cut += d;
+          break;
+        }
+      }
+      front.push_back(cut);
+      lo = cut;
+      frontSize = std::min<size_t>(frontSize * 2, 1024);
+    }
+  }
+  front.insert(front.end(), back.rbegin(), back.rend());
+  return front;
 }
 
 void Engine::buildPiece(const OpBuffer& ops, size_t begin, size_t end) {

@@ -143,7 +143,7 @@ class Engine {
                    const OpDesc* actual, size_t heldCount);
   void noteActivity(const OpDesc& op);
   void countStream(StreamKey stream);
-  std::vector<size_t> pieceCuts(const OpBuffer& ops) const;
+  std::vector<size_t> pieceCuts(const OpBuffer& ops, bool endsAtBarrier) const;
 
   EngineConfig config_;
   Executor& executor_;

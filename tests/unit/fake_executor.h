@@ -44,6 +44,7 @@ class FakeExecutor : public core::Executor {
  public:
   std::vector<Executed> trace;
   int builds = 0, launches = 0, patches = 0, issues = 0;
+  std::vector<size_t> builtSizes;  // ops per graph, in build order
   bool failBuilds = false;
   int failLaunchAt = -1;  // fail the n-th launch (0-based)
   int failPatchAt = -1;   // fail the n-th patch
@@ -60,6 +61,7 @@ class FakeExecutor : public core::Executor {
     }
     auto* g = new core::GraphHandle();
     g->id = builds++;
+    builtSizes.push_back(req.ops.size());
     for (const OpDesc& op : req.ops) {
       g->storage.push(op);
       g->values.emplace_back(op.value.data, op.value.data + op.value.size);
