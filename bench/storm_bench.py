@@ -110,6 +110,12 @@ def summarize(runs, variants, sync):
             "us_min": min([u for u in us if u is not None], default=None),
             "us_max": max([u for u in us if u is not None], default=None),
             "us_all": us,
+            # each run's fastest block of 10 % of the iterations (sync only): the machine
+            # undisturbed; noise on the lent machines comes in bursts that slow whole
+            # blocks by 10-50 % (scripts/gpu-noise.sh, docs/PERF.md)
+            "us_best": median_or_none([min(get(r, "result", "block_medians_us") or [], default=None)
+                                       for r in ok]),
+            "us_by_round": {r["round"]: get(r, "result", "us_per_iter_median") for r in ok},
             "kernels_per_iter": get(ok[0], "result", "kernels_per_iter") if ok else None,
             "loss_hex": sorted({get(r, "result", "loss_final_hex") for r in ok} - {None}),
             "checksum_hex": sorted({get(r, "result", "params_checksum_hex") for r in ok} - {None}),
@@ -127,13 +133,19 @@ def summarize(runs, variants, sync):
     hand_us = get(rows, "hand", "us_median")
     ref_loss = eager.get("loss_hex") or []
     ref_sum = eager.get("checksum_hex") or []
+    e_best, hand_best = eager.get("us_best"), get(rows, "hand", "us_best")
     for v, row in rows.items():
-        u = row["us_median"]
-        row["speedup"] = (e_us / u) if (e_us and u) else None
-        row["share_of_hand_pct"] = None
-        if v == "graft" and e_us and u and hand_us and e_us / hand_us - 1 > 1e-9:
-            row["share_of_hand_pct"] = 100.0 * (e_us / u - 1) / (e_us / hand_us - 1)
-        row["overhead_pct"] = (100.0 * (u / e_us - 1)) if (v == "passthrough" and e_us and u) else None
+        for suffix, e, u, h in (("", e_us, row["us_median"], hand_us), ("_best", e_best, row["us_best"], hand_best)):
+            row["speedup" + suffix] = (e / u) if (e and u) else None
+            # share of the hand graph's speedup, strictest reading: (e/g - 1) / (e/h - 1)
+            row["share_of_hand_pct" + suffix] = None
+            if v == "graft" and e and u and h and e / h - 1 > 1e-9:
+                row["share_of_hand_pct" + suffix] = 100.0 * (e / u - 1) / (e / h - 1)
+            row["overhead_pct" + suffix] = (100.0 * (u / e - 1)) if (v == "passthrough" and e and u) else None
+        # median over rounds of this run's time / the same round's eager time
+        pairs = [u / eager["us_by_round"][k] for k, u in row["us_by_round"].items()
+                 if u and eager.get("us_by_round", {}).get(k)]
+        row["paired_ratio"] = median_or_none(pairs)
         if v in CHECKED:
             if not row["ok"] or len(ref_loss) != 1 or len(ref_sum) != 1:
                 row["check"] = "-"
@@ -152,15 +164,17 @@ def summarize(runs, variants, sync):
 def print_table(rows, variants, sync, args, rounds_done):
     print("== storm %s: %d round(s) x %d iters (warmup %d); us/iter = median over rounds ==" % (
         "sync" if sync else "nosync", rounds_done, args.iters, args.warmup))
-    hdr = ("variant", "ok", "us/iter", "min", "max", "speedup", "hand-share", "overhead",
-           "result", "cover%", "replays", "graphs", "patch/rep", "1st-rep-s")
-    w = (12, 5, 9, 9, 9, 8, 10, 9, 11, 7, 8, 7, 9, 9)
+    hdr = ("variant", "ok", "us/iter", "min", "max", "speedup", "hand-share", "overhead", "paired",
+           "best-blk", "share", "overhead", "result", "cover%", "replays", "graphs", "patch/rep", "1st-rep-s")
+    w = (12, 5, 9, 9, 9, 8, 10, 9, 7, 9, 7, 9, 11, 7, 8, 7, 9, 9)
     print(" ".join(h.ljust(n) for h, n in zip(hdr, w)).rstrip())
     for v in variants:
         r = rows[v]
         cells = (v, "%d/%d" % (r["ok"], r["runs"]), fmt(r["us_median"]), fmt(r["us_min"]),
                  fmt(r["us_max"]), fmt(r["speedup"], "{:.2f}x"), fmt(r["share_of_hand_pct"], "{:.1f}%"),
-                 fmt(r["overhead_pct"], "{:+.1f}%"), r["check"],
+                 fmt(r["overhead_pct"], "{:+.1f}%"), fmt(r["paired_ratio"], "{:.3f}"),
+                 fmt(r["us_best"]), fmt(r["share_of_hand_pct_best"], "{:.1f}%"),
+                 fmt(r["overhead_pct_best"], "{:+.1f}%"), r["check"],
                  fmt(r["coverage_pct"]), fmt(r["replays"], "{:.0f}"), fmt(r["graphs_built"], "{:.0f}"),
                  fmt(r["patches_per_replay"], "{:.2f}"), fmt(r["first_replay_s"], "{:.3f}"))
         print(" ".join(str(c).ljust(n) for c, n in zip(cells, w)).rstrip())
