@@ -120,6 +120,19 @@ def summarize_case(case, runs):
             row["gap_removed_pct" + suffix] = None
             if mode == "graft" and e.get(key) and row.get(key) and fl.get(key) and e[key] - fl[key] > 1e-9:
                 row["gap_removed_pct" + suffix] = 100.0 * (e[key] - row[key]) / (e[key] - fl[key])
+        # paired within rounds (runs of one round are seconds apart): median over
+        # rounds of that round's speedup and gap removed
+        row["speedup_paired"] = row["gap_removed_pct_paired"] = None
+        if mode == "graft":
+            by = {}
+            for r in runs:
+                if r["ok"] and r["bench_mode"] in ("eager", "graft", "floor"):
+                    by.setdefault(r["round"], {})[r["bench_mode"]] = r["result"].get("ms_per_step_median")
+            sp = [v["eager"] / v["graft"] for v in by.values() if v.get("eager") and v.get("graft")]
+            gp = [100.0 * (v["eager"] - v["graft"]) / (v["eager"] - v["floor"]) for v in by.values()
+                  if v.get("eager") and v.get("graft") and v.get("floor") and v["eager"] - v["floor"] > 1e-9]
+            row["speedup_paired"] = H.median(sp) if sp else None
+            row["gap_removed_pct_paired"] = H.median(gp) if gp else None
         row["mem_delta_bytes"] = None
         row["mem_delta_pct"] = None
         if mode != "eager" and row.get("dev_peak") is not None and e.get("dev_peak") is not None:
@@ -250,9 +263,11 @@ def main():
         if case == "gemm":
             verdicts.append("gemm graft/eager %s (target >= 0.98x)" % H.fmt(g.get("speedup"), "{:.3f}x"))
         else:
-            verdicts.append("%s gap removed %s, best blocks %s; graft/eager %s, best %s" % (
+            verdicts.append("%s gap removed %s, best blocks %s, paired %s; graft/eager %s, best %s, paired %s" % (
                 case, H.fmt(g.get("gap_removed_pct"), "{:.0f}%"), H.fmt(g.get("gap_removed_pct_best"), "{:.0f}%"),
-                H.fmt(g.get("speedup"), "{:.2f}x"), H.fmt(g.get("speedup_best"), "{:.2f}x")))
+                H.fmt(g.get("gap_removed_pct_paired"), "{:.0f}%"),
+                H.fmt(g.get("speedup"), "{:.2f}x"), H.fmt(g.get("speedup_best"), "{:.2f}x"),
+                H.fmt(g.get("speedup_paired"), "{:.2f}x")))
         print()
     if note:
         print("note: " + note)
