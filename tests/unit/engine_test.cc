@@ -369,6 +369,34 @@ TEST(Engine, PiecesBeforeARecurringSyncAreSmallAtBothEnds) {
   EXPECT_GE(h.viaGraph(), size_t(15 * 300));
 }
 
+TEST(Engine, PiecesCoverEveryOpOfAnyLengthExactlyOnce) {
+  // Whatever the run's length and GRAFT_MIN_SEGMENT_OPS, the automatic pieces
+  // tile the run: no op left eager for being in a piece too short to build.
+  for (uint32_t minOps : {2u, 4u, 16u}) {
+    for (int n : {5, 17, 23, 24, 47, 100, 301, 1000}) {
+      if (n < int(minOps)) continue;
+      core::EngineConfig c = Harness::defaultConfig();
+      c.segmentOps = 0;
+      c.minSegmentOps = minOps;
+      Harness h(c);
+      for (int it = 0; it < 8; ++it) {
+        // mostly repeating shapes (layers), a unique one every 13 ops: cuts
+        // move to the unique ops
+        for (int k = 0; k < n; ++k)
+          h.op(TestOp{OpKind::Kernel, 0x100, uint64_t(k % 13 == 0 ? 5000 + k : 1000 + k % 5), 7});
+        h.sync();
+      }
+      h.expectEquivalent();
+      size_t total = 0;
+      for (size_t sz : h.exec.builtSizes) {
+        EXPECT_GE(sz, minOps) << "n=" << n << " min=" << minOps;
+        total += sz;
+      }
+      EXPECT_EQ(total, size_t(n)) << "n=" << n << " min=" << minOps;
+    }
+  }
+}
+
 TEST(Engine, PiecesOfLongSegmentsWithoutSyncGrow) {
   core::EngineConfig c = Harness::defaultConfig();
   c.segmentOps = 0;  // automatic: 32, 64, 128, ...
