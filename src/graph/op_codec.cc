@@ -161,15 +161,16 @@ const OpDesc& OpEncoder::memset(ApiId api, core::StreamKey stream, CUcontext ctx
   return finish(OpKind::Memset, api, stream, 0, sizeof(s), sizeof(v));
 }
 
-const OpDesc& OpEncoder::eventRecord(ApiId api, core::StreamKey stream, CUevent event,
+const OpDesc& OpEncoder::eventRecord(ApiId api, core::StreamKey stream, CUcontext ctx, CUevent event,
                                      unsigned flags) {
-  const EventShape s{flags, 0};
+  const EventShape s{flags, 0, reinterpret_cast<uint64_t>(ctx)};
   std::memcpy(shape_.data(), &s, sizeof(s));
   return finish(OpKind::EventRecord, api, stream, reinterpret_cast<uint64_t>(event), sizeof(s), 0);
 }
 
-const OpDesc& OpEncoder::eventWait(ApiId api, core::StreamKey stream, CUevent event, unsigned flags) {
-  const EventShape s{flags, 0};
+const OpDesc& OpEncoder::eventWait(ApiId api, core::StreamKey stream, CUcontext ctx, CUevent event,
+                                   unsigned flags) {
+  const EventShape s{flags, 0, reinterpret_cast<uint64_t>(ctx)};
   std::memcpy(shape_.data(), &s, sizeof(s));
   return finish(OpKind::EventWait, api, stream, reinterpret_cast<uint64_t>(event), sizeof(s), 0);
 }
@@ -195,6 +196,8 @@ CUcontext contextOf(const OpDesc& op) {
     case OpKind::Kernel: return reinterpret_cast<CUcontext>(kernelShapeOf(op).ctx);
     case OpKind::Memcpy: return reinterpret_cast<CUcontext>(copyShapeOf(op).ctx);
     case OpKind::Memset: return reinterpret_cast<CUcontext>(setShapeOf(op).ctx);
+    case OpKind::EventRecord:
+    case OpKind::EventWait: return reinterpret_cast<CUcontext>(eventShapeOf(op).ctx);
     default: return nullptr;
   }
 }
@@ -361,6 +364,7 @@ std::string describeDifference(const OpDesc& e, const OpDesc& a, const KernelReg
     case OpKind::EventRecord:
     case OpKind::EventWait:
       if (eventShapeOf(e).flags != eventShapeOf(a).flags) add("flags differ");
+      if (eventShapeOf(e).ctx != eventShapeOf(a).ctx) add("context differs");
       break;
     case OpKind::Boundary: break;
   }

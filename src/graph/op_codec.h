@@ -64,6 +64,9 @@ struct SetValue {
 struct EventShape {
   uint32_t flags;
   uint32_t pad;
+  // The context current at the call when the stream is a default stream (the
+  // NULL stream means that context's default stream), else 0.
+  uint64_t ctx;
 };
 
 // Launch configuration as the driver gave it, before encoding.
@@ -89,9 +92,9 @@ class OpEncoder {
   const core::OpDesc& memset(hook::ApiId api, core::StreamKey stream, CUcontext ctx,
                              CUdeviceptr dst, size_t pitch, unsigned value, unsigned elementSize,
                              size_t width, size_t height);
-  const core::OpDesc& eventRecord(hook::ApiId api, core::StreamKey stream, CUevent event,
+  const core::OpDesc& eventRecord(hook::ApiId api, core::StreamKey stream, CUcontext ctx, CUevent event,
                                   unsigned flags);
-  const core::OpDesc& eventWait(hook::ApiId api, core::StreamKey stream, CUevent event,
+  const core::OpDesc& eventWait(hook::ApiId api, core::StreamKey stream, CUcontext ctx, CUevent event,
                                 unsigned flags);
   // An op issued eagerly in sequence (never graphed).
   const core::OpDesc& boundary(hook::ApiId api, core::StreamKey stream, core::EagerCause cause);

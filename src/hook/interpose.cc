@@ -56,6 +56,10 @@ inline CUcontext currentContext() {
   return ctx;
 }
 
+// For event ops: which context's default stream a NULL stream names. Ops on a
+// program stream carry no context (the stream has one).
+inline CUcontext defaultStreamContext(CUstream s) { return s ? nullptr : currentContext(); }
+
 inline bool isDevicePointer(CUdeviceptr p) {
   unsigned type = 0;
   return real<ApiId::k_cuPointerGetAttribute_4000>()(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) ==
@@ -181,7 +185,8 @@ template <>
 struct Encoder<ApiId::k_cuEventRecord_2000> {
   static constexpr bool kGraphable = true;
   static const OpDesc& encode(Runtime& rt, int pt, CUevent e, CUstream s) {
-    return rt.encoder().eventRecord(ApiId::k_cuEventRecord_2000, streamKey(s, pt), e, 0);
+    return rt.encoder().eventRecord(ApiId::k_cuEventRecord_2000, streamKey(s, pt), defaultStreamContext(s), e,
+                                    0);
   }
 };
 
@@ -192,8 +197,8 @@ struct Encoder<ApiId::k_cuEventRecordWithFlags_11010> {
     if (flags != CU_EVENT_RECORD_DEFAULT)
       return rt.encoder().boundary(ApiId::k_cuEventRecordWithFlags_11010, streamKey(s, pt),
                                    EagerCause::OtherStreamOrdered);
-    return rt.encoder().eventRecord(ApiId::k_cuEventRecordWithFlags_11010, streamKey(s, pt), e,
-                                    flags);
+    return rt.encoder().eventRecord(ApiId::k_cuEventRecordWithFlags_11010, streamKey(s, pt),
+                                    defaultStreamContext(s), e, flags);
   }
 };
 
@@ -204,7 +209,8 @@ struct Encoder<ApiId::k_cuStreamWaitEvent_3020> {
     if (flags != CU_EVENT_WAIT_DEFAULT)
       return rt.encoder().boundary(ApiId::k_cuStreamWaitEvent_3020, streamKey(s, pt),
                                    EagerCause::OtherStreamOrdered);
-    return rt.encoder().eventWait(ApiId::k_cuStreamWaitEvent_3020, streamKey(s, pt), e, flags);
+    return rt.encoder().eventWait(ApiId::k_cuStreamWaitEvent_3020, streamKey(s, pt), defaultStreamContext(s), e,
+                                  flags);
   }
 };
 
