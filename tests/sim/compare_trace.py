@@ -3,14 +3,18 @@
 require identical executed traces.
 
   compare_trace.py --exe sim_trace_equal --workdir DIR [--preload LIB]
-                   [--env NAME=VALUE ...] [--seed S] [--expect-difference]
+                   [--env NAME=VALUE ...] [--seed S] [--expect-difference] [--graft-stats]
 
 The reference run has no LD_PRELOAD; the second run gets --preload (or none: then
 this checks determinism) and the --env variables. --expect-difference inverts the
 verdict (negative control: a faulty interposer must change the trace).
+--graft-stats (with --preload libgraft) sets GRAFT_STATS for the second run and
+requires graft's exit report: the program ran to completion under graft. It prints
+the replay figures but requires no particular coverage.
 """
 import argparse
 import difflib
+import json
 import os
 import subprocess
 import sys
@@ -34,6 +38,7 @@ def main():
     ap.add_argument("--env", action="append", default=[])
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--expect-difference", action="store_true")
+    ap.add_argument("--graft-stats", action="store_true")
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     base = dict(os.environ)
@@ -45,7 +50,21 @@ def main():
         env[name] = value
     if args.preload:
         env["LD_PRELOAD"] = args.preload
+    stats_path = os.path.join(args.workdir, "graft_stats.json")
+    if args.graft_stats:
+        if os.path.exists(stats_path):
+            os.remove(stats_path)
+        env["GRAFT_STATS"] = stats_path
     got = run(args.exe, os.path.join(args.workdir, "trace_test.txt"), args.seed, env)
+    if args.graft_stats:
+        if not os.path.exists(stats_path):
+            print("graft wrote no exit report at %s (GRAFT_STATS): it did not run to completion" % stats_path)
+            return 1
+        with open(stats_path) as f:
+            report = json.load(f)
+        replay = report.get("replay", {})
+        print("graft exit report: mode %s, %s ops; replay: %s" % (report.get("mode"), report.get("ops", {}).get(
+            "total"), ", ".join("%s=%s" % kv for kv in sorted(replay.items()) if not isinstance(kv[1], dict))))
     diff = list(difflib.unified_diff(ref, got, "without interposer", "with interposer", lineterm="", n=2))
     if args.expect_difference:
         if diff:

@@ -21,9 +21,19 @@ namespace sim {
 
 namespace {
 
-int gContextObject;
-const CUcontext kContext = reinterpret_cast<CUcontext>(&gContextObject);
-thread_local std::vector<CUcontext> tlsCtxStack;
+thread_local std::vector<CUcontext> tlsCtxStack;  // per-thread context stack (top = current)
+
+bool validDevice(CUdevice dev) { return dev >= 0 && dev < state().deviceCount; }
+
+Context* newContext(int device, bool primary) {
+  SimState& st = state();
+  auto c = std::make_unique<Context>();
+  c->device = device;
+  c->primary = primary;
+  Context* raw = c.get();
+  st.contexts.push_back(std::move(c));
+  return raw;
+}
 
 constexpr unsigned kMaxSharedMem = 227 * 1024;
 
@@ -227,6 +237,9 @@ CUresult launchImpl(const char* api, bool pt, CUfunction f, const unsigned grid[
   SIM_ENTRY(api, kNeedCtx | kSteps);
   Stream* s;
   if (CUresult r = resolve(h, pt, &s); r != CUDA_SUCCESS) return r;
+  // As in CUDA, a kernel launch fails on a stream of another context (a copy,
+  // memset or host function may use one and runs in that stream's context).
+  if (s->ctx != currentCtx()) return CUDA_ERROR_INVALID_HANDLE;
   Op op{ItemKind::Kernel, {}, {}, {}, {}};
   if (CUresult r = buildLaunch(f, grid, block, shmem, kernelParams, extra, attrs, numAttrs, &op.kernel);
       r != CUDA_SUCCESS) {
@@ -427,6 +440,7 @@ CUresult createStream(CUstream* ph, unsigned flags, int priority) {
   if (!ph || (flags & ~unsigned{CU_STREAM_NON_BLOCKING})) return CUDA_ERROR_INVALID_VALUE;
   auto s = std::make_shared<Stream>();
   s->id = st.nextStreamId++;
+  s->ctx = currentCtx();
   s->handle = reinterpret_cast<CUstream>(s.get());
   s->flags = flags;
   s->priority = std::clamp(priority, -5, 0);
@@ -485,6 +499,11 @@ CUresult streamWaitEventImpl(bool pt, CUstream h, CUevent e, unsigned flags) {
       invalidate(cs);
       return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
     }
+    // Simplification: a capture stays within one context (one graph = one context).
+    if (s->ctx != cs->ctx) {
+      invalidate(cs);
+      return CUDA_ERROR_INVALID_CONTEXT;
+    }
     // s joins the capture (fork).
     s->capture = ev->capSession;
     s->captureDeps = ev->capNodes;
@@ -520,6 +539,8 @@ CUresult eventRecordImpl(const char* api, bool pt, CUevent e, CUstream h, unsign
   std::shared_ptr<Event> ev = lookupEvent(e);
   if (!ev) return CUDA_ERROR_INVALID_HANDLE;
   if (flags & ~unsigned{CU_EVENT_RECORD_EXTERNAL}) return CUDA_ERROR_INVALID_VALUE;
+  // As in CUDA, an event is recorded only on a stream of its own context.
+  if (ev->ctx != s->ctx) return CUDA_ERROR_INVALID_HANDLE;
   CaptureCheck cc = captureCheckForOp(s);
   if (cc.result != CUDA_SUCCESS) return cc.result;
   if (cc.capture) {
@@ -669,6 +690,18 @@ CUresult buildKernelFromNodeParams(const CUDA_KERNEL_NODE_PARAMS_v2& p, KernelLa
 
 CUcontext currentContext() { return tlsCtxStack.empty() ? nullptr : tlsCtxStack.back(); }
 
+Context* lookupContext(CUcontext h) {
+  for (auto& c : state().contexts) {
+    if (c->handle() == h) return c->destroyed ? nullptr : c.get();
+  }
+  return nullptr;
+}
+
+Context* currentCtx() {
+  CUcontext h = currentContext();
+  return h ? lookupContext(h) : nullptr;
+}
+
 std::shared_ptr<Event> lookupEvent(CUevent e) {
   SimState& st = state();
   auto it = st.events.find(e);
@@ -689,13 +722,9 @@ CUresult CUDAAPI cuInit(unsigned int flags) {
   SimState& st = state();
   if (!st.initialized) {
     initMemoryLocked();
-    auto l = std::make_shared<Stream>();
-    l->id = st.nextStreamId++;
-    l->handle = CU_STREAM_LEGACY;
-    l->legacy = true;
-    l->blocking = true;
-    st.legacy = l;
-    st.streams.push_back(l);
+    st.primaryRefs.assign(st.deviceCount, 0);
+    for (int d = 0; d < st.deviceCount; ++d) st.primaryCtx.push_back(newContext(d, true));
+    legacyStreamOf(st.primaryCtx[0]);  // device 0's legacy stream keeps id 1
     st.initialized = true;
   }
   return CUDA_SUCCESS;
@@ -711,22 +740,22 @@ CUresult CUDAAPI cuDriverGetVersion(int* v) {
 CUresult CUDAAPI cuDeviceGet(CUdevice* dev, int ordinal) {
   SIM_ENTRY("cuDeviceGet", kNoSticky);
   if (!dev) return CUDA_ERROR_INVALID_VALUE;
-  if (ordinal != 0) return CUDA_ERROR_INVALID_DEVICE;
-  *dev = 0;
+  if (!validDevice(ordinal)) return CUDA_ERROR_INVALID_DEVICE;
+  *dev = ordinal;
   return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuDeviceGetCount(int* count) {
   SIM_ENTRY("cuDeviceGetCount", kNoSticky);
   if (!count) return CUDA_ERROR_INVALID_VALUE;
-  *count = 1;
+  *count = state().deviceCount;
   return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuDeviceGetName(char* name, int len, CUdevice dev) {
   SIM_ENTRY("cuDeviceGetName", kNoSticky);
   if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE;
-  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+  if (!validDevice(dev)) return CUDA_ERROR_INVALID_DEVICE;
   std::snprintf(name, static_cast<size_t>(len), "%s", "NVIDIA H100 80GB HBM3 (graft sim)");
   return CUDA_SUCCESS;
 }
@@ -734,7 +763,7 @@ CUresult CUDAAPI cuDeviceGetName(char* name, int len, CUdevice dev) {
 CUresult CUDAAPI cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevice dev) {
   SIM_ENTRY("cuDeviceGetAttribute", kNoSticky);
   if (!pi || attrib <= 0 || attrib >= CU_DEVICE_ATTRIBUTE_MAX) return CUDA_ERROR_INVALID_VALUE;
-  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+  if (!validDevice(dev)) return CUDA_ERROR_INVALID_DEVICE;
   *pi = deviceAttribute(attrib);
   return CUDA_SUCCESS;
 }
@@ -742,15 +771,17 @@ CUresult CUDAAPI cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevi
 CUresult CUDAAPI cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
   SIM_ENTRY("cuDeviceTotalMem_v2", kNoSticky);
   if (!bytes) return CUDA_ERROR_INVALID_VALUE;
-  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+  if (!validDevice(dev)) return CUDA_ERROR_INVALID_DEVICE;
   *bytes = 16ull << 30;
   return CUDA_SUCCESS;
 }
 
 static CUresult deviceUuid(CUuuid* uuid, CUdevice dev) {
   if (!uuid) return CUDA_ERROR_INVALID_VALUE;
-  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
-  std::memcpy(uuid->bytes, "graft-sim-dev-00", 16);
+  if (!validDevice(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  char id[32];
+  std::snprintf(id, sizeof id, "graft-sim-dev-%02d", static_cast<int>(dev) % 100);
+  std::memcpy(uuid->bytes, id, 16);
   return CUDA_SUCCESS;
 }
 
@@ -767,16 +798,16 @@ CUresult CUDAAPI cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) {
 CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
   SIM_ENTRY("cuDevicePrimaryCtxRetain", 0);
   if (!pctx) return CUDA_ERROR_INVALID_VALUE;
-  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
-  ++state().primaryRefs;
-  *pctx = kContext;
+  if (!validDevice(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  ++state().primaryRefs[dev];
+  *pctx = state().primaryCtx[dev]->handle();
   return CUDA_SUCCESS;
 }
 
 static CUresult primaryRelease(CUdevice dev) {
-  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
-  if (state().primaryRefs <= 0) return CUDA_ERROR_INVALID_CONTEXT;
-  --state().primaryRefs;
+  if (!validDevice(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  if (state().primaryRefs[dev] <= 0) return CUDA_ERROR_INVALID_CONTEXT;
+  --state().primaryRefs[dev];
   return CUDA_SUCCESS;
 }
 
@@ -792,31 +823,48 @@ CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
 
 CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags, int* active) {
   SIM_ENTRY("cuDevicePrimaryCtxGetState", kNoSticky);
-  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+  if (!validDevice(dev)) return CUDA_ERROR_INVALID_DEVICE;
   if (!flags || !active) return CUDA_ERROR_INVALID_VALUE;
   *flags = 0;
-  *active = state().primaryRefs > 0;
+  *active = state().primaryRefs[dev] > 0;
   return CUDA_SUCCESS;
 }
 
-// Simplification: there is one context; cuCtxCreate hands out the primary one.
+// A new (non-primary) context of `dev`, with its own legacy stream, pushed on the
+// calling thread's stack. Simplification: params and flags are ignored.
 CUresult CUDAAPI cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* params, unsigned int flags, CUdevice dev) {
   SIM_ENTRY("cuCtxCreate_v4", 0);
   (void)params;
   (void)flags;
   if (!pctx) return CUDA_ERROR_INVALID_VALUE;
-  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
-  ++state().primaryRefs;
-  tlsCtxStack.push_back(kContext);
-  *pctx = kContext;
+  if (!validDevice(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  Context* c = newContext(dev, false);
+  tlsCtxStack.push_back(c->handle());
+  *pctx = c->handle();
   return CUDA_SUCCESS;
 }
 
+// A created context: its work is drained, then it is gone (its streams and events
+// become invalid handles). A primary context's handle only drops a reference.
 CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx) {
   SIM_ENTRY("cuCtxDestroy_v2", kNoSticky);
-  if (ctx != kContext) return CUDA_ERROR_INVALID_CONTEXT;
+  Context* c = lookupContext(ctx);
+  if (!c) return CUDA_ERROR_INVALID_CONTEXT;
   if (!tlsCtxStack.empty() && tlsCtxStack.back() == ctx) tlsCtxStack.pop_back();
-  if (state().primaryRefs > 0) --state().primaryRefs;
+  if (c->primary) {
+    if (state().primaryRefs[c->device] > 0) --state().primaryRefs[c->device];
+    return CUDA_SUCCESS;
+  }
+  drainUntil(
+      SIM_LOCK,
+      [c] {
+        for (auto& s : state().streams) {
+          if (s->ctx == c && !streamIdle(s.get())) return false;
+        }
+        return true;
+      },
+      "cuCtxDestroy");
+  c->destroyed = true;
   return CUDA_SUCCESS;
 }
 
@@ -829,7 +877,7 @@ CUresult CUDAAPI cuCtxGetCurrent(CUcontext* pctx) {
 
 CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx) {
   SIM_ENTRY("cuCtxSetCurrent", kNoSticky);
-  if (ctx && ctx != kContext) return CUDA_ERROR_INVALID_CONTEXT;
+  if (ctx && !lookupContext(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
   if (!tlsCtxStack.empty()) tlsCtxStack.pop_back();
   if (ctx) tlsCtxStack.push_back(ctx);
   return CUDA_SUCCESS;
@@ -837,7 +885,7 @@ CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx) {
 
 CUresult CUDAAPI cuCtxPushCurrent_v2(CUcontext ctx) {
   SIM_ENTRY("cuCtxPushCurrent_v2", kNoSticky);
-  if (ctx != kContext) return CUDA_ERROR_INVALID_CONTEXT;
+  if (!lookupContext(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
   tlsCtxStack.push_back(ctx);
   return CUDA_SUCCESS;
 }
@@ -853,39 +901,51 @@ CUresult CUDAAPI cuCtxPopCurrent_v2(CUcontext* pctx) {
 CUresult CUDAAPI cuCtxGetDevice(CUdevice* dev) {
   SIM_ENTRY("cuCtxGetDevice", kNeedCtx | kNoSticky);
   if (!dev) return CUDA_ERROR_INVALID_VALUE;
-  *dev = 0;
+  *dev = currentCtx()->device;
   return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuCtxGetDevice_v2(CUdevice* dev, CUcontext ctx) {
   SIM_ENTRY("cuCtxGetDevice_v2", kNoSticky);
   if (!dev) return CUDA_ERROR_INVALID_VALUE;
-  if (ctx ? ctx != kContext : currentContext() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
-  *dev = 0;
+  Context* c = ctx ? lookupContext(ctx) : currentCtx();
+  if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+  *dev = c->device;
   return CUDA_SUCCESS;
 }
 
-static CUresult ctxSynchronize(Lock& lk) {
+// Waits for the work of one context only (every stream created in it, its legacy
+// stream and its per-thread streams).
+static CUresult ctxSynchronize(Lock& lk, Context* c) {
   if (CUresult r = checkUnsafeCall(); r != CUDA_SUCCESS) return r;
-  drainAll(lk, "cuCtxSynchronize");
+  drainUntil(
+      lk,
+      [c] {
+        for (auto& s : state().streams) {
+          if (s->ctx == c && !streamIdle(s.get())) return false;
+        }
+        return true;
+      },
+      "cuCtxSynchronize");
   return state().sticky;
 }
 
 CUresult CUDAAPI cuCtxSynchronize(void) {
   SIM_ENTRY("cuCtxSynchronize", kNeedCtx | kSteps | kNoSticky);
-  return ctxSynchronize(SIM_LOCK);
+  return ctxSynchronize(SIM_LOCK, currentCtx());
 }
 
 CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx) {
   SIM_ENTRY("cuCtxSynchronize_v2", kSteps | kNoSticky);
-  if (ctx ? ctx != kContext : currentContext() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
-  return ctxSynchronize(SIM_LOCK);
+  Context* c = ctx ? lookupContext(ctx) : currentCtx();
+  if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+  return ctxSynchronize(SIM_LOCK, c);
 }
 
 CUresult CUDAAPI cuCtxGetApiVersion(CUcontext ctx, unsigned int* version) {
   SIM_ENTRY("cuCtxGetApiVersion", kNoSticky);
   if (!version) return CUDA_ERROR_INVALID_VALUE;
-  if (ctx && ctx != kContext) return CUDA_ERROR_INVALID_CONTEXT;
+  if (ctx && !lookupContext(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
   *version = 13000;
   return CUDA_SUCCESS;
 }
@@ -1004,7 +1064,7 @@ CUresult CUDAAPI cuFuncGetAttribute(int* pi, CUfunction_attribute attrib, CUfunc
 CUresult CUDAAPI cuKernelGetAttribute(int* pi, CUfunction_attribute attrib, CUkernel kernel, CUdevice dev) {
   SIM_ENTRY("cuKernelGetAttribute", kNoSticky);
   if (!pi || attrib < 0 || attrib >= CU_FUNC_ATTRIBUTE_MAX) return CUDA_ERROR_INVALID_VALUE;
-  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+  if (!validDevice(dev)) return CUDA_ERROR_INVALID_DEVICE;
   KernelObj* k = lookupKernel(reinterpret_cast<CUfunction>(kernel));
   if (!k || k->family != SIM_KERNEL_LIBRARY) return CUDA_ERROR_INVALID_HANDLE;
   *pi = functionAttribute(attrib);
@@ -1187,8 +1247,8 @@ CUresult CUDAAPI cuStreamDestroy_v2(CUstream h) {
 SIM_STREAM_GETTER(cuStreamGetFlags, cuStreamGetFlags_ptsz, "cuStreamGetFlags", unsigned int, s->flags)
 SIM_STREAM_GETTER(cuStreamGetPriority, cuStreamGetPriority_ptsz, "cuStreamGetPriority", int, s->priority)
 SIM_STREAM_GETTER(cuStreamGetId, cuStreamGetId_ptsz, "cuStreamGetId", unsigned long long, s->id)
-SIM_STREAM_GETTER(cuStreamGetCtx, cuStreamGetCtx_ptsz, "cuStreamGetCtx", CUcontext, kContext)
-SIM_STREAM_GETTER(cuStreamGetDevice, cuStreamGetDevice_ptsz, "cuStreamGetDevice", CUdevice, 0)
+SIM_STREAM_GETTER(cuStreamGetCtx, cuStreamGetCtx_ptsz, "cuStreamGetCtx", CUcontext, s->ctx->handle())
+SIM_STREAM_GETTER(cuStreamGetDevice, cuStreamGetDevice_ptsz, "cuStreamGetDevice", CUdevice, s->ctx->device)
 #undef SIM_STREAM_GETTER
 
 static CUresult streamGetCtx2(bool pt, CUstream h, CUcontext* pctx, CUgreenCtx* green) {
@@ -1196,7 +1256,7 @@ static CUresult streamGetCtx2(bool pt, CUstream h, CUcontext* pctx, CUgreenCtx* 
   Stream* s;
   if (CUresult r = resolve(h, pt, &s); r != CUDA_SUCCESS) return r;
   if (!pctx) return CUDA_ERROR_INVALID_VALUE;
-  *pctx = kContext;
+  *pctx = s->ctx->handle();
   if (green) *green = nullptr;
   return CUDA_SUCCESS;
 }
@@ -1227,6 +1287,7 @@ CUresult CUDAAPI cuEventCreate(CUevent* ph, unsigned int flags) {
   if ((flags & CU_EVENT_INTERPROCESS) && !(flags & CU_EVENT_DISABLE_TIMING)) return CUDA_ERROR_INVALID_VALUE;
   auto ev = std::make_shared<Event>();
   ev->flags = flags;
+  ev->ctx = currentCtx();
   auto h = reinterpret_cast<CUevent>(ev.get());
   state().events[h] = ev;
   *ph = h;
@@ -1287,6 +1348,7 @@ static CUresult elapsed(float* ms, CUevent a, CUevent b) {
   if (!ea || !eb) return CUDA_ERROR_INVALID_HANDLE;
   if (ea->capSession || eb->capSession) return CUDA_ERROR_CAPTURED_EVENT;
   if ((ea->flags | eb->flags) & CU_EVENT_DISABLE_TIMING) return CUDA_ERROR_INVALID_HANDLE;
+  if (ea->ctx != eb->ctx) return CUDA_ERROR_INVALID_HANDLE;
   if (!ea->lastRecord || !eb->lastRecord) return CUDA_ERROR_INVALID_HANDLE;
   if (!ea->lastRecord->done || !eb->lastRecord->done) return CUDA_ERROR_NOT_READY;
   *ms = static_cast<float>((eb->lastRecord->timeUs - ea->lastRecord->timeUs) / 1000.0);

@@ -24,7 +24,7 @@ namespace sim {
 namespace {
 
 thread_local int tlsInHostFn = 0;
-thread_local Stream* tlsPerThreadStream = nullptr;
+thread_local std::map<Context*, Stream*> tlsPerThreadStreams;  // per context
 
 bool apiMatches(const std::string& spec, const char* api) {
   if (spec == api) return true;
@@ -261,6 +261,7 @@ void parseEnvLocked() {
   st.envParsed = true;
   if (const char* s = std::getenv("SIM_SEED")) st.rng.seed(std::strtoull(s, nullptr, 0));
   if (const char* s = std::getenv("SIM_STEPS")) st.maxSteps = static_cast<unsigned>(std::atoi(s));
+  if (const char* s = std::getenv("SIM_DEVICES")) st.deviceCount = std::clamp(std::atoi(s), 1, 8);
   if (const char* s = std::getenv("SIM_FAIL")) parseFailSpec(s);
   // SIM_ASYNC_US=N: a "GPU" thread also makes progress every N microseconds,
   // so work runs even while the host makes no driver call (not deterministic).
@@ -310,7 +311,7 @@ ApiGuard::ApiGuard(const char* api, unsigned flags) {
     return;
   }
   if (flags & kNeedCtx) {
-    if (currentContext() == nullptr) {
+    if (currentCtx() == nullptr) {
       result_ = CUDA_ERROR_INVALID_CONTEXT;
       return;
     }
@@ -359,7 +360,8 @@ void deadlock(const char* what) {
   for (auto& s : st.streams) {
     if (s->queue.empty()) continue;
     const Item& head = *s->queue.front();
-    std::fprintf(stderr, "  stream %" PRIu64 "%s: %zu pending, head = %s waiting on %zu unfinished item(s)\n", s->id,
+    std::fprintf(stderr, "  stream %" PRIu64 " (device %d)%s: %zu pending, head = %s waiting on %zu unfinished item(s)\n",
+                 s->id, s->ctx ? s->ctx->device : -1,
                  s->legacy ? " (legacy)" : (s->perThread ? " (per-thread)" : ""), s->queue.size(),
                  describeItem(head).c_str(), head.deps.size());
   }
@@ -368,27 +370,57 @@ void deadlock(const char* what) {
   std::abort();
 }
 
+Stream* legacyStreamOf(Context* ctx) {
+  if (!ctx->legacy) {
+    SimState& st = state();
+    auto l = std::make_shared<Stream>();
+    l->id = st.nextStreamId++;
+    l->ctx = ctx;
+    l->handle = CU_STREAM_LEGACY;
+    l->legacy = true;
+    l->blocking = true;
+    ctx->legacy = l;
+    st.streams.push_back(l);
+  }
+  return ctx->legacy.get();
+}
+
 Stream* threadPerThreadStream() {
-  if (tlsPerThreadStream) return tlsPerThreadStream;
+  Context* ctx = currentCtx();
+  return ctx ? perThreadStreamOf(ctx) : nullptr;
+}
+
+Stream* perThreadStreamOf(Context* ctx) {
+  Stream*& slot = tlsPerThreadStreams[ctx];
+  if (slot) return slot;
   SimState& st = state();
   auto s = std::make_shared<Stream>();
   s->id = st.nextStreamId++;
+  s->ctx = ctx;
   s->handle = CU_STREAM_PER_THREAD;
   s->perThread = true;
   s->blocking = true;
   st.streams.push_back(s);
-  tlsPerThreadStream = s.get();
-  return tlsPerThreadStream;
+  slot = s.get();
+  return slot;
 }
 
+// NULL, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD name streams of the current
+// context; a created handle names its own stream, whichever context is current.
 Stream* resolveStream(CUstream h, bool perThreadVariant, CUresult* err) {
   SimState& st = state();
   *err = CUDA_SUCCESS;
-  if (h == nullptr) return perThreadVariant ? threadPerThreadStream() : st.legacy.get();
-  if (h == CU_STREAM_LEGACY) return st.legacy.get();
-  if (h == CU_STREAM_PER_THREAD) return threadPerThreadStream();
+  if (h == nullptr || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) {
+    Context* ctx = currentCtx();
+    if (!ctx) {
+      *err = CUDA_ERROR_INVALID_CONTEXT;
+      return nullptr;
+    }
+    bool pt = h == CU_STREAM_PER_THREAD || (h == nullptr && perThreadVariant);
+    return pt ? threadPerThreadStream() : legacyStreamOf(ctx);
+  }
   auto it = st.streamByHandle.find(h);
-  if (it == st.streamByHandle.end()) {
+  if (it == st.streamByHandle.end() || it->second->ctx->destroyed) {
     *err = CUDA_ERROR_INVALID_HANDLE;
     return nullptr;
   }
@@ -399,13 +431,15 @@ void enqueue(Stream* s, std::unique_ptr<Item> item) {
   SimState& st = state();
   item->seq = ++st.seq;
   if (s->legacy) {
-    // Waits for everything already enqueued on every blocking stream.
+    // Waits for everything already enqueued on every blocking stream of its context.
     for (auto& b : st.streams) {
-      if (b.get() != s && b->blocking && b->lastDone && !b->lastDone->done) item->deps.push_back(b->lastDone);
+      if (b.get() != s && b->ctx == s->ctx && b->blocking && b->lastDone && !b->lastDone->done) {
+        item->deps.push_back(b->lastDone);
+      }
     }
   } else if (s->blocking) {
-    // Waits for everything already enqueued on the legacy stream.
-    const CompletionPtr& l = st.legacy->lastDone;
+    // Waits for everything already enqueued on its context's legacy stream.
+    const CompletionPtr& l = legacyStreamOf(s->ctx)->lastDone;
     if (l && !l->done) item->deps.push_back(l);
   }
   item->done = std::make_shared<Completion>();
@@ -421,6 +455,9 @@ void recordEffect(TraceEntry&& entry, const EffectSource& src) {
   entry.e.graphLaunchId = src.launchId;
   entry.e.stream = src.stream ? src.stream->handle : nullptr;
   entry.e.streamId = src.stream ? src.stream->id : 0;
+  Context* ctx = src.stream ? src.stream->ctx : nullptr;
+  entry.e.device = ctx ? ctx->device : -1;
+  entry.e.context = ctx ? ctx->handle() : nullptr;
   if (entry.e.kind != SIM_EFFECT_MARKER) {
     if (src.graph) {
       ++st.counters.effectsGraph;
@@ -656,7 +693,15 @@ void simCounters(SimCounters* out) {
 
 uint64_t simStreamId(CUstream stream, int perThreadVariant) {
   Lock lk(state().mutex);
-  if (!state().legacy) return 0;
+  SimState& st = state();
+  if (!st.initialized) return 0;
+  Context* ctx = currentCtx();
+  if (!ctx && (stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD)) {
+    // A thread with no current context asks about device 0's primary context.
+    ctx = st.primaryCtx[0];
+    bool pt = stream == CU_STREAM_PER_THREAD || (stream == nullptr && perThreadVariant);
+    return pt ? perThreadStreamOf(ctx)->id : legacyStreamOf(ctx)->id;
+  }
   CUresult err;
   Stream* s = resolveStream(stream, perThreadVariant != 0, &err);
   return s ? s->id : 0;

@@ -190,11 +190,22 @@ CUresult execNodeLookup(CUgraphExec e, CUgraphNode h, NodeKind kind, std::shared
   return CUDA_SUCCESS;
 }
 
+// Simplification: an exec runs in one context; a graph whose nodes belong to
+// different contexts is refused (the fake has no multi-device graphs).
 CUresult instantiate(CUgraphExec* pexec, CUgraph g) {
   if (!pexec) return CUDA_ERROR_INVALID_VALUE;
   std::shared_ptr<Graph> graph = lookupGraph(g);
   if (!graph || !state().graphs.count(g)) return CUDA_ERROR_INVALID_VALUE;  // not while capturing
+  Context* ctx = nullptr;
+  for (auto& n : graph->nodes) {
+    Context* c = n->params.ctx;
+    if (!c) continue;
+    if (c->destroyed) return CUDA_ERROR_INVALID_CONTEXT;
+    if (ctx && c != ctx) return CUDA_ERROR_INVALID_VALUE;
+    ctx = c;
+  }
   auto ex = std::make_shared<Exec>();
+  ex->ctx = ctx ? ctx : currentCtx();
   ex->source = graph;
   ex->snap = snapshotOf(*graph);
   auto h = reinterpret_cast<CUgraphExec>(ex.get());
@@ -212,6 +223,9 @@ CUresult graphLaunchImpl(bool pt, CUgraphExec e, CUstream h) {
   if (!s) return err;
   std::shared_ptr<Exec> ex = lookupExec(e);
   if (!ex) return CUDA_ERROR_INVALID_VALUE;
+  // Simplification: an exec is launched only on a stream of its own context, so its
+  // nodes run on (and are traced as) that context's device.
+  if (s->ctx != ex->ctx) return CUDA_ERROR_INVALID_VALUE;
   CaptureCheck cc = captureCheckForOp(s);
   if (cc.result != CUDA_SUCCESS) return cc.result;
   if (cc.capture) {
@@ -271,6 +285,7 @@ CUresult beginCaptureImpl(const char* api, bool pt, CUstream h, CUstreamCaptureM
   cs->id = st.nextCaptureId++;
   cs->graph = std::make_shared<Graph>();
   cs->origin = s;
+  cs->ctx = s->ctx;
   cs->mode = mode;
   cs->owner = std::this_thread::get_id();
   cs->streams.push_back(s);
@@ -336,7 +351,7 @@ CUresult endCaptureImpl(bool pt, CUstream h, CUgraph* phGraph) {
 CUresult captureStatus(Stream* s, CUstreamCaptureStatus* status) {
   if (s->legacy) {
     std::vector<CaptureSession*> v;
-    if (blockingStreamCapturing(&v)) {
+    if (blockingStreamCapturing(s->ctx, &v)) {
       for (CaptureSession* cs : v) invalidate(cs);
       return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
     }
@@ -407,7 +422,7 @@ CaptureCheck captureCheckForOp(Stream* s) {
   }
   if (s->legacy) {
     std::vector<CaptureSession*> v;
-    if (blockingStreamCapturing(&v)) {
+    if (blockingStreamCapturing(s->ctx, &v)) {
       for (CaptureSession* cs : v) invalidate(cs);
       cc.result = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
     }
@@ -416,6 +431,7 @@ CaptureCheck captureCheckForOp(Stream* s) {
 }
 
 Node* addCaptureNode(Stream* s, NodeParams&& p) {
+  p.ctx = s->ctx;
   Node* n = newNode(s->capture->graph.get(), std::move(p), s->captureDeps);
   s->captureDeps.assign(1, n);
   return n;
@@ -425,12 +441,12 @@ void invalidate(CaptureSession* cs) {
   if (cs) cs->invalidated = true;
 }
 
-bool blockingStreamCapturing(std::vector<CaptureSession*>* out) {
+bool blockingStreamCapturing(Context* ctx, std::vector<CaptureSession*>* out) {
   bool any = false;
   for (auto& cs : state().sessions) {
     if (!cs->active) continue;
     for (Stream* t : cs->streams) {
-      if (t->blocking && !t->legacy) {
+      if (t->blocking && !t->legacy && t->ctx == ctx) {
         out->push_back(cs.get());
         any = true;
         break;
@@ -463,7 +479,7 @@ CUresult checkSyncOfStream(Stream* s) {
   }
   if (s->legacy) {
     std::vector<CaptureSession*> v;
-    if (blockingStreamCapturing(&v)) {
+    if (blockingStreamCapturing(s->ctx, &v)) {
       for (CaptureSession* cs : v) invalidate(cs);
       return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
     }
@@ -680,6 +696,8 @@ CUresult CUDAAPI cuGraphAddKernelNode_v2(CUgraphNode* ph, CUgraph g, const CUgra
   if (!p) return CUDA_ERROR_INVALID_VALUE;
   NodeParams np;
   np.kind = NodeKind::Kernel;
+  np.ctx = p->ctx ? lookupContext(p->ctx) : currentCtx();
+  if (!np.ctx) return CUDA_ERROR_INVALID_CONTEXT;
   if (CUresult r = buildKernelFromNodeParams(*p, &np.kernel); r != CUDA_SUCCESS) return r;
   return addNode(ph, g, deps, n, std::move(np));
 }
@@ -687,9 +705,10 @@ CUresult CUDAAPI cuGraphAddKernelNode_v2(CUgraphNode* ph, CUgraph g, const CUgra
 CUresult CUDAAPI cuGraphAddMemcpyNode(CUgraphNode* ph, CUgraph g, const CUgraphNode* deps, size_t n,
                                       const CUDA_MEMCPY3D* p, CUcontext ctx) {
   SIM_ENTRY("cuGraphAddMemcpyNode", kNeedCtx);
-  (void)ctx;
   NodeParams np;
   np.kind = NodeKind::Memcpy;
+  np.ctx = ctx ? lookupContext(ctx) : currentCtx();
+  if (!np.ctx) return CUDA_ERROR_INVALID_CONTEXT;
   if (CUresult r = copyFrom3D(p, &np.copy); r != CUDA_SUCCESS) return r;
   np.copyRaw = *p;
   return addNode(ph, g, deps, n, std::move(np));
@@ -698,9 +717,10 @@ CUresult CUDAAPI cuGraphAddMemcpyNode(CUgraphNode* ph, CUgraph g, const CUgraphN
 CUresult CUDAAPI cuGraphAddMemsetNode(CUgraphNode* ph, CUgraph g, const CUgraphNode* deps, size_t n,
                                       const CUDA_MEMSET_NODE_PARAMS* p, CUcontext ctx) {
   SIM_ENTRY("cuGraphAddMemsetNode", kNeedCtx);
-  (void)ctx;
   NodeParams np;
   np.kind = NodeKind::Memset;
+  np.ctx = ctx ? lookupContext(ctx) : currentCtx();
+  if (!np.ctx) return CUDA_ERROR_INVALID_CONTEXT;
   if (CUresult r = memsetFromParams(p, &np.memset); r != CUDA_SUCCESS) return r;
   return addNode(ph, g, deps, n, std::move(np));
 }

@@ -90,9 +90,11 @@ struct HostCall {
 enum class NodeKind { Kernel, Memcpy, Memset, Host, Empty, EventRecord, EventWait };
 
 struct Event;
+struct Context;
 
 struct NodeParams {
   NodeKind kind = NodeKind::Empty;
+  Context* ctx = nullptr;  // context the node runs in; null: any (host, empty, event wait)
   KernelLaunch kernel;
   CopyOp copy;
   CUDA_MEMCPY3D copyRaw{};  // as reported by cuGraphMemcpyNodeGetParams
@@ -123,6 +125,7 @@ struct ExecSnapshot {
 };
 
 struct Exec {
+  Context* ctx = nullptr;              // every node runs in this context
   std::shared_ptr<Graph> source;       // keeps node handles alive
   std::shared_ptr<ExecSnapshot> snap;  // copy-on-write on node updates
   CompletionPtr lastLaunch;            // launches of one exec are serialized
@@ -161,6 +164,7 @@ struct CaptureSession;
 
 struct Stream {
   uint64_t id = 0;
+  Context* ctx = nullptr;     // the context current when it was created
   CUstream handle = nullptr;  // canonical name: created handle, LEGACY or PER_THREAD
   unsigned flags = 0;
   int priority = 0;
@@ -182,6 +186,7 @@ struct CaptureSession {
   uint64_t id = 0;
   std::shared_ptr<Graph> graph;
   Stream* origin = nullptr;
+  Context* ctx = nullptr;  // the origin stream's context; every joining stream must share it
   CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
   std::thread::id owner;
   bool invalidated = false;
@@ -191,6 +196,7 @@ struct CaptureSession {
 
 struct Event {
   unsigned flags = 0;
+  Context* ctx = nullptr;                      // the context current when it was created
   CompletionPtr lastRecord;                    // most recent eager record (null: never recorded)
   std::shared_ptr<CaptureSession> capSession;  // last record happened in this capture
   std::vector<Node*> capNodes;
@@ -214,6 +220,18 @@ struct TraceEntry {
   std::string label;
 };
 
+// A device's context: its own legacy stream (created lazily for devices > 0, so a
+// single-device program sees the same stream ids as before contexts existed),
+// per-thread default streams and synchronization domain. Never freed: a destroyed
+// context stays allocated so stale handles are detected, not dereferenced.
+struct Context {
+  int device = 0;
+  bool primary = false;
+  bool destroyed = false;
+  std::shared_ptr<Stream> legacy;
+  CUcontext handle() { return reinterpret_cast<CUcontext>(this); }
+};
+
 struct EffectSource {
   Stream* stream = nullptr;
   bool graph = false;
@@ -227,7 +245,10 @@ struct SimState {
   bool envParsed = false;
   bool initialized = false;
   CUresult sticky = CUDA_SUCCESS;
-  int primaryRefs = 0;
+  int deviceCount = 2;                            // env SIM_DEVICES (1..8)
+  std::vector<std::unique_ptr<Context>> contexts; // every context ever created
+  std::vector<Context*> primaryCtx;               // per device
+  std::vector<int> primaryRefs;                   // per device
   std::mt19937_64 rng{1};
   unsigned maxSteps = 3;
   uint64_t seq = 0;
@@ -239,7 +260,6 @@ struct SimState {
 
   std::vector<std::shared_ptr<Stream>> streams;  // creation order (scheduler order)
   std::unordered_map<CUstream, std::shared_ptr<Stream>> streamByHandle;
-  std::shared_ptr<Stream> legacy;
   std::unordered_map<CUevent, std::shared_ptr<Event>> events;
   std::unordered_map<CUgraph, std::shared_ptr<Graph>> graphs;
   std::unordered_set<const Node*> liveNodes;
@@ -293,7 +313,11 @@ void drainAll(Lock& lk, const char* what);
 bool allIdle();
 
 CUcontext currentContext();
-Stream* threadPerThreadStream();
+Context* currentCtx();                  // null when none is current (or it was destroyed)
+Context* lookupContext(CUcontext h);    // null unless a live context
+Stream* legacyStreamOf(Context* ctx);   // creates it on first use
+Stream* threadPerThreadStream();        // of the current context (null: none current)
+Stream* perThreadStreamOf(Context* ctx); // the calling thread's, in `ctx`
 Stream* resolveStream(CUstream h, bool perThreadVariant, CUresult* err);
 bool streamIdle(const Stream* s);
 
@@ -335,7 +359,8 @@ CUresult checkUnsafeCall();
 // stream) is capturing is illegal and invalidates the capture.
 CUresult checkSyncOfStream(Stream* s);
 void invalidate(CaptureSession* cs);
-bool blockingStreamCapturing(std::vector<CaptureSession*>* out);
+// Active captures that include a blocking (non-legacy) stream of `ctx`.
+bool blockingStreamCapturing(Context* ctx, std::vector<CaptureSession*>* out);
 std::shared_ptr<Event> lookupEvent(CUevent e);
 
 [[noreturn]] void deadlock(const char* what);

@@ -84,6 +84,12 @@ typedef struct SimEffect {
   void* userData;
   /* SIM_EFFECT_MARKER */
   const char* label;
+  /* Where it executed (not markers): the device ordinal and the context of the stream
+     (for a graph effect: of the launch stream, which is the exec's context). Streams
+     of different contexts have different streamIds; CU_STREAM_LEGACY names a
+     different stream in each context. Markers have device -1, context NULL. */
+  int device;
+  CUcontext context;
 } SimEffect;
 
 size_t simTraceSize(void);
@@ -120,8 +126,8 @@ typedef struct SimCounters {
 } SimCounters;
 void simCounters(SimCounters* out);
 
-/* Stream id the driver would use for `stream` named from the calling thread;
- * perThreadVariant selects the _ptsz meaning of NULL. 0 if invalid. */
+/* Stream id the driver would use for `stream` named from the calling thread (in its
+ * current context); perThreadVariant selects the _ptsz meaning of NULL. 0 if invalid. */
 uint64_t simStreamId(CUstream stream, int perThreadVariant);
 
 static inline uint64_t simMix64(uint64_t x) {

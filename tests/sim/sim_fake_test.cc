@@ -618,3 +618,106 @@ TEST(SimStreams, PerThreadVariantAndIds) {
 }
 
 }  // namespace
+
+namespace {
+
+// Several devices (SIM_DEVICES, default 2): per-context legacy streams, streams and
+// events bound to their context, per-context synchronization, one-context graphs.
+TEST(SimContexts, PerDeviceStreamsEventsAndGraphs) {
+  setCurrent();
+  int n = 0;
+  ASSERT_EQ(api().cuDeviceGetCount(&n), CUDA_SUCCESS);
+  if (n < 2) GTEST_SKIP() << "one device";
+  CUcontext c0, c1;
+  ASSERT_EQ(api().cuDevicePrimaryCtxRetain(&c0, 0), CUDA_SUCCESS);
+  ASSERT_EQ(api().cuDevicePrimaryCtxRetain(&c1, 1), CUDA_SUCCESS);
+  ASSERT_NE(c0, c1);
+  using GetDeviceFn = CUresult (*)(CUdevice*);
+  using PushFn = CUresult (*)(CUcontext);
+  using PopFn = CUresult (*)(CUcontext*);
+  GetDeviceFn getDevice = nullptr;
+  PushFn push = nullptr;
+  PopFn pop = nullptr;
+  CUdriverProcAddressQueryResult q;
+  ASSERT_EQ(drv().getProcAddress("cuCtxGetDevice", reinterpret_cast<void**>(&getDevice), 2000, 0, &q), CUDA_SUCCESS);
+  ASSERT_EQ(drv().getProcAddress("cuCtxPushCurrent", reinterpret_cast<void**>(&push), 4000, 0, &q), CUDA_SUCCESS);
+  ASSERT_EQ(drv().getProcAddress("cuCtxPopCurrent", reinterpret_cast<void**>(&pop), 4000, 0, &q), CUDA_SUCCESS);
+
+  const uint64_t legacy0 = simStreamId(nullptr, 0);
+  ASSERT_EQ(push(c1), CUDA_SUCCESS);
+  CUdevice dev = -1;
+  ASSERT_EQ(getDevice(&dev), CUDA_SUCCESS);
+  EXPECT_EQ(dev, 1);
+  const uint64_t legacy1 = simStreamId(nullptr, 0);
+  EXPECT_NE(legacy0, legacy1);
+  EXPECT_NE(simStreamId(nullptr, 1), simStreamId(nullptr, 0));
+
+  CUfunction k = addKernel();
+  CUdeviceptr d;
+  ASSERT_EQ(api().cuMemAlloc(&d, 64), CUDA_SUCCESS);
+  ASSERT_EQ(api().cuMemsetD32(d, 0, 16), CUDA_SUCCESS);
+  CUstream s1;
+  ASSERT_EQ(api().cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  CUcontext sc = nullptr;
+  ASSERT_EQ(api().cuStreamGetCtx(s1, &sc), CUDA_SUCCESS);
+  EXPECT_EQ(sc, c1);
+  CUevent e1;
+  ASSERT_EQ(api().cuEventCreate(&e1, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+  size_t from = simTraceSize();
+  {
+    Steps none(0);
+    ASSERT_EQ(launchAdd(k, nullptr, d, d, 1), CUDA_SUCCESS);  // device 1's legacy stream
+    ASSERT_EQ(launchAdd(k, s1, d + 8, d + 8, 1), CUDA_SUCCESS);
+    CUcontext popped = nullptr;
+    ASSERT_EQ(pop(&popped), CUDA_SUCCESS);
+    EXPECT_EQ(popped, c1);
+    ASSERT_EQ(getDevice(&dev), CUDA_SUCCESS);
+    EXPECT_EQ(dev, 0);
+    // Kernels cannot go to another context's stream; events record in their own.
+    EXPECT_EQ(launchAdd(k, s1, d, d, 1), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_EQ(api().cuEventRecord(e1, nullptr), CUDA_ERROR_INVALID_HANDLE);
+    // Device 0's synchronization does not wait for device 1's work.
+    ASSERT_EQ(api().cuCtxSynchronize(), CUDA_SUCCESS);
+    EXPECT_EQ(simTraceSize(), from);
+    ASSERT_EQ(api().cuCtxSetCurrent(c1), CUDA_SUCCESS);
+    ASSERT_EQ(api().cuCtxSynchronize(), CUDA_SUCCESS);
+  }
+  auto t = traceSince(from);
+  ASSERT_EQ(t.size(), 2u);
+  for (const SimEffect& e : t) {
+    EXPECT_EQ(e.device, 1);
+    EXPECT_EQ(e.context, c1);
+  }
+  EXPECT_EQ(t[0].streamId == legacy1 ? t[1].streamId : t[0].streamId, simStreamId(s1, 0));
+
+  // A capture stays within one context; an exec launches only in its own.
+  ASSERT_EQ(api().cuCtxSetCurrent(c0), CUDA_SUCCESS);
+  CUstream s0;
+  CUevent e0;
+  ASSERT_EQ(api().cuStreamCreate(&s0, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  ASSERT_EQ(api().cuEventCreate(&e0, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+  ASSERT_EQ(api().cuStreamBeginCapture(s0, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+  ASSERT_EQ(api().cuEventRecord(e0, s0), CUDA_SUCCESS);
+  EXPECT_EQ(api().cuStreamWaitEvent(s1, e0, 0), CUDA_ERROR_INVALID_CONTEXT);
+  CUgraph g = nullptr;
+  EXPECT_EQ(api().cuStreamEndCapture(s0, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  ASSERT_EQ(api().cuStreamBeginCapture(s0, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+  ASSERT_EQ(launchAdd(k, s0, d + 16, d + 16, 1), CUDA_SUCCESS);
+  ASSERT_EQ(api().cuStreamEndCapture(s0, &g), CUDA_SUCCESS);
+  CUgraphExec ex;
+  ASSERT_EQ(api().cuGraphInstantiateWithFlags(&ex, g, 0), CUDA_SUCCESS);
+  EXPECT_EQ(api().cuGraphLaunch(ex, s1), CUDA_ERROR_INVALID_VALUE);
+  from = simTraceSize();
+  ASSERT_EQ(api().cuGraphLaunch(ex, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(api().cuCtxSynchronize(), CUDA_SUCCESS);
+  t = traceSince(from);
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_EQ(t[0].device, 0);
+  EXPECT_EQ(t[0].streamId, legacy0);
+  api().cuGraphExecDestroy(ex);
+  api().cuGraphDestroy(g);
+  api().cuMemFree(d);
+  setCurrent();
+}
+
+}  // namespace
