@@ -499,21 +499,42 @@ void Engine::buildRun(const std::vector<const Token*>& run, bool delimited) {
   for (size_t p = 0; p + 1 < cuts.size(); ++p) buildPiece(ops, cuts[p], cuts[p + 1]);
 }
 
-std::vector<size_t> Engine::pieceCuts(const OpBuffer& ops, bool endsAtBarrier) const {
-  const size_t n = ops.size();
+std::vector<size_t> Engine::pieceCuts(const OpBuffer& ops, bool endsAtBarrier) {
+  // Ops of different device contexts never share a graph: cut the run where
+  // the domain changes, then cut each part by the schedule below.
+  std::vector<size_t> cuts{0};
+  uint64_t domain = 0;
+  size_t begin = 0;
+  for (size_t k = 0; k < ops.size(); ++k) {
+    const uint64_t d = executor_.domainOf(ops.view(k));
+    if (!d) continue;
+    if (domain && d != domain) {
+      for (size_t c : scheduleCuts(ops, begin, k, false)) cuts.push_back(c);
+      begin = k;
+    }
+    domain = d;
+  }
+  for (size_t c : scheduleCuts(ops, begin, ops.size(), endsAtBarrier)) cuts.push_back(c);
+  return cuts;
+}
+
+// Cuts of ops [begin, end), without `begin`, with `end`.
+std::vector<size_t> Engine::scheduleCuts(const OpBuffer& ops, size_t begin, size_t end,
+                                         bool endsAtBarrier) const {
+  const size_t n = end;
   const size_t minOps = config_.minSegmentOps;
   // Prefer to cut before an op whose shape occurs once in the run, so pieces
   // do not start on a common op (fewer false starts while matching).
   std::unordered_map<uint64_t, uint32_t> occurrences;
-  for (size_t k = 0; k < n; ++k) ++occurrences[ops.view(k).shapeHash];
+  for (size_t k = begin; k < n; ++k) ++occurrences[ops.view(k).shapeHash];
   auto unique = [&](size_t k) { return occurrences[ops.view(k).shapeHash] == 1; };
 
   if (config_.segmentOps || !endsAtBarrier) {
     // Pieces of GRAFT_SEGMENT_OPS, or growing 32, 64, ... 1024: the GPU starts
     // after the first few ops, and long runs cost few graph launches.
-    std::vector<size_t> cuts{0};
+    std::vector<size_t> cuts;
     size_t piece = config_.segmentOps ? config_.segmentOps : 32;
-    size_t at = 0;
+    size_t at = begin;
     while (n - at > piece + minOps) {
       size_t cut = at + piece;
       for (size_t d = 0; d < 16 && cut + d < n - minOps; ++d) {
@@ -537,8 +558,8 @@ std::vector<size_t> Engine::pieceCuts(const OpBuffer& ops, bool endsAtBarrier) c
   // after the program's last op short when the CPU is (otherwise the whole
   // last piece, up to hundreds of ops, would start only then). The middle
   // stays one piece.
-  std::vector<size_t> front{0}, back{n};
-  size_t lo = 0, hi = n;
+  std::vector<size_t> front, back{n};
+  size_t lo = begin, hi = n;
   size_t frontSize = std::max<size_t>(16, minOps), backSize = std::max<size_t>(8, minOps);
   for (;;) {
     const bool takeBack = backSize <= frontSize;

@@ -143,7 +143,8 @@ class Engine {
                    const OpDesc* actual, size_t heldCount);
   void noteActivity(const OpDesc& op);
   void countStream(StreamKey stream);
-  std::vector<size_t> pieceCuts(const OpBuffer& ops, bool endsAtBarrier) const;
+  std::vector<size_t> pieceCuts(const OpBuffer& ops, bool endsAtBarrier);
+  std::vector<size_t> scheduleCuts(const OpBuffer& ops, size_t begin, size_t end, bool endsAtBarrier) const;
 
   EngineConfig config_;
   Executor& executor_;

@@ -54,6 +54,11 @@ class Executor {
   // before it were issued.
   virtual void freeAsync(uint64_t pointer, StreamKey stream) = 0;
 
+  // Which execution domain (device context) an op runs in; 0 when it has none
+  // of its own (an event op on a program stream). Ops of two different
+  // nonzero domains never share a graph. Pure function of the op; no driver call.
+  virtual uint64_t domainOf(const OpDesc&) { return 0; }
+
   // For the fallback log only (may allocate): a short description of an op
   // ("kernel sgd_update") and of how two ops differ ("grid 128→96").
   virtual std::string describe(const OpDesc& op) = 0;

@@ -440,6 +440,8 @@ void GraphExecutor::freeAsync(uint64_t pointer, core::StreamKey stream) {
   real<ApiId::k_cuMemFreeAsync_11020>()(pointer, asStream(stream));
 }
 
+uint64_t GraphExecutor::domainOf(const OpDesc& op) { return reinterpret_cast<uint64_t>(contextOf(op)); }
+
 std::string GraphExecutor::describe(const OpDesc& op) { return describeOp(op, kernels_); }
 
 std::string GraphExecutor::describeDifference(const OpDesc& e, const OpDesc& a) {

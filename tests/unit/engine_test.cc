@@ -397,6 +397,22 @@ TEST(Engine, PiecesCoverEveryOpOfAnyLengthExactlyOnce) {
   }
 }
 
+TEST(Engine, GraphsNeverMixDeviceContexts) {
+  // One thread drives two devices in turn (a context switch between them):
+  // every graph holds ops of one context, and nearly everything still replays.
+  Harness h;
+  h.exec.streamIsDomain = true;
+  for (int it = 0; it < 20; ++it) {
+    for (int k = 0; k < 30; ++k) h.op(TestOp{OpKind::Kernel, 0x100, uint64_t(1000 + k), 7});
+    for (int k = 0; k < 30; ++k) h.op(TestOp{OpKind::Kernel, 0x200, uint64_t(2000 + k), uint64_t(it)});
+    h.sync();
+  }
+  h.expectEquivalent();
+  EXPECT_EQ(h.exec.mixedDomainBuilds, 0);
+  EXPECT_GE(h.exec.builds, 2);
+  EXPECT_GE(h.viaGraph(), size_t(15 * 60));
+}
+
 TEST(Engine, PiecesOfLongSegmentsWithoutSyncGrow) {
   core::EngineConfig c = Harness::defaultConfig();
   c.segmentOps = 0;  // automatic: 32, 64, 128, ...

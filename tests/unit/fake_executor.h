@@ -45,10 +45,13 @@ class FakeExecutor : public core::Executor {
   std::vector<Executed> trace;
   int builds = 0, launches = 0, patches = 0, issues = 0;
   std::vector<size_t> builtSizes;  // ops per graph, in build order
+  bool streamIsDomain = false;     // domainOf(op) = op.stream (a stand-in for contexts)
+  int mixedDomainBuilds = 0;       // graphs asked for with ops of two domains
   bool failBuilds = false;
   int failLaunchAt = -1;  // fail the n-th launch (0-based)
   int failPatchAt = -1;   // fail the n-th patch
 
+  uint64_t domainOf(const OpDesc& op) override { return streamIsDomain ? op.stream : 0; }
   int issue(const OpDesc& op) override {
     ++issues;
     append(op, op.value, false);
@@ -62,6 +65,15 @@ class FakeExecutor : public core::Executor {
     auto* g = new core::GraphHandle();
     g->id = builds++;
     builtSizes.push_back(req.ops.size());
+    uint64_t domain = 0;
+    for (const OpDesc& op : req.ops) {
+      const uint64_t d = domainOf(op);
+      if (d && domain && d != domain) {
+        ++mixedDomainBuilds;
+        break;
+      }
+      if (d) domain = d;
+    }
     for (const OpDesc& op : req.ops) {
       g->storage.push(op);
       g->values.emplace_back(op.value.data, op.value.data + op.value.size);
