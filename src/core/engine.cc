@@ -383,6 +383,26 @@ bool Engine::flushIfIdle() {
   return true;
 }
 
+void Engine::forgetRecordedCode() {
+  flushAll();
+  size_t dropped = 0;
+  for (const auto& s : segments_.all()) {
+    if (s->graph) {
+      executor_.destroy(s->graph);
+      s->graph = nullptr;
+      ++dropped;
+    }
+    segments_.retire(s.get());
+  }
+  last_mismatch_ = {};
+  num_candidates_ = 0;
+  detector_.reset();  // periods are confirmed from tokens after this point only
+  built_runs_.clear();
+  executor_.forgetKernels();
+  if (dropped)
+    GRAFT_INFO("the program unloaded code: {} graphs dropped; graft learns its loop again", dropped);
+}
+
 void Engine::stopReplay() {
   flushAll();
   config_.replay = false;

@@ -108,6 +108,11 @@ class Engine {
   // submitted since the previous call that saw the same held work. Returns
   // true when it flushed.
   bool flushIfIdle();
+  // The program unloads code (a module or library), right after a host
+  // barrier: every graph is destroyed and everything recorded so far is
+  // forgotten, since a kernel handle seen before may now name another kernel.
+  // Replay resumes once the loop repeats again. Allocates; not on the hot path.
+  void forgetRecordedCode();
   // Stops replaying for good (e.g. graft can no longer see every op): issues
   // everything held; from now on every op is issued eagerly and only counted.
   void stopReplay();

@@ -40,4 +40,10 @@ void SegmentStore::disable(Segment* s) {
   --live_;
 }
 
+void SegmentStore::retire(Segment* s) {
+  disable(s);
+  auto it = by_expanded_.find(hashCombine(s->expanded.value, s->expanded.length));
+  if (it != by_expanded_.end() && it->second == s) by_expanded_.erase(it);
+}
+
 }  // namespace graft::core

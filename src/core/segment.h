@@ -45,6 +45,8 @@ class SegmentStore {
   size_t countStartingWith(uint64_t firstShapeHash) const;
   Segment* findExpanded(const SequenceHash& h) const;
   void disable(Segment* s);
+  // Disables `s` and forgets its expanded sequence, so it can be built anew.
+  void retire(Segment* s);
   size_t live() const { return live_; }
   const std::vector<std::unique_ptr<Segment>>& all() const { return all_; }
 

@@ -442,6 +442,8 @@ void GraphExecutor::freeAsync(uint64_t pointer, core::StreamKey stream) {
 
 uint64_t GraphExecutor::domainOf(const OpDesc& op) { return reinterpret_cast<uint64_t>(contextOf(op)); }
 
+void GraphExecutor::forgetKernels() { kernels_.retireAll(); }
+
 std::string GraphExecutor::describe(const OpDesc& op) { return describeOp(op, kernels_); }
 
 std::string GraphExecutor::describeDifference(const OpDesc& e, const OpDesc& a) {

@@ -95,10 +95,17 @@ std::vector<const KernelInfo*> KernelRegistry::byLaunches() const {
   std::vector<const KernelInfo*> v;
   v.reserve(kernels_.size());
   for (const auto& [h, k] : kernels_) v.push_back(k.get());
+  for (const auto& k : retired_) v.push_back(k.get());
   std::sort(v.begin(), v.end(), [](const KernelInfo* a, const KernelInfo* b) {
     return a->launches != b->launches ? a->launches > b->launches : a->name < b->name;
   });
   return v;
+}
+
+void KernelRegistry::retireAll() {
+  for (auto& [h, k] : kernels_) retired_.push_back(std::move(k));
+  kernels_.clear();
+  last_ = nullptr;
 }
 
 }  // namespace graft::graph

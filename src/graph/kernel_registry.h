@@ -49,14 +49,19 @@ class KernelRegistry {
     auto it = kernels_.find(handle);
     return it == kernels_.end() ? nullptr : it->second.get();
   }
-  // Most launched first.
+  // Most launched first (retired kernels included).
   std::vector<const KernelInfo*> byLaunches() const;
+  // Code was unloaded: a handle seen before may name another kernel now. Every
+  // entry is resolved again on next use; old entries stay valid for pointers
+  // already handed out and are still counted in the report.
+  void retireAll();
 
  private:
   KernelInfo* resolve(CUfunction f);
 
   std::unordered_map<uint64_t, std::unique_ptr<KernelInfo>> kernels_;
   KernelInfo* last_ = nullptr;
+  std::vector<std::unique_ptr<KernelInfo>> retired_;
   std::vector<std::string> eager_prefixes_;
 };
 

@@ -29,7 +29,9 @@ enum class Variant : uint8_t { NONE, PTSZ, PTDS };
 
 namespace trait {
 inline constexpr uint8_t NONE = 0, SYNC = 1, ORDERED = 2, BEGIN = 4, END = 8, ASYNC_ALLOC = 16,
-                         ASYNC_FREE = 32;
+                         ASYNC_FREE = 32, UNLOADS = 64;
+// Unloads code: a barrier, after which the unloaded kernels' handles may be reused.
+inline constexpr uint8_t SYNC_UNLOADS = SYNC | UNLOADS;
 }
 
 enum class ApiId : uint16_t {

@@ -377,6 +377,7 @@ CUresult dispatch(Real realFn, A... a) {
       {
         auto lock = rt.engine().lock();
         rt.engine().hostBarrier(barrierHash<Id>(a...));
+        if constexpr (info.traits & trait::UNLOADS) rt.engine().forgetRecordedCode();
       }
       return realFn(a...);
     } else if constexpr (info.klass == ApiClass::Query) {

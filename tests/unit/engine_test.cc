@@ -434,6 +434,40 @@ TEST(Engine, FixedPieceSizeIsHonoured) {
   EXPECT_EQ(h.exec.builtSizes, (std::vector<size_t>{100, 100, 100}));
 }
 
+TEST(Engine, UnloadingCodeDropsEveryGraphAndRelearns) {
+  // A module unload may let the driver reuse a kernel handle for other code:
+  // nothing recorded before may be replayed after it.
+  Harness h;
+  for (int it = 0; it < 10; ++it) {
+    iteration(h, 40, it);
+    h.sync();
+  }
+  const int builtBefore = h.exec.builds;
+  ASSERT_GE(builtBefore, 1);
+  const size_t viaGraphBefore = h.viaGraph();
+  {
+    auto lock = h.engine.lock();
+    h.engine.hostBarrier(7);
+    h.engine.forgetRecordedCode();
+  }
+  EXPECT_EQ(h.exec.destroyed, builtBefore);
+  EXPECT_EQ(h.exec.kernelForgets, 1);
+  // The same loop right after: eager until it has repeated again, then
+  // replayed through graphs built anew.
+  for (int it = 0; it < 2; ++it) {
+    iteration(h, 40, it);
+    h.sync();
+  }
+  EXPECT_EQ(h.viaGraph(), viaGraphBefore);
+  for (int it = 2; it < 12; ++it) {
+    iteration(h, 40, it);
+    h.sync();
+  }
+  EXPECT_GT(h.exec.builds, builtBefore);
+  EXPECT_GT(h.viaGraph(), viaGraphBefore + 5 * 40);
+  h.expectEquivalent();
+}
+
 TEST(Engine, PassThroughNeverHoldsAnything) {
   core::EngineConfig c = Harness::defaultConfig();
   c.replay = false;

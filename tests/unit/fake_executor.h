@@ -47,6 +47,7 @@ class FakeExecutor : public core::Executor {
   std::vector<size_t> builtSizes;  // ops per graph, in build order
   bool streamIsDomain = false;     // domainOf(op) = op.stream (a stand-in for contexts)
   int mixedDomainBuilds = 0;       // graphs asked for with ops of two domains
+  int destroyed = 0, kernelForgets = 0;
   bool failBuilds = false;
   int failLaunchAt = -1;  // fail the n-th launch (0-based)
   int failPatchAt = -1;   // fail the n-th patch
@@ -103,7 +104,11 @@ class FakeExecutor : public core::Executor {
     }
     return 0;
   }
-  void destroy(core::GraphHandle* g) override { delete g; }
+  void destroy(core::GraphHandle* g) override {
+    ++destroyed;
+    delete g;
+  }
+  void forgetKernels() override { ++kernelForgets; }
   std::vector<uint64_t> destroyedEvents;
   void destroyEvent(uint64_t e) override {
     // An event must not be destroyed while a held op still uses it.
