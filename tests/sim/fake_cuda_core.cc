@@ -474,6 +474,39 @@ void recordEffect(TraceEntry&& entry, const EffectSource& src) {
   t.e.label = t.label.c_str();
 }
 
+std::unique_ptr<KernelObj> makeKernelObj(const char* name, SimKernelFamily family, unsigned nparams,
+                                         const size_t* sizes, const size_t* aligns) {
+  if (!name || (nparams > 0 && !sizes)) return nullptr;
+  auto k = std::make_unique<KernelObj>();
+  k->name = name;
+  k->family = family;
+  size_t off = 0;
+  for (unsigned i = 0; i < nparams; ++i) {
+    size_t sz = sizes[i];
+    if (sz == 0) return nullptr;
+    size_t a = 1;
+    if (aligns && aligns[i]) {
+      a = aligns[i];
+    } else {
+      while (a < sz && a < 8) a <<= 1;
+    }
+    off = (off + a - 1) / a * a;
+    k->offsets.push_back(off);
+    k->sizes.push_back(sz);
+    off += sz;
+  }
+  k->totalBytes = off;
+  if (k->name.rfind("sim_add", 0) == 0) k->effect = KernelEffect::Add;
+  if (k->name.rfind("sim_mix", 0) == 0) k->effect = KernelEffect::Mix;
+  if (k->effect != KernelEffect::None) {
+    if (nparams < 3) return nullptr;
+    for (int i = 0; i < 3; ++i) {
+      if (k->sizes[i] != 8 || k->offsets[i] % 8 != 0) return nullptr;
+    }
+  }
+  return k;
+}
+
 KernelObj* lookupKernel(CUfunction f) {
   SimState& st = state();
   auto it = st.kernels.find(reinterpret_cast<void*>(f));
@@ -484,6 +517,7 @@ void execKernel(const KernelLaunch& k, const EffectSource& src) {
   TraceEntry t;
   t.e.kind = SIM_EFFECT_KERNEL;
   t.e.func = k.handle;
+  t.e.kernelName = k.kernel->name.c_str();  // KernelObjs are never freed
   std::copy(k.grid, k.grid + 3, t.e.grid);
   std::copy(k.block, k.block + 3, t.e.block);
   t.e.sharedMemBytes = k.sharedMem;
@@ -585,34 +619,8 @@ extern "C" {
 
 CUfunction simKernelCreate(const char* name, SimKernelFamily family, unsigned nparams, const size_t* sizes,
                            const size_t* aligns) {
-  if (!name || (nparams > 0 && !sizes)) return nullptr;
-  auto k = std::make_unique<KernelObj>();
-  k->name = name;
-  k->family = family;
-  size_t off = 0;
-  for (unsigned i = 0; i < nparams; ++i) {
-    size_t sz = sizes[i];
-    if (sz == 0) return nullptr;
-    size_t a = 1;
-    if (aligns && aligns[i]) {
-      a = aligns[i];
-    } else {
-      while (a < sz && a < 8) a <<= 1;
-    }
-    off = (off + a - 1) / a * a;
-    k->offsets.push_back(off);
-    k->sizes.push_back(sz);
-    off += sz;
-  }
-  k->totalBytes = off;
-  if (k->name.rfind("sim_add", 0) == 0) k->effect = KernelEffect::Add;
-  if (k->name.rfind("sim_mix", 0) == 0) k->effect = KernelEffect::Mix;
-  if (k->effect != KernelEffect::None) {
-    if (nparams < 3) return nullptr;
-    for (int i = 0; i < 3; ++i) {
-      if (k->sizes[i] != 8 || k->offsets[i] % 8 != 0) return nullptr;
-    }
-  }
+  std::unique_ptr<KernelObj> k = makeKernelObj(name, family, nparams, sizes, aligns);
+  if (!k) return nullptr;
   Lock lk(state().mutex);
   auto handle = reinterpret_cast<CUfunction>(k.get());
   state().kernels.emplace(k.get(), std::move(k));

@@ -198,6 +198,8 @@ CUresult instantiate(CUgraphExec* pexec, CUgraph g) {
   if (!graph || !state().graphs.count(g)) return CUDA_ERROR_INVALID_VALUE;  // not while capturing
   Context* ctx = nullptr;
   for (auto& n : graph->nodes) {
+    // A kernel whose module/library was unloaded cannot be instantiated.
+    if (n->params.kind == NodeKind::Kernel && n->params.kernel.kernel->unloaded) return CUDA_ERROR_INVALID_HANDLE;
     Context* c = n->params.ctx;
     if (!c) continue;
     if (c->destroyed) return CUDA_ERROR_INVALID_CONTEXT;
@@ -226,6 +228,10 @@ CUresult graphLaunchImpl(bool pt, CUgraphExec e, CUstream h) {
   // Simplification: an exec is launched only on a stream of its own context, so its
   // nodes run on (and are traced as) that context's device.
   if (s->ctx != ex->ctx) return CUDA_ERROR_INVALID_VALUE;
+  // An exec holding a kernel whose module/library was unloaded fails to launch.
+  for (const NodeParams& p : ex->snap->params) {
+    if (p.kind == NodeKind::Kernel && p.kernel.kernel->unloaded) return CUDA_ERROR_INVALID_HANDLE;
+  }
   CaptureCheck cc = captureCheckForOp(s);
   if (cc.result != CUDA_SUCCESS) return cc.result;
   if (cc.capture) {

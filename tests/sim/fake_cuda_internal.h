@@ -50,7 +50,16 @@ struct KernelObj {
   std::vector<size_t> sizes, offsets;
   size_t totalBytes = 0;
   KernelEffect effect = KernelEffect::None;
+  // Module/library kernels (fake_cuda_module.cc): the handle is a slot that is
+  // reused after an unload; an unloaded KernelObj stays allocated (graph nodes
+  // still point at it) but is no longer reachable through any handle.
+  bool unloaded = false;
 };
+
+// Builds a kernel with the packed layout simKernelCreate documents; null on bad
+// arguments (see sim_api.h).
+std::unique_ptr<KernelObj> makeKernelObj(const char* name, SimKernelFamily family, unsigned nparams,
+                                         const size_t* sizes, const size_t* aligns);
 
 // A deep copy of one kernel launch; params are packed with zeroed padding.
 struct KernelLaunch {

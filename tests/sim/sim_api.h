@@ -90,6 +90,9 @@ typedef struct SimEffect {
      different stream in each context. Markers have device -1, context NULL. */
   int device;
   CUcontext context;
+  /* SIM_EFFECT_KERNEL: the name of the kernel that ran (func may since have been
+     unloaded and its handle value reused for another kernel). */
+  const char* kernelName;
 } SimEffect;
 
 size_t simTraceSize(void);

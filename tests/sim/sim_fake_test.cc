@@ -721,3 +721,103 @@ TEST(SimContexts, PerDeviceStreamsEventsAndGraphs) {
 }
 
 }  // namespace
+
+namespace {
+template <class F>
+F proc(const char* name, int version) {
+  void* p = nullptr;
+  EXPECT_EQ(drv().getProcAddress(name, &p, version, CU_GET_PROC_ADDRESS_LEGACY_STREAM, nullptr), CUDA_SUCCESS)
+      << name;
+  return reinterpret_cast<F>(p);
+}
+}  // namespace
+
+TEST(SimModules, LoadUnloadReuseAndStaleHandles) {
+  setCurrent();
+  // ABI versions: nothing below the first version of each entry point.
+  void* p = nullptr;
+  CUdriverProcAddressQueryResult q;
+  EXPECT_EQ(drv().getProcAddress("cuLibraryUnload", &p, 11080, 0, &q), CUDA_ERROR_NOT_FOUND);
+  EXPECT_EQ(q, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+  auto load = proc<decltype(&::cuModuleLoadData)>("cuModuleLoadData", 2000);
+  auto get = proc<decltype(&::cuModuleGetFunction)>("cuModuleGetFunction", 2000);
+  auto unload = proc<decltype(&::cuModuleUnload)>("cuModuleUnload", 2000);
+  auto libLoad = proc<decltype(&::cuLibraryLoadData)>("cuLibraryLoadData", 12000);
+  auto libGet = proc<decltype(&::cuLibraryGetKernel)>("cuLibraryGetKernel", 12000);
+  auto libUnload = proc<decltype(&::cuLibraryUnload)>("cuLibraryUnload", 12000);
+  ASSERT_TRUE(load && get && unload && libLoad && libGet && libUnload);
+
+  CUmodule m;
+  EXPECT_EQ(load(&m, "not an image"), CUDA_ERROR_INVALID_IMAGE);
+  EXPECT_EQ(load(&m, "sim-image: k(8,"), CUDA_ERROR_INVALID_IMAGE);
+  ASSERT_EQ(load(&m, "sim-image: sim_add_ma(8,8,8,8); other_ma(4)"), CUDA_SUCCESS);
+  CUfunction f, f2, g;
+  ASSERT_EQ(get(&f, m, "sim_add_ma"), CUDA_SUCCESS);
+  ASSERT_EQ(get(&f2, m, "sim_add_ma"), CUDA_SUCCESS);
+  EXPECT_EQ(f, f2);
+  ASSERT_EQ(get(&g, m, "other_ma"), CUDA_SUCCESS);
+  EXPECT_EQ(get(&f2, m, "missing"), CUDA_ERROR_NOT_FOUND);
+  size_t off, size;
+  ASSERT_EQ(api().cuFuncGetParamInfo(g, 0, &off, &size), CUDA_SUCCESS);
+  EXPECT_EQ(size, 4u);
+  const char* name;
+  ASSERT_EQ(api().cuFuncGetName(&name, f), CUDA_SUCCESS);
+  EXPECT_STREQ(name, "sim_add_ma");
+
+  CUdeviceptr d;
+  api().cuMemAlloc(&d, 16);
+  api().cuMemsetD8(d, 0, 16);
+  CUstream s;
+  api().cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+  size_t mark = simTraceSize();
+  ASSERT_EQ(launchAdd(f, s, d + 8, d, 5, 1), CUDA_SUCCESS);
+  // A graph holding f, instantiated before the unload.
+  CUgraph graph;
+  ASSERT_EQ(api().cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+  ASSERT_EQ(launchAdd(f, s, d + 8, d, 6, 2), CUDA_SUCCESS);
+  ASSERT_EQ(api().cuStreamEndCapture(s, &graph), CUDA_SUCCESS);
+  CUgraphExec exec;
+  ASSERT_EQ(api().cuGraphInstantiateWithFlags(&exec, graph, 0), CUDA_SUCCESS);
+
+  // Unload waits for the outstanding launch, then the handles are dead.
+  ASSERT_EQ(unload(m), CUDA_SUCCESS);
+  auto tr = traceSince(mark);
+  ASSERT_EQ(tr.size(), 1u);
+  EXPECT_STREQ(tr[0].kernelName, "sim_add_ma");
+  EXPECT_EQ(launchAdd(f, s, d + 8, d, 5, 1), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(api().cuFuncGetName(&name, f), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(unload(m), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(get(&f2, m, "sim_add_ma"), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(api().cuGraphLaunch(exec, s), CUDA_ERROR_INVALID_HANDLE);
+  CUgraphExec exec2;
+  EXPECT_EQ(api().cuGraphInstantiateWithFlags(&exec2, graph, 0), CUDA_ERROR_INVALID_HANDLE);
+
+  // The next load reuses the freed handle values for other kernels and layouts
+  // (a library: CUkernel family).
+  CUlibrary lib;
+  ASSERT_EQ(libLoad(&lib, "sim-image: k2_lb(2, 8, 1)", nullptr, nullptr, 0, nullptr, nullptr, 0), CUDA_SUCCESS);
+  CUkernel k;
+  ASSERT_EQ(libGet(&k, lib, "k2_lb"), CUDA_SUCCESS);
+  EXPECT_EQ(reinterpret_cast<void*>(k), reinterpret_cast<void*>(f));
+  ASSERT_EQ(api().cuKernelGetParamInfo(k, 1, &off, &size), CUDA_SUCCESS);
+  EXPECT_EQ(off, 8u);
+  EXPECT_EQ(size, 8u);
+  EXPECT_EQ(api().cuGraphLaunch(exec, s), CUDA_ERROR_INVALID_HANDLE);  // still the old kernel
+  uint16_t a = 0x1234;
+  uint64_t b = 77;
+  uint8_t c = 9;
+  void* args[] = {&a, &b, &c};
+  mark = simTraceSize();
+  ASSERT_EQ(api().cuLaunchKernel(reinterpret_cast<CUfunction>(k), 1, 1, 1, 1, 1, 1, 0, s, args, nullptr),
+            CUDA_SUCCESS);
+  ASSERT_EQ(libUnload(lib), CUDA_SUCCESS);
+  tr = traceSince(mark);
+  ASSERT_EQ(tr.size(), 1u);
+  EXPECT_STREQ(tr[0].kernelName, "k2_lb");
+  EXPECT_EQ(tr[0].paramBytes, 17u);
+  EXPECT_EQ(libUnload(lib), CUDA_ERROR_INVALID_HANDLE);
+  api().cuGraphExecDestroy(exec);
+  api().cuGraphDestroy(graph);
+  api().cuStreamDestroy(s);
+  api().cuMemFree(d);
+}
