@@ -38,6 +38,7 @@ enum class OpKind : uint8_t {
   X(BoundaryInSegment, "boundary_in_segment")                                   \
   X(HostMemoryCopy, "host_memory_copy")                                         \
   X(HostFunc, "host_func")                                                      \
+  X(TimingEvent, "timing_event")               /* record of a timing event */   \
   X(UnknownParams, "param_sizes_unknown")                                       \
   X(EagerKernel, "eager_kernel_prefix")                                         \
   X(PerThreadStream, "per_thread_default_stream")                               \

@@ -161,6 +161,12 @@ const OpDesc& OpEncoder::memset(ApiId api, core::StreamKey stream, CUcontext ctx
   return finish(OpKind::Memset, api, stream, 0, sizeof(s), sizeof(v));
 }
 
+void OpEncoder::noteEventCreated(CUevent event, unsigned flags) {
+  const uint64_t e = reinterpret_cast<uint64_t>(event);
+  if (flags & CU_EVENT_DISABLE_TIMING) untimed_events_.insert(e);
+  else untimed_events_.erase(e);
+}
+
 const OpDesc& OpEncoder::eventRecord(ApiId api, core::StreamKey stream, CUcontext ctx, CUevent event,
                                      unsigned flags) {
   const EventShape s{flags, 0, reinterpret_cast<uint64_t>(ctx)};

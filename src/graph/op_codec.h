@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "core/op.h"
@@ -96,6 +97,16 @@ class OpEncoder {
                                   unsigned flags);
   const core::OpDesc& eventWait(hook::ApiId api, core::StreamKey stream, CUcontext ctx, CUevent event,
                                 unsigned flags);
+  // Events the program created with CU_EVENT_DISABLE_TIMING. A record of any
+  // other event (a timing event, or one graft did not see created) stays
+  // eager at its position: inside a graph it would be recorded again after
+  // the graph, and cuEventElapsedTime would measure nothing.
+  void noteEventCreated(CUevent event, unsigned flags);
+  void noteEventDestroyed(CUevent event) { untimed_events_.erase(reinterpret_cast<uint64_t>(event)); }
+  bool isUntimedEvent(CUevent event) const {
+    return untimed_events_.count(reinterpret_cast<uint64_t>(event)) != 0;
+  }
+
   // An op issued eagerly in sequence (never graphed).
   const core::OpDesc& boundary(hook::ApiId api, core::StreamKey stream, core::EagerCause cause);
 
@@ -105,6 +116,7 @@ class OpEncoder {
   std::vector<uint8_t> shape_;
   std::vector<uint8_t> value_;
   core::OpDesc op_;
+  std::unordered_set<uint64_t> untimed_events_;
 };
 
 // Views of an encoded op's bytes.

@@ -185,6 +185,8 @@ template <>
 struct Encoder<ApiId::k_cuEventRecord_2000> {
   static constexpr bool kGraphable = true;
   static const OpDesc& encode(Runtime& rt, int pt, CUevent e, CUstream s) {
+    if (!rt.encoder().isUntimedEvent(e))
+      return rt.encoder().boundary(ApiId::k_cuEventRecord_2000, streamKey(s, pt), EagerCause::TimingEvent);
     return rt.encoder().eventRecord(ApiId::k_cuEventRecord_2000, streamKey(s, pt), defaultStreamContext(s), e,
                                     0);
   }
@@ -197,6 +199,9 @@ struct Encoder<ApiId::k_cuEventRecordWithFlags_11010> {
     if (flags != CU_EVENT_RECORD_DEFAULT)
       return rt.encoder().boundary(ApiId::k_cuEventRecordWithFlags_11010, streamKey(s, pt),
                                    EagerCause::OtherStreamOrdered);
+    if (!rt.encoder().isUntimedEvent(e))
+      return rt.encoder().boundary(ApiId::k_cuEventRecordWithFlags_11010, streamKey(s, pt),
+                                   EagerCause::TimingEvent);
     return rt.encoder().eventRecord(ApiId::k_cuEventRecordWithFlags_11010, streamKey(s, pt),
                                     defaultStreamContext(s), e, flags);
   }
@@ -354,6 +359,13 @@ CUresult dispatch(Real realFn, A... a) {
       return freeAsync<PT>(rt, realFn, a...);
     } else if constexpr (Id == ApiId::k_cuMemFree_3020) {
       return freeSync(rt, realFn, a...);
+    } else if constexpr (Id == ApiId::k_cuEventCreate_2000) {
+      const CUresult r = realFn(a...);
+      if (r == CUDA_SUCCESS) {
+        auto lock = rt.engine().lock();
+        rt.encoder().noteEventCreated(*firstOf<CUevent*>(a...), firstOf<unsigned int>(a...));
+      }
+      return r;
     } else if constexpr (info.traits & trait::BEGIN) {
       {
         auto lock = rt.engine().lock();
@@ -394,6 +406,7 @@ CUresult dispatch(Real realFn, A... a) {
       const CUevent e = firstOf<CUevent>(a...);
       {
         auto lock = rt.engine().lock();
+        if (e) rt.encoder().noteEventDestroyed(e);
         if (e && rt.engine().deferEventDestroy(reinterpret_cast<uint64_t>(e))) return CUDA_SUCCESS;
         if (s) {
           rt.engine().releaseStream(streamKey(s, PT));

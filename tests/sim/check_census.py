@@ -64,8 +64,8 @@ _C = {
                        "cuGraphicsMapResources", "cuGraphicsUnmapResources", "cuMemMapArrayAsync",
                        "cuStreamAttachMemAsync", "cuMemBatchDecompressAsync", "cuLaunch", "cuLaunchGrid",
                        "cuLaunchGridAsync"],
-    "lifecycle": ["cuStreamDestroy", "cuEventDestroy", "cuCtxDestroy", "cuDevicePrimaryCtxRelease",
-                  "cuDevicePrimaryCtxReset"],
+    "lifecycle": ["cuStreamDestroy", "cuEventCreate", "cuEventDestroy", "cuCtxDestroy",
+                  "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxReset", "cuModuleUnload", "cuLibraryUnload"],
 }
 CLASS_OF = {fn: cls for cls, fns in _C.items() for fn in fns}
 
