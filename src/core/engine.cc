@@ -522,11 +522,24 @@ void Engine::buildRun(const std::vector<const Token*>& run, bool delimited) {
 std::vector<size_t> Engine::pieceCuts(const OpBuffer& ops, bool endsAtBarrier) {
   // Ops of different device contexts never share a graph: cut the run where
   // the domain changes, then cut each part by the schedule below.
+  // An op without a domain of its own (an event op on a program stream) takes
+  // that of the other ops on its stream in this run, so a cross-device wait
+  // goes with the device whose stream waits.
+  std::unordered_map<StreamKey, uint64_t> streamDomain;
+  for (size_t k = 0; k < ops.size(); ++k) {
+    const OpDesc op = ops.view(k);
+    if (const uint64_t d = executor_.domainOf(op)) streamDomain.emplace(op.stream, d);
+  }
   std::vector<size_t> cuts{0};
   uint64_t domain = 0;
   size_t begin = 0;
   for (size_t k = 0; k < ops.size(); ++k) {
-    const uint64_t d = executor_.domainOf(ops.view(k));
+    const OpDesc op = ops.view(k);
+    uint64_t d = executor_.domainOf(op);
+    if (!d) {
+      auto it = streamDomain.find(op.stream);
+      if (it != streamDomain.end()) d = it->second;
+    }
     if (!d) continue;
     if (domain && d != domain) {
       for (size_t c : scheduleCuts(ops, begin, k, false)) cuts.push_back(c);
@@ -553,7 +566,7 @@ std::vector<size_t> Engine::scheduleCuts(const OpBuffer& ops, size_t begin, size
     // Pieces of GRAFT_SEGMENT_OPS, or growing 32, 64, ... 1024: the GPU starts
     // after the first few ops, and long runs cost few graph launches.
     std::vector<size_t> cuts;
-    size_t piece = config_.segmentOps ? config_.segmentOps : 32;
+    size_t piece = config_.segmentOps ? config_.segmentOps : std::max<size_t>(32, minOps);
     size_t at = begin;
     while (n - at > piece + minOps) {
       size_t cut = at + piece;
@@ -565,7 +578,7 @@ std::vector<size_t> Engine::scheduleCuts(const OpBuffer& ops, size_t begin, size
       }
       cuts.push_back(cut);
       at = cut;
-      if (!config_.segmentOps) piece = std::min<size_t>(piece * 2, 1024);
+      if (!config_.segmentOps) piece = std::max<size_t>(minOps, std::min<size_t>(piece * 2, 1024));
     }
     cuts.push_back(n);
     return cuts;
@@ -595,7 +608,7 @@ std::vector<size_t> Engine::scheduleCuts(const OpBuffer& ops, size_t begin, size
       }
       back.push_back(cut);
       hi = cut;
-      backSize = std::min<size_t>(backSize * 2, 1024);
+      backSize = std::max<size_t>(minOps, std::min<size_t>(backSize * 2, 1024));
     } else {
       size_t cut = lo + next;
       for (size_t d = 0; d < 16 && cut + d + minOps < hi; ++d) {
@@ -606,7 +619,7 @@ std::vector<size_t> Engine::scheduleCuts(const OpBuffer& ops, size_t begin, size
       }
       front.push_back(cut);
       lo = cut;
-      frontSize = std::min<size_t>(frontSize * 2, 1024);
+      frontSize = std::max<size_t>(minOps, std::min<size_t>(frontSize * 2, 1024));
     }
   }
   front.insert(front.end(), back.rbegin(), back.rend());

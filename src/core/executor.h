@@ -59,9 +59,10 @@ class Executor {
   // nonzero domains never share a graph. Pure function of the op; no driver call.
   virtual uint64_t domainOf(const OpDesc&) { return 0; }
 
-  // The program unloaded code; every graph was destroyed before. Drop what is
-  // cached per kernel handle: the driver may hand the same handle to another
-  // kernel. May allocate; not on the hot path.
+  // The program unloads code or destroys a context; every graph was destroyed
+  // before. Drop what is cached per kernel handle (the driver may hand the
+  // same handle to another kernel) and per context. May call the driver and
+  // allocate; not on the hot path.
   virtual void forgetKernels() {}
 
   // For the fallback log only (may allocate): a short description of an op

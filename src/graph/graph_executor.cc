@@ -442,7 +442,13 @@ void GraphExecutor::freeAsync(uint64_t pointer, core::StreamKey stream) {
 
 uint64_t GraphExecutor::domainOf(const OpDesc& op) { return reinterpret_cast<uint64_t>(contextOf(op)); }
 
-void GraphExecutor::forgetKernels() { kernels_.retireAll(); }
+void GraphExecutor::forgetKernels() {
+  kernels_.retireAll();
+  // A context may be going away with its streams: graft's capture streams
+  // and events for it go first, and stream handles may be reused later.
+  while (!pools_.empty()) dropPool(pools_.begin()->first);
+  blocking_.clear();
+}
 
 std::string GraphExecutor::describe(const OpDesc& op) { return describeOp(op, kernels_); }
 

@@ -91,19 +91,32 @@ KernelInfo* KernelRegistry::resolve(CUfunction f) {
   return raw;
 }
 
-std::vector<const KernelInfo*> KernelRegistry::byLaunches() const {
-  std::vector<const KernelInfo*> v;
-  v.reserve(kernels_.size());
-  for (const auto& [h, k] : kernels_) v.push_back(k.get());
-  for (const auto& k : retired_) v.push_back(k.get());
-  std::sort(v.begin(), v.end(), [](const KernelInfo* a, const KernelInfo* b) {
-    return a->launches != b->launches ? a->launches > b->launches : a->name < b->name;
+std::vector<std::pair<std::string, uint64_t>> KernelRegistry::byLaunches() const {
+  std::unordered_map<std::string, uint64_t> byName;
+  for (const auto& [h, k] : kernels_) byName[k->name] += k->launches;
+  for (const auto& k : retired_) byName[k->name] += k->launches;
+  std::vector<std::pair<std::string, uint64_t>> v(byName.begin(), byName.end());
+  std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
   });
   return v;
 }
 
 void KernelRegistry::retireAll() {
-  for (auto& [h, k] : kernels_) retired_.push_back(std::move(k));
+  // Keep only launch counts, by name, for the report: a program that reloads
+  // code in a loop must not grow this without bound.
+  for (auto& [h, k] : kernels_) {
+    auto it = std::find_if(retired_.begin(), retired_.end(),
+                           [&](const std::unique_ptr<KernelInfo>& r) { return r->name == k->name; });
+    if (it != retired_.end()) {
+      (*it)->launches += k->launches;
+    } else {
+      auto r = std::make_unique<KernelInfo>();
+      r->name = k->name;
+      r->launches = k->launches;
+      retired_.push_back(std::move(r));
+    }
+  }
   kernels_.clear();
   last_ = nullptr;
 }

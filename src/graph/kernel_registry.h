@@ -49,11 +49,11 @@ class KernelRegistry {
     auto it = kernels_.find(handle);
     return it == kernels_.end() ? nullptr : it->second.get();
   }
-  // Most launched first (retired kernels included).
-  std::vector<const KernelInfo*> byLaunches() const;
+  // Launch counts by kernel name, most launched first (retired kernels included).
+  std::vector<std::pair<std::string, uint64_t>> byLaunches() const;
   // Code was unloaded: a handle seen before may name another kernel now. Every
-  // entry is resolved again on next use; old entries stay valid for pointers
-  // already handed out and are still counted in the report.
+  // entry is resolved again on next use (no KernelInfo is held across calls);
+  // the old launch counts stay in the report, merged by name.
   void retireAll();
 
  private:

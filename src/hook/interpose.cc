@@ -58,7 +58,9 @@ inline CUcontext currentContext() {
 
 // For event ops: which context's default stream a NULL stream names. Ops on a
 // program stream carry no context (the stream has one).
-inline CUcontext defaultStreamContext(CUstream s) { return s ? nullptr : currentContext(); }
+inline CUcontext defaultStreamContext(CUstream s) {
+  return !s || s == CU_STREAM_LEGACY ? currentContext() : nullptr;
+}
 
 inline bool isDevicePointer(CUdeviceptr p) {
   unsigned type = 0;
@@ -389,7 +391,15 @@ CUresult dispatch(Real realFn, A... a) {
       {
         auto lock = rt.engine().lock();
         rt.engine().hostBarrier(barrierHash<Id>(a...));
-        if constexpr (info.traits & trait::UNLOADS) rt.engine().forgetRecordedCode();
+        if constexpr (info.traits & trait::UNLOADS) {
+          if (rt.exiting()) {
+            // Teardown: no more replays, and no driver calls on graft's graphs.
+            rt.engine().stopReplay();
+            rt.kernels().retireAll();
+          } else {
+            rt.engine().forgetRecordedCode();
+          }
+        }
       }
       return realFn(a...);
     } else if constexpr (info.klass == ApiClass::Query) {

@@ -164,9 +164,9 @@ void Runtime::writeExitReport() {
     r.opsTotal += n;
     r.opsByClass.emplace_back(std::string(kApiClassNames[c]), n);
   }
-  for (const graph::KernelInfo* k : kernels_.byLaunches()) {
-    if (r.kernelsTop.size() == 20 || !k->launches) break;
-    r.kernelsTop.emplace_back(k->name, k->launches);
+  for (const auto& [name, launches] : kernels_.byLaunches()) {
+    if (r.kernelsTop.size() == 20 || !launches) break;
+    r.kernelsTop.emplace_back(name, launches);
   }
   for (const auto& [stream, n] : s.opsByStream) r.streams.emplace_back(fmt::format("{:#x}", stream), n);
   r.replay.opsTotal = s.opsTotal;

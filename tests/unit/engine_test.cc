@@ -372,19 +372,22 @@ TEST(Engine, PiecesBeforeARecurringSyncAreSmallAtBothEnds) {
 TEST(Engine, PiecesCoverEveryOpOfAnyLengthExactlyOnce) {
   // Whatever the run's length and GRAFT_MIN_SEGMENT_OPS, the automatic pieces
   // tile the run: no op left eager for being in a piece too short to build.
-  for (uint32_t minOps : {2u, 4u, 16u}) {
-    for (int n : {5, 17, 23, 24, 47, 100, 301, 1000}) {
+  for (uint32_t minOps : {2u, 4u, 16u, 64u, 1025u}) {
+    for (int n : {5, 17, 23, 24, 47, 100, 200, 301, 1000, 4355}) {
+      for (bool sync : {true, false}) {
       if (n < int(minOps)) continue;
+      if (n > 1000 && minOps < 1025) continue;
       core::EngineConfig c = Harness::defaultConfig();
       c.segmentOps = 0;
       c.minSegmentOps = minOps;
+      c.maxPeriod = 8192;
       Harness h(c);
       for (int it = 0; it < 8; ++it) {
         // mostly repeating shapes (layers), a unique one every 13 ops: cuts
         // move to the unique ops
         for (int k = 0; k < n; ++k)
           h.op(TestOp{OpKind::Kernel, 0x100, uint64_t(k % 13 == 0 ? 5000 + k : 1000 + k % 5), 7});
-        h.sync();
+        if (sync) h.sync();
       }
       h.expectEquivalent();
       size_t total = 0;
@@ -392,7 +395,8 @@ TEST(Engine, PiecesCoverEveryOpOfAnyLengthExactlyOnce) {
         EXPECT_GE(sz, minOps) << "n=" << n << " min=" << minOps;
         total += sz;
       }
-      EXPECT_EQ(total, size_t(n)) << "n=" << n << " min=" << minOps;
+      EXPECT_EQ(total, size_t(n)) << "n=" << n << " min=" << minOps << " sync=" << sync;
+      }
     }
   }
 }
@@ -411,6 +415,25 @@ TEST(Engine, GraphsNeverMixDeviceContexts) {
   EXPECT_EQ(h.exec.mixedDomainBuilds, 0);
   EXPECT_GE(h.exec.builds, 2);
   EXPECT_GE(h.viaGraph(), size_t(15 * 60));
+}
+
+TEST(Engine, ACrossDeviceWaitGoesWithTheDeviceThatWaits) {
+  // Device A's work records an event, device B's stream waits for it: the
+  // record belongs in A's graph and the wait in B's, though neither event op
+  // carries a context of its own.
+  Harness h;
+  h.exec.streamIsDomain = true;
+  const uint64_t e = 0xe0;
+  for (int it = 0; it < 20; ++it) {
+    for (int k = 0; k < 20; ++k) h.op(TestOp{OpKind::Kernel, 0x100, uint64_t(1000 + k), 7});
+    h.op(TestOp{OpKind::EventRecord, 0x100, 1, 0, e});
+    h.op(TestOp{OpKind::EventWait, 0x200, 2, 0, e});
+    for (int k = 0; k < 20; ++k) h.op(TestOp{OpKind::Kernel, 0x200, uint64_t(2000 + k), uint64_t(it)});
+    h.sync();
+  }
+  h.expectEquivalent();
+  EXPECT_EQ(h.exec.mixedDomainBuilds, 0);
+  EXPECT_GE(h.viaGraph(), size_t(15 * 42));
 }
 
 TEST(Engine, PiecesOfLongSegmentsWithoutSyncGrow) {

@@ -52,7 +52,10 @@ class FakeExecutor : public core::Executor {
   int failLaunchAt = -1;  // fail the n-th launch (0-based)
   int failPatchAt = -1;   // fail the n-th patch
 
-  uint64_t domainOf(const OpDesc& op) override { return streamIsDomain ? op.stream : 0; }
+  // As graft's executor: kernels know their context, event ops do not.
+  uint64_t domainOf(const OpDesc& op) override {
+    return streamIsDomain && op.kind == OpKind::Kernel ? op.stream : 0;
+  }
   int issue(const OpDesc& op) override {
     ++issues;
     append(op, op.value, false);
@@ -68,7 +71,7 @@ class FakeExecutor : public core::Executor {
     builtSizes.push_back(req.ops.size());
     uint64_t domain = 0;
     for (const OpDesc& op : req.ops) {
-      const uint64_t d = domainOf(op);
+      const uint64_t d = streamIsDomain ? op.stream : 0;  // the truth, events included
       if (d && domain && d != domain) {
         ++mixedDomainBuilds;
         break;
