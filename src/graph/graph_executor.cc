@@ -134,11 +134,25 @@ int GraphExecutor::issue(const OpDesc& op) {
   return int(issueOp(op, asStream(op.stream), kernels_, params_));
 }
 
+CUcontext GraphExecutor::streamContext(core::StreamKey key) {
+  if (key == core::kLegacyStream || key == core::kPerThreadStream) return nullptr;
+  auto it = stream_ctx_.find(key);
+  if (it != stream_ctx_.end()) return it->second;
+  CUcontext c = nullptr;
+  auto getCtx = real<ApiId::k_cuStreamGetCtx_9020>();
+  if (!getCtx || getCtx(asStream(key), &c) != CUDA_SUCCESS) c = nullptr;
+  stream_ctx_.emplace(key, c);
+  return c;
+}
+
 core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::string* why) {
   const auto& ops = req.ops;
   CUcontext ctx = nullptr;
   for (const OpDesc& op : ops) {
+    // An op without a context of its own (an event op on a program stream)
+    // runs in its stream's.
     CUcontext c = contextOf(op);
+    if (!c) c = streamContext(op.stream);
     if (!c) continue;
     if (ctx && c != ctx) {
       *why = "the ops span several contexts";
@@ -440,7 +454,10 @@ void GraphExecutor::freeAsync(uint64_t pointer, core::StreamKey stream) {
   real<ApiId::k_cuMemFreeAsync_11020>()(pointer, asStream(stream));
 }
 
-uint64_t GraphExecutor::domainOf(const OpDesc& op) { return reinterpret_cast<uint64_t>(contextOf(op)); }
+uint64_t GraphExecutor::domainOf(const OpDesc& op) {
+  CUcontext c = contextOf(op);
+  return reinterpret_cast<uint64_t>(c ? c : streamContext(op.stream));
+}
 
 void GraphExecutor::forgetKernels() {
   kernels_.retireAll();
@@ -448,6 +465,7 @@ void GraphExecutor::forgetKernels() {
   // and events for it go first, and stream handles may be reused later.
   while (!pools_.empty()) dropPool(pools_.begin()->first);
   blocking_.clear();
+  stream_ctx_.clear();
 }
 
 std::string GraphExecutor::describe(const OpDesc& op) { return describeOp(op, kernels_); }

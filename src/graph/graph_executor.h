@@ -45,7 +45,10 @@ class GraphExecutor final : public core::Executor {
   std::string describeDifference(const core::OpDesc& expected, const core::OpDesc& actual) override;
 
   // A program stream was destroyed: forget what was cached about it.
-  void forgetStream(CUstream stream) { blocking_.erase(reinterpret_cast<uint64_t>(stream)); }
+  void forgetStream(CUstream stream) {
+    blocking_.erase(reinterpret_cast<uint64_t>(stream));
+    stream_ctx_.erase(reinterpret_cast<uint64_t>(stream));
+  }
 
  private:
   struct ContextPool {
@@ -61,6 +64,9 @@ class GraphExecutor final : public core::Executor {
   pool::DevicePool* pool_;
   std::unordered_map<CUcontext, ContextPool> pools_;
   std::unordered_map<uint64_t, bool> blocking_;
+  // The context of each program stream seen at build time (cuStreamGetCtx).
+  std::unordered_map<uint64_t, CUcontext> stream_ctx_;
+  CUcontext streamContext(core::StreamKey key);
   std::vector<void*> params_;
   CUcontext last_ctx_ = nullptr;
 };

@@ -29,7 +29,7 @@
 
 namespace oracle {
 
-constexpr int kMaxLanes = 8;
+constexpr int kMaxLanes = 10;  // up to 7 device-0 lanes + 2 device-1 lanes
 using Clock = std::array<uint32_t, kMaxLanes>;
 
 inline void join(Clock& a, const Clock& b) {
@@ -56,6 +56,7 @@ enum class Kind : uint8_t {
   StreamQuery,
   EventQuery,
   AllocFree,  // other calls
+  TimingCheck,  // cuEventSynchronize(end) + cuEventElapsedTime(begin, end) >= ops between
 };
 
 enum class CopyDir : uint8_t { D2D, H2D, D2H };
@@ -122,8 +123,15 @@ struct Op {
   // host function / events / program graph
   int hostId = 0;
   int event = 0;
+  int timingBegin = -1;  // TimingCheck: the begin event (op.event is the end event)
   bool demoted = false;
 };
+
+// Device 1 (feature "two devices"): ops on these slots run with device 1's primary
+// context current (the runner calls cuCtxSetCurrent when the device changes).
+constexpr int kDev1LegacySlot = 50;  // NULL / CU_STREAM_LEGACY with device 1 current
+constexpr int kDev1StreamSlot = 51;  // a stream created in device 1's primary context
+inline int deviceOfSlot(int slot) { return slot == kDev1LegacySlot || slot == kDev1StreamSlot ? 1 : 0; }
 
 enum class IterSync : uint8_t { None, StreamSync, CtxSync, EventSync, Poll, PageableD2H };
 
@@ -148,10 +156,31 @@ struct Program {
   int graphSlot = -1;
   std::vector<Op> graphOps;
   CUstreamCaptureMode graphMode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+  // Randomly enabled features (drawn from their own generator; the base program
+  // above does not depend on them):
+  //  - twoDevices: blocks of ops on device 1 (kDev1*Slot), cross-device event waits
+  //    both ways; event numEvents+1 is device 1's.
+  //  - numTimingPairs: events numEvents+2.. are timing events (recorded in pairs
+  //    around runs of ops, checked by TimingCheck).
+  //  - reloadPeriod: kernels[baseKernels..] come from a module/library image A;
+  //    every reloadPeriod iterations the runner unloads the current image and loads
+  //    the other (reloadAlt: same handles, other names and parameter layouts).
+  bool twoDevices = false;
+  bool dev1Blocking = false;
+  int numTimingPairs = 0;
+  int reloadPeriod = 0;
+  bool reloadLibrary = false;  // cuLibraryLoadData instead of cuModuleLoadData
+  int baseKernels = 0;
+  std::vector<KernelSpec> reloadAlt;  // image B, parallel to kernels[baseKernels..]
+  int dev1Event() const { return numEvents + 1; }
+  int timingEvent(int i) const { return numEvents + 2 + i; }
+  int totalEvents() const { return numEvents + 2 + 2 * numTimingPairs; }
   std::string summary() const;
 };
 
-Program generateProgram(uint64_t seed, long targetOps, bool threads, bool inject);
+// Feature bits for generateProgram's `features` (which may be enabled at random).
+enum : unsigned { kFeatureDev1 = 1, kFeatureTiming = 2, kFeatureReload = 4, kFeatureAll = 7 };
+Program generateProgram(uint64_t seed, long targetOps, bool threads, bool inject, unsigned features = kFeatureAll);
 
 // Ops of one iteration: the template with this iteration's perturbations.
 std::vector<Op> planIteration(const Program& p, int iteration, Rng& rng, std::vector<std::string>* notes);
@@ -172,6 +201,7 @@ struct LogOp {
   Clock vc{};
   std::string key;   // canonical effect content
   std::string what;  // short description for messages
+  std::string kernelName;  // kernels: the name that must execute
 };
 
 struct Marker {
@@ -185,6 +215,7 @@ struct Lane {
   std::string name;
   bool legacy = false;
   bool blocking = false;
+  int device = 0;
   CUstream handle = nullptr;
   uint64_t simId = 0;
   uint32_t count = 0;

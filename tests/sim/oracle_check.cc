@@ -98,7 +98,7 @@ std::string describeEffect(const Program& p, const SimEffect& e, const std::vect
   switch (e.kind) {
     case SIM_EFFECT_KERNEL: {
       const KernelSpec* k = specOf(p, reinterpret_cast<uint64_t>(e.func));
-      s = "kernel " + (k ? k->name : std::string("?"));
+      s = "kernel " + (k ? k->name : std::string(e.kernelName ? e.kernelName : "?"));
       if (k) {
         size_t tagIdx = k->effect ? 3 : 1;
         uint64_t tag;
@@ -307,6 +307,12 @@ std::vector<Divergence> checkTrace(const Program& p, const std::vector<LogOp>& l
     execPos[id] = static_cast<long>(i);
     lastMatched[key] = id;
     const LogOp& lo = log[id];
+    // A reused kernel handle: the kernel that ran must be the one the program named.
+    if (!lo.kernelName.empty() && e.kind == SIM_EFFECT_KERNEL &&
+        lo.kernelName != (e.kernelName ? e.kernelName : "")) {
+      report(static_cast<int>(i), "wrong kernel: " + lo.what + " executed as kernel " +
+                                      (e.kernelName ? e.kernelName : "?") + " (same handle and parameter bytes)");
+    }
     if (e.origin == SIM_ORIGIN_EAGER && lo.lane >= 0 && e.streamId != lanes[lo.lane].simId) {
       report(static_cast<int>(i), "wrong stream: " + lo.what + " executed eagerly on " + describeEffect(p, e, lanes));
     }

@@ -60,7 +60,10 @@ KernelSpec makeKernel(Gen& g, int index, int effect, uint64_t seed) {
   return k;
 }
 
-int homeBuffer(const Program& p, int slot) { return slot >= 2 ? slot - 2 : p.numCreated + (slot == 0 ? 0 : 1); }
+int homeBuffer(const Program& p, int slot) {
+  if (deviceOfSlot(slot)) return p.numDevBuffers + 1;  // device 1's ops
+  return slot >= 2 ? slot - 2 : p.numCreated + (slot == 0 ? 0 : 1);
+}
 
 int pickSlot(Gen& g, const Program& p) {
   int r = g.pick(100);
@@ -312,13 +315,152 @@ const char* kindName(Kind k) {
       return "event-query";
     case Kind::AllocFree:
       return "alloc-free";
+    case Kind::TimingCheck:
+      return "timing-check";
   }
   return "?";
 }
 
+// A module/library kernel without memory effect: (pointer, tag, extras...), extras
+// of at most 40 bytes (ops carry 48 bytes of extras; the runner takes what it needs).
+KernelSpec makeReloadKernel(Gen& g, const std::string& name) {
+  KernelSpec k;
+  k.name = name;
+  k.sizes = {8, 8};
+  static const size_t kExtraSizes[] = {1, 2, 4, 8, 16};
+  size_t total = 0;
+  int n = 1 + g.pick(4);
+  for (int i = 0; i < n; ++i) {
+    size_t sz = kExtraSizes[g.pick(5)];
+    if (total + sz > 40) break;
+    total += sz;
+    k.sizes.push_back(sz);
+  }
+  return k;
+}
+
+// The randomly enabled features, added to a finished base program with their own
+// generator: with every feature off the program is exactly the base program.
+void addFeatures(Program& p, uint64_t seed, unsigned features) {
+  Gen g(seed * 0xd1b54a32d192ed03ull + 0x8cb92ba72f3d8dd7ull);
+  bool dev1 = g.chance(0.35) && (features & kFeatureDev1);
+  bool timing = g.chance(0.35) && (features & kFeatureTiming);
+  bool reload = g.chance(0.3) && (features & kFeatureReload);
+  int len = p.bodyLen;
+  if (len < 4) return;
+  std::vector<std::pair<int, std::vector<Op>>> inserts;  // (before template position, ops)
+  if (dev1) {
+    p.twoDevices = true;
+    p.dev1Blocking = g.chance(0.5);
+    int blocks = 1 + g.pick(3);
+    for (int b = 0; b < blocks; ++b) {
+      int pos = 1 + g.pick(len - 1);
+      std::vector<Op> ops;
+      // A device-1 stream waits for an event recorded on a device-0 stream.
+      int ev = -1;
+      for (int i = pos - 1; i >= 0 && ev < 0; --i) {
+        if (p.tmpl[i].kind == Kind::EventRecord && p.tmpl[i].event < p.numEvents && g.chance(0.5)) ev = p.tmpl[i].event;
+      }
+      if (ev < 0) {
+        Op rec = simpleOp(Kind::EventRecord, g.chance(0.3) ? 0 : 2 + g.pick(p.numCreated), -1);
+        rec.event = ev = g.pick(p.numEvents);
+        ops.push_back(rec);
+      }
+      int waitSlot = g.chance(0.5) ? kDev1LegacySlot : kDev1StreamSlot;
+      Op w = simpleOp(Kind::StreamWait, waitSlot, -1);
+      w.event = ev;
+      w.viaPerThreadApi = g.chance(0.3);
+      ops.push_back(w);
+      int n = 2 + g.pick(5);
+      int lastSlot = waitSlot;
+      for (int i = 0; i < n; ++i) {
+        int slot = g.chance(0.5) ? kDev1LegacySlot : kDev1StreamSlot;
+        int r = g.pick(10);
+        Op op = r < 6 ? makeKernelOp(g, p, slot, -1)
+                      : (r < 8 ? makeMemsetOp(g, p, slot, -1) : makeCopyOp(g, p, slot, -1, CopyDir::D2D));
+        if (op.kind == Kind::Kernel) {
+          op.tagBase = (1ull << 60) | (static_cast<uint64_t>(b) << 40) | (static_cast<uint64_t>(i) << 32) |
+                       (p.seed & 0xfffff);
+        }
+        ops.push_back(op);
+        lastSlot = slot;
+      }
+      if (g.chance(0.7)) {  // and a device-0 stream waits for device 1's work
+        Op rec = simpleOp(Kind::EventRecord, lastSlot, -1);
+        rec.event = p.dev1Event();
+        ops.push_back(rec);
+        Op w0 = simpleOp(Kind::StreamWait, g.chance(0.3) ? 0 : 2 + g.pick(p.numCreated), -1);
+        w0.event = p.dev1Event();
+        ops.push_back(w0);
+      }
+      inserts.emplace_back(pos, std::move(ops));
+    }
+  }
+  if (timing) {
+    p.numTimingPairs = 1 + g.pick(2);
+    for (int t = 0; t < p.numTimingPairs; ++t) {
+      int a = g.pick(len - 2);
+      int b = std::min(len - 1, a + 2 + g.pick(30));
+      int slot = g.chance(0.3) ? 0 : 2 + g.pick(p.numCreated);
+      Op begin = simpleOp(Kind::EventRecord, slot, -1);
+      begin.event = p.timingEvent(2 * t);
+      begin.viaPerThreadApi = g.chance(0.3);
+      Op end = simpleOp(Kind::EventRecord, slot, -1);
+      end.event = p.timingEvent(2 * t + 1);
+      Op chk = simpleOp(Kind::TimingCheck, slot, -1);
+      chk.event = end.event;
+      chk.timingBegin = begin.event;
+      inserts.emplace_back(a, std::vector<Op>{begin});
+      inserts.emplace_back(b, std::vector<Op>{end, chk});
+    }
+  }
+  if (reload) {
+    p.reloadPeriod = 2 + g.pick(6);
+    p.reloadLibrary = g.chance(0.4);
+    int n = 1 + g.pick(3);
+    std::string sfx = "_s" + std::to_string(p.seed % 1000);
+    for (int r = 0; r < n; ++r) {
+      KernelSpec a = makeReloadKernel(g, "ldA" + std::to_string(r) + sfx);
+      a.configs = p.kernels[g.pick(p.baseKernels)].configs;
+      KernelSpec b = makeReloadKernel(g, "ldB" + std::to_string(r) + "_other" + sfx);
+      if (b.sizes == a.sizes) b.sizes.push_back(2);
+      b.configs = a.configs;
+      p.kernels.push_back(a);
+      p.reloadAlt.push_back(b);
+    }
+    bool any = false;
+    for (int i = 0; i < len; ++i) {
+      Op& op = p.tmpl[i];
+      if (op.kind != Kind::Kernel || !(g.chance(0.25) || (!any && i + 1 == len))) continue;
+      op.kernel = p.baseKernels + g.pick(n);
+      op.config = 0;
+      op.dst = anyDevCell(g, p);
+      op.extras.resize(48);
+      for (auto& x : op.extras) x = static_cast<uint8_t>(g.rng());
+      any = true;
+    }
+    if (!any) {  // no kernel in the body: add one
+      Op op = makeKernelOp(g, p, 2 + g.pick(p.numCreated), -1);
+      op.kernel = p.baseKernels + g.pick(n);
+      op.config = 0;
+      op.extras.resize(48);
+      for (auto& x : op.extras) x = static_cast<uint8_t>(g.rng());
+      op.tagBase = (1ull << 59) | (p.seed & 0xfffff);
+      inserts.emplace_back(len - 1, std::vector<Op>{op});
+    }
+  }
+  // Insert from the back; an inserted block takes the template index of the op it
+  // precedes (so it stays in the body and in or out of a handoff with it).
+  std::stable_sort(inserts.begin(), inserts.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+  for (auto& [pos, ops] : inserts) {
+    for (Op& op : ops) op.tindex = p.tmpl[pos].tindex;
+    p.tmpl.insert(p.tmpl.begin() + pos, ops.begin(), ops.end());
+  }
+}
+
 }  // namespace
 
-Program generateProgram(uint64_t seed, long targetOps, bool threads, bool inject) {
+Program generateProgram(uint64_t seed, long targetOps, bool threads, bool inject, unsigned features) {
   Gen g(seed * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull);
   Program p;
   p.seed = seed;
@@ -332,6 +474,7 @@ Program generateProgram(uint64_t seed, long targetOps, bool threads, bool inject
   p.schedSteps = kSteps[g.pick(7)];
   int nk = 3 + g.pick(6);
   for (int i = 0; i < nk; ++i) p.kernels.push_back(makeKernel(g, i, i < 2 ? i + 1 : g.pick(3), seed));
+  p.baseKernels = nk;
   static const double kRates[] = {0, 0, 0.05, 0.15, 0.4};
   p.perturbRate = kRates[g.pick(5)];
   static const IterSync kSyncs[] = {IterSync::None,      IterSync::None, IterSync::StreamSync, IterSync::CtxSync,
@@ -376,6 +519,7 @@ Program generateProgram(uint64_t seed, long targetOps, bool threads, bool inject
     p.handoffBegin = g.pick(length / 2);
     p.handoffEnd = p.handoffBegin + 1 + g.pick(length / 3);
   }
+  addFeatures(p, seed, features);
   p.iterations = static_cast<int>(std::max<long>(1, targetOps / static_cast<long>(p.tmpl.size() + 1)));
   return p;
 }
@@ -514,6 +658,12 @@ std::string Program::summary() const {
   if (graphSlot >= 0) s << ", program graph on slot " << graphSlot << " (" << graphOps.size() << " ops)";
   if (threads) s << ", concurrent thread";
   if (inject) s << ", failure injection";
+  if (twoDevices) s << ", device-1 blocks (" << (dev1Blocking ? "blocking" : "non-blocking") << " stream)";
+  if (numTimingPairs) s << ", " << numTimingPairs << " timing-event pair(s)";
+  if (reloadPeriod) {
+    s << ", " << reloadAlt.size() << " " << (reloadLibrary ? "library" : "module") << " kernel(s) reloaded every "
+      << reloadPeriod << " iterations";
+  }
   return s.str();
 }
 

@@ -23,6 +23,7 @@
 #include <functional>
 #include <set>
 #include <thread>
+#include <type_traits>
 
 #include "oracle.h"
 
@@ -94,6 +95,8 @@ const char* kindText(Kind k) {
       return "cuEventQuery";
     case Kind::AllocFree:
       return "cuMemAlloc/cuMemFree";
+    case Kind::TimingCheck:
+      return "cuEventSynchronize + cuEventElapsedTime";
   }
   return "?";
 }
@@ -155,6 +158,9 @@ class Runner {
     CUevent handle = nullptr;
     bool recorded = false;
     Clock vc{};
+    int lane = -1;           // of the last record
+    long seq = 0;            // record order (all events)
+    size_t effectsAt = 0;    // effects logged on `lane` before the last record
   };
   struct GraphEffect {
     std::string key;
@@ -170,6 +176,14 @@ class Runner {
   void issue(const Op& op, int thread, int iteration);
   void issueEffect(const Op& op, int thread, int iteration);
   void hostSync(const Op& op, int thread, int iteration);
+  void timingCheck(const Op& op, int thread, int iteration);
+  void ensureCtx(int device, int thread);
+  void loadImage(int phase, int iteration);
+  const KernelSpec& spec(int kernel) const {
+    return kernel >= p_.baseKernels && !reload_[phase_].empty() ? reload_[phase_][kernel - p_.baseKernels]
+                                                                : p_.kernels[kernel];
+  }
+  int legacyLaneOf(int device) const { return device ? dev1LegacyLane_ : 0; }
 
   int laneOf(int slot, int thread) const;
   Target target(const Op& op, int thread);
@@ -231,12 +245,30 @@ class Runner {
   bool inLoop_ = false;
   std::set<std::pair<int, int>> stickyDemoted_;  // (template index, lane)
   long demoted_ = 0;
+  // Two devices.
+  std::array<CUcontext, 2> ctx_{};
+  std::array<int, 3> curDev_{};  // per thread: the device whose primary context is current
+  int dev1LegacyLane_ = -1, dev1StreamLane_ = -1;
+  CUstream dev1Stream_ = nullptr;
+  long recordSeq_ = 0;
+  // Module reload: the loaded image (phase 0 = A, 1 = B) and its kernels.
+  int phase_ = 0;
+  std::array<std::vector<KernelSpec>, 2> reload_;
+  void* image_ = nullptr;  // CUmodule or CUlibrary
+  decltype(&::cuModuleLoadData) moduleLoadData_ = nullptr;
+  decltype(&::cuModuleGetFunction) moduleGetFunction_ = nullptr;
+  decltype(&::cuModuleUnload) moduleUnload_ = nullptr;
+  decltype(&::cuLibraryLoadData) libraryLoadData_ = nullptr;
+  decltype(&::cuLibraryGetKernel) libraryGetKernel_ = nullptr;
+  decltype(&::cuLibraryUnload) libraryUnload_ = nullptr;
 };
 
 int Runner::laneOf(int slot, int thread) const {
   if (slot == kConcurrentSlot) return concurrentLane_;
   if (slot == 0) return 0;
   if (slot == 1) return thread == 1 ? ptdsHelperLane_ : 1;
+  if (slot == kDev1LegacySlot) return dev1LegacyLane_;
+  if (slot == kDev1StreamSlot) return dev1StreamLane_;
   return slot;
 }
 
@@ -246,8 +278,10 @@ Runner::Target Runner::target(const Op& op, int thread) {
   t.api = op.viaPerThreadApi ? &drv_.perThread : &drv_.plain;
   if (op.slot == kConcurrentSlot) {
     t.stream = concurrentStream_;
-  } else if (op.slot == 0) {
+  } else if (op.slot == 0 || op.slot == kDev1LegacySlot) {
     t.stream = op.viaPerThreadApi || op.legacyByHandle ? CU_STREAM_LEGACY : nullptr;
+  } else if (op.slot == kDev1StreamSlot) {
+    t.stream = dev1Stream_;
   } else if (op.slot == 1) {
     t.stream = op.viaPerThreadApi ? nullptr : CU_STREAM_PER_THREAD;
   } else {
@@ -283,7 +317,7 @@ int Runner::bufferOf(const CellRef& r, int lane) const {
 void Runner::accesses(const Op& op, int lane, std::vector<Access>* out) const {
   switch (op.kind) {
     case Kind::Kernel:
-      if (p_.kernels[op.kernel].effect) {
+      if (spec(op.kernel).effect) {
         out->push_back({bufferOf(op.src, lane), op.src.cell, false});
         out->push_back({bufferOf(op.dst, lane), op.dst.cell, true});
       }
@@ -368,7 +402,7 @@ void Runner::commitCells(const std::vector<Access>& acc, int lane, uint32_t stam
 void Runner::applyModel(const Op& op, int lane, uint64_t k) {
   switch (op.kind) {
     case Kind::Kernel: {
-      int effect = p_.kernels[op.kernel].effect;
+      int effect = spec(op.kernel).effect;
       if (!effect) return;
       uint64_t v;
       std::memcpy(&v, &buffers_[bufferOf(op.src, lane)].model[op.src.cell * 8], 8);
@@ -406,12 +440,12 @@ Clock Runner::nextClock(int lane, int thread) const {
   const Lane& l = lanes_[lane];
   Clock vc = l.vc;
   join(vc, hostVc_[thread]);
-  if (l.legacy) {
+  if (l.legacy) {  // the legacy stream of a context waits for that context's blocking streams
     for (const Lane& b : lanes_) {
-      if (&b != &l && b.blocking) join(vc, b.vc);
+      if (&b != &l && b.blocking && b.device == l.device) join(vc, b.vc);
     }
   } else if (l.blocking) {
-    join(vc, lanes_[0].vc);
+    join(vc, lanes_[legacyLaneOf(l.device)].vc);
   }
   vc[lane] = l.count + 1;
   return vc;
@@ -453,14 +487,14 @@ std::string Runner::describe(const Op& op, int lane, int iteration, uint64_t tag
   std::string s = kindText(op.kind);
   char b[96];
   if (op.kind == Kind::Kernel) {
-    std::snprintf(b, sizeof b, " %s tag=0x%" PRIx64, p_.kernels[op.kernel].name.c_str(), tag);
+    std::snprintf(b, sizeof b, " %s tag=0x%" PRIx64, spec(op.kernel).name.c_str(), tag);
     s += b;
   } else if (op.kind == Kind::Copy) {
     s += op.dir == CopyDir::D2D ? " D2D" : (op.dir == CopyDir::H2D ? " H2D" : " D2H");
     s += " " + std::to_string(op.cells * 8 * op.rows) + "B";
   }
   if (op.kind == Kind::EventRecord || op.kind == Kind::StreamWait || op.kind == Kind::EventSync ||
-      op.kind == Kind::Poll || op.kind == Kind::EventQuery) {
+      op.kind == Kind::Poll || op.kind == Kind::EventQuery || op.kind == Kind::TimingCheck) {
     s += " event " + std::to_string(op.event);
   }
   if (lane >= 0) s += " on " + lanes_[lane].name;
@@ -476,6 +510,7 @@ void Runner::setup() {
   check(cu().cuInit(0), "cuInit", -1, nullptr);
   check(cu().cuDevicePrimaryCtxRetain(&ctx, 0), "cuDevicePrimaryCtxRetain", -1, nullptr);
   check(cu().cuCtxSetCurrent(ctx), "cuCtxSetCurrent", -1, nullptr);
+  ctx_[0] = ctx;
   simSetMaxSteps(p_.schedSteps);
   // Lanes.
   auto addLane = [&](const std::string& name, bool legacy, bool blocking) {
@@ -505,6 +540,23 @@ void Runner::setup() {
   lanes_[1].simId = simStreamId(nullptr, 1);
   for (int i = 0; i < p_.numCreated; ++i) lanes_[2 + i].simId = simStreamId(created_[i], 0);
   lanes_[concurrentLane_].simId = simStreamId(concurrentStream_, 0);
+  if (p_.twoDevices) {  // device 1's legacy stream and a stream created in its primary context
+    check(cu().cuDevicePrimaryCtxRetain(&ctx_[1], 1), "cuDevicePrimaryCtxRetain(device 1)", -1, nullptr);
+    check(cu().cuCtxSetCurrent(ctx_[1]), "cuCtxSetCurrent", -1, nullptr);
+    dev1LegacyLane_ = static_cast<int>(lanes_.size());
+    addLane("device-1 legacy stream", true, false);
+    lanes_.back().device = 1;
+    lanes_.back().simId = simStreamId(nullptr, 0);
+    check(cu().cuStreamCreate(&dev1Stream_, p_.dev1Blocking ? 0 : CU_STREAM_NON_BLOCKING), "cuStreamCreate", -1,
+          nullptr);
+    dev1StreamLane_ = static_cast<int>(lanes_.size());
+    addLane(std::string("device-1 stream d1") + (p_.dev1Blocking ? " (blocking)" : " (non-blocking)"), false,
+            p_.dev1Blocking);
+    lanes_.back().device = 1;
+    lanes_.back().handle = dev1Stream_;
+    lanes_.back().simId = simStreamId(dev1Stream_, 0);
+    check(cu().cuCtxSetCurrent(ctx_[0]), "cuCtxSetCurrent", -1, nullptr);
+  }
   helper_ = std::make_unique<Helper>();
   helper_->run([&] {
     CUcontext c;
@@ -513,8 +565,15 @@ void Runner::setup() {
     lanes_[ptdsHelperLane_].simId = simStreamId(nullptr, 1);
   });
   // Events (the last one belongs to the concurrent thread).
-  events_.resize(p_.numEvents + 1);
-  for (auto& e : events_) check(cu().cuEventCreate(&e.handle, CU_EVENT_DISABLE_TIMING), "cuEventCreate", -1, nullptr);
+  // Then device 1's event (created in its context), then the timing events.
+  events_.resize(p_.totalEvents());
+  for (int i = 0; i < p_.totalEvents(); ++i) {
+    if (i == p_.dev1Event() && !p_.twoDevices) continue;
+    if (i == p_.dev1Event()) check(cu().cuCtxSetCurrent(ctx_[1]), "cuCtxSetCurrent", -1, nullptr);
+    check(cu().cuEventCreate(&events_[i].handle, i >= p_.timingEvent(0) ? 0 : CU_EVENT_DISABLE_TIMING),
+          "cuEventCreate", -1, nullptr);
+    if (i == p_.dev1Event()) check(cu().cuCtxSetCurrent(ctx_[0]), "cuCtxSetCurrent", -1, nullptr);
+  }
   // Buffers.
   auto addBuffer = [&](const std::string& name, Buffer::Type type) {
     Buffer b;
@@ -538,7 +597,8 @@ void Runner::setup() {
     if (type == Buffer::Pageable) buffers_.back().base = reinterpret_cast<uint64_t>(buffers_.back().pageable.data());
     return static_cast<int>(buffers_.size()) - 1;
   };
-  for (int i = 0; i <= p_.numDevBuffers; ++i) addBuffer("dev" + std::to_string(i), Buffer::Device);
+  // Home buffers of the lanes, then the concurrent thread's, then device 1's.
+  for (int i = 0; i <= p_.numDevBuffers + 1; ++i) addBuffer("dev" + std::to_string(i), Buffer::Device);
   devScratch_ = static_cast<int>(buffers_.size());
   for (int l = 0; l < kMaxLanes; ++l) addBuffer("scratch(lane " + std::to_string(l) + ")", Buffer::Device);
   graphBuf_ = addBuffer("graph", Buffer::Device);
@@ -584,6 +644,25 @@ void Runner::setup() {
     mark(0, id);
   }
   hostTokens_ = std::make_unique<std::atomic<int>[]>(static_cast<size_t>(p_.numHostFns) + 1);
+  if (p_.reloadPeriod) {
+    auto lookup = [&](const char* name, auto* out) {
+      void* f = nullptr;
+      CUdriverProcAddressQueryResult status;
+      if (drv_.getProcAddress(name, &f, 13000, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &status) != CUDA_SUCCESS || !f) {
+        divergence(-1, std::string("setup: cuGetProcAddress(") + name + ") failed");
+      }
+      *out = reinterpret_cast<std::remove_pointer_t<decltype(out)>>(f);
+    };
+    lookup("cuModuleLoadData", &moduleLoadData_);
+    lookup("cuModuleGetFunction", &moduleGetFunction_);
+    lookup("cuModuleUnload", &moduleUnload_);
+    lookup("cuLibraryLoadData", &libraryLoadData_);
+    lookup("cuLibraryGetKernel", &libraryGetKernel_);
+    lookup("cuLibraryUnload", &libraryUnload_);
+    reload_[0].assign(p_.kernels.begin() + p_.baseKernels, p_.kernels.end());
+    reload_[1] = p_.reloadAlt;
+    loadImage(0, -1);
+  }
   // The program's own graph: captured once, launched by GraphLaunch template ops.
   if (p_.graphSlot >= 0) {
     CUstream s = created_[p_.graphSlot - 2];
@@ -627,8 +706,110 @@ void Runner::setup() {
   }
 }
 
+void Runner::ensureCtx(int device, int thread) {
+  if (!p_.twoDevices || curDev_[thread] == device) return;
+  check(cu().cuCtxSetCurrent(ctx_[device]), "cuCtxSetCurrent", -1, nullptr);
+  curDev_[thread] = device;
+}
+
+// Unloads the loaded image (if any) and loads image `phase`; the freed kernel handles
+// are reused for the new image's kernels (other names, other parameter layouts).
+void Runner::loadImage(int phase, int iteration) {
+  if (!moduleLoadData_ || !moduleGetFunction_ || !moduleUnload_ || !libraryLoadData_ || !libraryGetKernel_ ||
+      !libraryUnload_) {
+    return;
+  }
+  const char* kind = p_.reloadLibrary ? "library" : "module";
+  if (image_) {
+    CUresult r = p_.reloadLibrary ? libraryUnload_(static_cast<CUlibrary>(image_))
+                                  : moduleUnload_(static_cast<CUmodule>(image_));
+    check(r, p_.reloadLibrary ? "cuLibraryUnload" : "cuModuleUnload", iteration, nullptr);
+    image_ = nullptr;
+  }
+  std::vector<KernelSpec>& ks = reload_[phase];
+  std::string text = "sim-image: ";
+  for (size_t i = 0; i < ks.size(); ++i) {
+    text += (i ? "; " : "") + ks[i].name + "(";
+    for (size_t j = 0; j < ks[i].sizes.size(); ++j) text += (j ? "," : "") + std::to_string(ks[i].sizes[j]);
+    text += ")";
+  }
+  CUresult r;
+  if (p_.reloadLibrary) {
+    CUlibrary lib = nullptr;
+    r = libraryLoadData_(&lib, text.c_str(), nullptr, nullptr, 0, nullptr, nullptr, 0);
+    image_ = lib;
+  } else {
+    CUmodule mod = nullptr;
+    r = moduleLoadData_(&mod, text.c_str());
+    image_ = mod;
+  }
+  if (!check(r, p_.reloadLibrary ? "cuLibraryLoadData" : "cuModuleLoadData", iteration, nullptr)) return;
+  std::vector<CUfunction> before;
+  for (const KernelSpec& k : reload_[1 - phase]) before.push_back(k.fn);
+  for (size_t i = 0; i < ks.size(); ++i) {
+    KernelSpec& k = ks[i];
+    if (p_.reloadLibrary) {
+      CUkernel kern = nullptr;
+      check(libraryGetKernel_(&kern, static_cast<CUlibrary>(image_), k.name.c_str()), "cuLibraryGetKernel", iteration,
+            nullptr);
+      k.fn = reinterpret_cast<CUfunction>(kern);
+    } else {
+      check(moduleGetFunction_(&k.fn, static_cast<CUmodule>(image_), k.name.c_str()), "cuModuleGetFunction",
+            iteration, nullptr);
+    }
+    k.family = p_.reloadLibrary ? SIM_KERNEL_LIBRARY : SIM_KERNEL_FUNCTION;
+    k.offsets.clear();
+    for (unsigned j = 0; j < k.sizes.size(); ++j) {
+      size_t off = 0;
+      simKernelParamLayout(k.fn, j, &off, nullptr);
+      k.offsets.push_back(off);
+    }
+    k.bytes = simKernelParamBytes(k.fn);
+  }
+  phase_ = phase;
+  if (verbose_) {
+    std::printf("  iteration %d: %s image %c loaded (%zu kernels%s)\n", iteration, kind, phase ? 'B' : 'A', ks.size(),
+                before[0] == ks[0].fn ? ", handles reused" : "");
+  }
+}
+
+// A timing-event pair: wait for the end record, then the elapsed simulated time must
+// cover every op issued between the two records on their stream (1 unit each).
+void Runner::timingCheck(const Op& op, int thread, int iteration) {
+  Op s = op;
+  s.kind = Kind::EventSync;
+  hostSync(s, thread, iteration);
+  long count;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    const EventState& b = events_[op.timingBegin];
+    const EventState& e = events_[op.event];
+    if (!b.recorded || !e.recorded || b.lane != e.lane || b.seq >= e.seq) return;  // a record was left out
+    count = static_cast<long>(e.effectsAt - b.effectsAt);
+  }
+  float ms = -1;
+  if (!check(cu().cuEventElapsedTime(&ms, events_[op.timingBegin].handle, events_[op.event].handle),
+             "cuEventElapsedTime", iteration, &op)) {
+    return;
+  }
+  double units = static_cast<double>(ms) * 1000.0;
+  if (units + 0.5 < static_cast<double>(count)) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, ": elapsed %.1f units between the records, but %ld ops were issued between them",
+                  units, count);
+    divergence(static_cast<int>(log_.size()), "iteration " + std::to_string(iteration) +
+                                                  ": timing events " + std::to_string(op.timingBegin) + " -> " +
+                                                  std::to_string(op.event) + " on " + lanes_[laneOf(op.slot, thread)].name +
+                                                  buf);
+  }
+}
+
 void Runner::issue(const Op& op, int thread, int iteration) {
+  ensureCtx(deviceOfSlot(op.slot), thread);
   switch (op.kind) {
+    case Kind::TimingCheck:
+      timingCheck(op, thread, iteration);
+      return;
     case Kind::Kernel:
     case Kind::Copy:
     case Kind::Memset:
@@ -662,6 +843,9 @@ void Runner::issue(const Op& op, int thread, int iteration) {
       commitLane(t.lane, vc);
       events_[op.event].recorded = true;
       events_[op.event].vc = vc;
+      events_[op.event].lane = t.lane;
+      events_[op.event].seq = ++recordSeq_;
+      events_[op.event].effectsAt = lanes_[t.lane].effects.size();
       lo.lane = t.lane;
       lo.stamp = vc[t.lane];
       lo.vc = vc;
@@ -804,13 +988,13 @@ void Runner::issueEffect(const Op& opIn, int thread, int iteration) {
     }
   }
   uint64_t tag = tagOf(op, iteration), kv = kOf(op, iteration);
-  std::string key;
+  std::string key, kernelName;
   CUresult r = CUDA_SUCCESS;
   const char* call = "";
   bool pageableD2H = false;
   switch (op.kind) {
     case Kind::Kernel: {
-      const KernelSpec& k = p_.kernels[op.kernel];
+      const KernelSpec& k = spec(op.kernel);
       const KernelSpec::Config& c = k.configs[op.config];
       std::vector<uint8_t> packed(k.bytes, 0);
       uint64_t first = addressOf(op.dst, t.lane);
@@ -828,10 +1012,12 @@ void Runner::issueEffect(const Op& opIn, int thread, int iteration) {
         fixed = 2;
       }
       size_t e = 0;
-      for (size_t i = fixed; i < k.sizes.size(); ++i) {
-        std::memcpy(packed.data() + k.offsets[i], op.extras.data() + e, k.sizes[i]);
+      for (size_t i = fixed; i < k.sizes.size(); ++i) {  // reloaded kernels: other layouts, bytes as available
+        size_t n = e >= op.extras.size() ? 0 : std::min(k.sizes[i], op.extras.size() - e);
+        if (n) std::memcpy(packed.data() + k.offsets[i], op.extras.data() + e, n);
         e += k.sizes[i];
       }
+      kernelName = k.name;
       std::vector<void*> args;
       for (size_t off : k.offsets) args.push_back(packed.data() + off);
       std::vector<CUlaunchAttribute> attrs;
@@ -964,6 +1150,7 @@ void Runner::issueEffect(const Op& opIn, int thread, int iteration) {
     lo.effect = true;
     lo.demoted = op.demoted;
     lo.key = std::move(key);
+    lo.kernelName = std::move(kernelName);
     lo.what = describe(op, t.lane, iteration, tag);
     id = pushLog(std::move(lo));
     lanes_[t.lane].effects.push_back(id);
@@ -991,6 +1178,7 @@ void Runner::issueEffect(const Op& opIn, int thread, int iteration) {
 }
 
 void Runner::hostSync(const Op& op, int thread, int iteration) {
+  ensureCtx(deviceOfSlot(op.slot), thread);
   Target t = target(op, thread);
   Clock covered{};
   bool knows = true;
@@ -1005,8 +1193,10 @@ void Runner::hostSync(const Op& op, int thread, int iteration) {
         knows = events_[op.event].recorded;
         covered = events_[op.event].vc;
         break;
-      default:
-        for (const Lane& l : lanes_) join(covered, l.vc);
+      default:  // cuCtxSynchronize: the current context's streams
+        for (const Lane& l : lanes_) {
+          if (l.device == deviceOfSlot(op.slot)) join(covered, l.vc);
+        }
         break;
     }
   }
@@ -1069,6 +1259,7 @@ void Runner::runIterations() {
   for (int it = 0; it < p_.iterations; ++it) {
     Buffer& src = buffers_[pageableSrc_];
     for (int c = 0; c < kCellsPerBuffer; ++c) src.pageable[c] = simMix64((p_.seed << 20) ^ (uint64_t(it) << 8) ^ c);
+    if (p_.reloadPeriod && it > 0 && it % p_.reloadPeriod == 0) loadImage(1 - phase_, it);
     std::vector<Op> plan = planIteration(p_, it, pert, &notes);
     if (verbose_) {
       for (const std::string& n : notes) std::printf("  %s\n", n.c_str());
@@ -1165,6 +1356,12 @@ void Runner::compareMemory(size_t b, const uint8_t* actual) {
 }
 
 void Runner::finish() {
+  if (p_.twoDevices) {
+    Op sync1;
+    sync1.kind = Kind::CtxSync;
+    sync1.slot = kDev1LegacySlot;
+    hostSync(sync1, 0, -1);
+  }
   Op sync;
   sync.kind = Kind::CtxSync;
   hostSync(sync, 0, -1);

@@ -2,7 +2,7 @@
 """run_seeds.py - run sim_oracle over many seeds (one process per seed).
 
   run_seeds.py --exe sim_oracle --seeds 100:115 --ops 1500 [--threads] [--inject]
-               [--preload LIB] [--env NAME=VALUE ...] [--expect-divergence]
+               [--features LIST] [--preload LIB] [--env NAME=VALUE ...] [--expect-divergence]
   run_seeds.py --exe sim_oracle --regressions regressions.txt [--preload LIB] [--env ...]
 
 LD_PRELOAD and the --env variables are given to sim_oracle only (not to this
@@ -40,6 +40,8 @@ def runs_from_args(args):
                 runs.append(["--seed", words[0]] + (words[1:] if len(words) > 1 else ["--ops", str(args.ops)]))
         return runs
     extra = (["--threads"] if args.threads else []) + (["--inject"] if args.inject else [])
+    if args.features:
+        extra += ["--features", args.features]
     return [["--seed", str(s), "--ops", str(args.ops)] + extra for s in parse_seeds(args.seeds)]
 
 
@@ -50,6 +52,7 @@ def main():
     ap.add_argument("--ops", type=int, default=1500)
     ap.add_argument("--threads", action="store_true")
     ap.add_argument("--inject", action="store_true")
+    ap.add_argument("--features", help="sim_oracle --features (default: all, each enabled at random per seed)")
     ap.add_argument("--preload")
     ap.add_argument("--env", action="append", default=[])
     ap.add_argument("--expect-divergence", action="store_true")

@@ -60,7 +60,9 @@ void injectFailures(uint64_t seed, bool verbose) {
 }
 
 int usage() {
-  std::fprintf(stderr, "usage: sim_oracle --seed S --ops N [--verbose] [--threads] [--inject]\n");
+  std::fprintf(stderr,
+               "usage: sim_oracle --seed S --ops N [--verbose] [--threads] [--inject] [--features all|none|dev1,timing,"
+               "reload]\n");
   return 2;
 }
 
@@ -70,6 +72,8 @@ int main(int argc, char** argv) {
   uint64_t seed = 1;
   long ops = 2000;
   bool verbose = false, threads = false, inject = false;
+  unsigned features = oracle::kFeatureAll;
+  std::string featureArg;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--seed" && i + 1 < argc) {
@@ -82,6 +86,24 @@ int main(int argc, char** argv) {
       threads = true;
     } else if (a == "--inject") {
       inject = true;
+    } else if (a == "--features" && i + 1 < argc) {
+      featureArg = argv[++i];
+      features = 0;
+      std::string rest = featureArg + ",";
+      for (size_t pos; (pos = rest.find(',')) != std::string::npos; rest.erase(0, pos + 1)) {
+        std::string f = rest.substr(0, pos);
+        if (f == "all") {
+          features |= oracle::kFeatureAll;
+        } else if (f == "dev1") {
+          features |= oracle::kFeatureDev1;
+        } else if (f == "timing") {
+          features |= oracle::kFeatureTiming;
+        } else if (f == "reload") {
+          features |= oracle::kFeatureReload;
+        } else if (f != "none" && !f.empty()) {
+          return usage();
+        }
+      }
     } else {
       return usage();
     }
@@ -94,7 +116,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   simSetSeed(seed);
-  oracle::Program program = oracle::generateProgram(seed, ops, threads, inject);
+  oracle::Program program = oracle::generateProgram(seed, ops, threads, inject, features);
   if (verbose) std::printf("program: %s\n", program.summary().c_str());
   if (inject) injectFailures(seed, verbose);
   oracle::RunResult res = oracle::runOracle(drv, program, verbose);
@@ -113,8 +135,9 @@ int main(int argc, char** argv) {
     std::printf("DIVERGENCE: seed %llu (%s)\n", static_cast<unsigned long long>(seed), program.summary().c_str());
     for (size_t i = 0; i < shown; ++i) std::printf("  [%zu] %s\n", i + 1, div[i].text.c_str());
     if (shown < div.size()) std::printf("  ... %zu more\n", div.size() - shown);
-    std::printf("reproduce: sim_oracle --seed %llu --ops %ld%s%s --verbose\n", static_cast<unsigned long long>(seed),
-                ops, threads ? " --threads" : "", inject ? " --inject" : "");
+    std::printf("reproduce: sim_oracle --seed %llu --ops %ld%s%s%s%s --verbose\n",
+                static_cast<unsigned long long>(seed), ops, threads ? " --threads" : "", inject ? " --inject" : "",
+                featureArg.empty() ? "" : " --features ", featureArg.c_str());
   }
   std::printf("oracle: %ld ops, %zu divergences\n", res.ops, div.size());
   std::fflush(stdout);
