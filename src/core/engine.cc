@@ -327,27 +327,27 @@ bool Engine::deferEventDestroy(uint64_t event) {
   event_record_generation_.erase(event);
   for (size_t k = 0; k < held_.size(); ++k) {
     if (held_.view(k).event == event) {
-      deferred_.push_back({false, event, 0});
+      deferred_.push_back({false, event, 0, 0});
       return true;
     }
   }
   return false;
 }
 
-bool Engine::deferFree(uint64_t pointer, StreamKey stream) {
+bool Engine::deferFree(uint64_t pointer, StreamKey stream, uint64_t domain) {
   if (held_.empty()) return false;
   if (stream == kPerThreadStream) {  // only the calling thread can name that stream
     resolveHeld(EagerCause::SyncInSegment, nullptr);
     return false;
   }
-  deferred_.push_back({true, pointer, stream});
+  deferred_.push_back({true, pointer, stream, domain});
   return true;
 }
 
 void Engine::heldCleared() {
   held_.clear();
   for (const Deferred& d : deferred_) {
-    if (d.isFree) executor_.freeAsync(d.handle, d.stream);
+    if (d.isFree) executor_.freeAsync(d.handle, d.stream, d.domain);
     else executor_.destroyEvent(d.handle);
   }
   deferred_.clear();

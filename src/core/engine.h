@@ -97,7 +97,8 @@ class Engine {
   // right after them, so the memory is never reusable before they ran
   // (returns true: the caller must not free it now). Allocations need no such
   // care: issued at once, they come before the held ops, which cannot use them.
-  bool deferFree(uint64_t pointer, StreamKey stream);
+  // `domain`: the caller's context (opaque), in which a NULL stream is named.
+  bool deferFree(uint64_t pointer, StreamKey stream, uint64_t domain = 0);
   // The program begins/ends its own stream capture: graft steps aside.
   void programCaptureBegin();
   void programCaptureEnd();
@@ -172,6 +173,7 @@ class Engine {
     bool isFree;  // cuMemFreeAsync(handle, stream); else cuEventDestroy(handle)
     uint64_t handle;
     StreamKey stream;
+    uint64_t domain;  // frees: the context of the call
   };
   std::vector<Deferred> deferred_;
 

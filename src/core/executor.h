@@ -52,7 +52,9 @@ class Executor {
   virtual void destroyEvent(uint64_t event) = 0;
   // Issues a stream-ordered free the engine deferred until the held ops
   // before it were issued.
-  virtual void freeAsync(uint64_t pointer, StreamKey stream) = 0;
+  // `domain`: the context current at the program's call (0: unknown), which
+  // decides what a default stream names.
+  virtual void freeAsync(uint64_t pointer, StreamKey stream, uint64_t domain) = 0;
 
   // Which execution domain (device context) an op runs in; 0 when it has none
   // of its own (an event op on a program stream). Ops of two different

@@ -445,12 +445,14 @@ void GraphExecutor::destroyEvent(uint64_t event) {
   real<ApiId::k_cuEventDestroy_4000>()(reinterpret_cast<CUevent>(event));
 }
 
-void GraphExecutor::freeAsync(uint64_t pointer, core::StreamKey stream) {
+void GraphExecutor::freeAsync(uint64_t pointer, core::StreamKey stream, uint64_t domain) {
   if (pool_ && pool_->owns(pointer)) {
     pool_->freeAsync(pointer, stream);
     return;
   }
-  ContextScope scope(last_ctx_);
+  // The context of the program's call: a default stream names its stream.
+  CUcontext ctx = reinterpret_cast<CUcontext>(domain);
+  ContextScope scope(ctx ? ctx : last_ctx_);
   real<ApiId::k_cuMemFreeAsync_11020>()(pointer, asStream(stream));
 }
 

@@ -38,7 +38,7 @@ class GraphExecutor final : public core::Executor {
              std::span<const uint32_t> patch, std::string* whyNot) override;
   void destroy(core::GraphHandle* graph) override;
   void destroyEvent(uint64_t event) override;
-  void freeAsync(uint64_t pointer, core::StreamKey stream) override;
+  void freeAsync(uint64_t pointer, core::StreamKey stream, uint64_t domain) override;
   uint64_t domainOf(const core::OpDesc& op) override;
   void forgetKernels() override;
   std::string describe(const core::OpDesc& op) override;

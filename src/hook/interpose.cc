@@ -301,7 +301,8 @@ CUresult freeAsync(Runtime& rt, Real realFn, CUdeviceptr p, CUstream s) {
       GRAFT_DEBUG("a pool block freed inside a program capture is kept");
       return CUDA_SUCCESS;
     }
-    if (rt.engine().deferFree(uint64_t(p), key)) return CUDA_SUCCESS;
+    if (rt.engine().deferFree(uint64_t(p), key, reinterpret_cast<uint64_t>(currentContext())))
+      return CUDA_SUCCESS;
   }
   if (!pooled) return realFn(p, s);
   if (key == core::kPerThreadStream) {
