@@ -92,9 +92,8 @@ KernelInfo* KernelRegistry::resolve(CUfunction f) {
 }
 
 std::vector<std::pair<std::string, uint64_t>> KernelRegistry::byLaunches() const {
-  std::unordered_map<std::string, uint64_t> byName;
+  std::unordered_map<std::string, uint64_t> byName = retired_launches_;
   for (const auto& [h, k] : kernels_) byName[k->name] += k->launches;
-  for (const auto& k : retired_) byName[k->name] += k->launches;
   std::vector<std::pair<std::string, uint64_t>> v(byName.begin(), byName.end());
   std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) {
     return a.second != b.second ? a.second > b.second : a.first < b.first;
@@ -103,20 +102,9 @@ std::vector<std::pair<std::string, uint64_t>> KernelRegistry::byLaunches() const
 }
 
 void KernelRegistry::retireAll() {
-  // Keep only launch counts, by name, for the report: a program that reloads
-  // code in a loop must not grow this without bound.
-  for (auto& [h, k] : kernels_) {
-    auto it = std::find_if(retired_.begin(), retired_.end(),
-                           [&](const std::unique_ptr<KernelInfo>& r) { return r->name == k->name; });
-    if (it != retired_.end()) {
-      (*it)->launches += k->launches;
-    } else {
-      auto r = std::make_unique<KernelInfo>();
-      r->name = k->name;
-      r->launches = k->launches;
-      retired_.push_back(std::move(r));
-    }
-  }
+  // Only the launch counts stay, by name, for the report: a program that
+  // reloads code in a loop must not grow this without bound.
+  for (const auto& [h, k] : kernels_) retired_launches_[k->name] += k->launches;
   kernels_.clear();
   last_ = nullptr;
 }

@@ -61,7 +61,7 @@ class KernelRegistry {
 
   std::unordered_map<uint64_t, std::unique_ptr<KernelInfo>> kernels_;
   KernelInfo* last_ = nullptr;
-  std::vector<std::unique_ptr<KernelInfo>> retired_;
+  std::unordered_map<std::string, uint64_t> retired_launches_;  // by kernel name
   std::vector<std::string> eager_prefixes_;
 };
 

@@ -169,6 +169,7 @@ void OpEncoder::noteEventCreated(CUevent event, unsigned flags) {
 
 const OpDesc& OpEncoder::eventRecord(ApiId api, core::StreamKey stream, CUcontext ctx, CUevent event,
                                      unsigned flags) {
+  if (!isUntimedEvent(event)) return boundary(api, stream, core::EagerCause::TimingEvent);
   const EventShape s{flags, 0, reinterpret_cast<uint64_t>(ctx)};
   std::memcpy(shape_.data(), &s, sizeof(s));
   return finish(OpKind::EventRecord, api, stream, reinterpret_cast<uint64_t>(event), sizeof(s), 0);

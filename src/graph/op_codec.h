@@ -93,6 +93,7 @@ class OpEncoder {
   const core::OpDesc& memset(hook::ApiId api, core::StreamKey stream, CUcontext ctx,
                              CUdeviceptr dst, size_t pitch, unsigned value, unsigned elementSize,
                              size_t width, size_t height);
+  // A record of a timing event comes back as a boundary (see isUntimedEvent).
   const core::OpDesc& eventRecord(hook::ApiId api, core::StreamKey stream, CUcontext ctx, CUevent event,
                                   unsigned flags);
   const core::OpDesc& eventWait(hook::ApiId api, core::StreamKey stream, CUcontext ctx, CUevent event,

@@ -187,8 +187,6 @@ template <>
 struct Encoder<ApiId::k_cuEventRecord_2000> {
   static constexpr bool kGraphable = true;
   static const OpDesc& encode(Runtime& rt, int pt, CUevent e, CUstream s) {
-    if (!rt.encoder().isUntimedEvent(e))
-      return rt.encoder().boundary(ApiId::k_cuEventRecord_2000, streamKey(s, pt), EagerCause::TimingEvent);
     return rt.encoder().eventRecord(ApiId::k_cuEventRecord_2000, streamKey(s, pt), defaultStreamContext(s), e,
                                     0);
   }
@@ -201,9 +199,6 @@ struct Encoder<ApiId::k_cuEventRecordWithFlags_11010> {
     if (flags != CU_EVENT_RECORD_DEFAULT)
       return rt.encoder().boundary(ApiId::k_cuEventRecordWithFlags_11010, streamKey(s, pt),
                                    EagerCause::OtherStreamOrdered);
-    if (!rt.encoder().isUntimedEvent(e))
-      return rt.encoder().boundary(ApiId::k_cuEventRecordWithFlags_11010, streamKey(s, pt),
-                                   EagerCause::TimingEvent);
     return rt.encoder().eventRecord(ApiId::k_cuEventRecordWithFlags_11010, streamKey(s, pt),
                                     defaultStreamContext(s), e, flags);
   }

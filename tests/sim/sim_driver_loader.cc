@@ -3,6 +3,10 @@
 
 #include <dlfcn.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
 namespace simtest {
 
 namespace {
@@ -61,6 +65,23 @@ bool openPrimaryContext(const DriverApi& api, CUcontext* ctx) {
   return api.cuInit(0) == CUDA_SUCCESS && api.cuDeviceGet(&dev, 0) == CUDA_SUCCESS &&
          api.cuDevicePrimaryCtxRetain(ctx, dev) == CUDA_SUCCESS &&
          api.cuCtxSetCurrent(*ctx) == CUDA_SUCCESS;
+}
+
+int startTraceProgram(const char* program, int argc, char** argv, TraceProgramArgs* args, Driver* drv) {
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (!std::strcmp(argv[i], "--out")) args->outPath = argv[i + 1];
+    if (!std::strcmp(argv[i], "--seed")) args->seed = std::strtoull(argv[i + 1], nullptr, 0);
+  }
+  if (!args->outPath) {
+    std::fprintf(stderr, "usage: %s --out FILE [--seed S]\n", program);
+    return 2;
+  }
+  std::string err;
+  if (!loadDriver(drv, &err)) {
+    std::fprintf(stderr, "%s: %s\n", program, err.c_str());
+    return 2;
+  }
+  return 0;
 }
 
 }  // namespace simtest

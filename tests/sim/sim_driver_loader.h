@@ -72,4 +72,13 @@ bool loadDriver(Driver* out, std::string* error);
 // cuInit, device 0's primary context made current. False on any failure.
 bool openPrimaryContext(const DriverApi& api, CUcontext* ctx);
 
+// The start shared by the trace-comparison programs (compare_trace.py runs
+// them): parses `--out FILE [--seed S]` and loads the driver. Returns 0, or
+// the exit code 2 after printing why (prefixed with `program`).
+struct TraceProgramArgs {
+  const char* outPath = nullptr;
+  uint64_t seed = 7;
+};
+int startTraceProgram(const char* program, int argc, char** argv, TraceProgramArgs* args, Driver* drv);
+
 }  // namespace simtest

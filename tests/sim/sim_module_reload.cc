@@ -127,22 +127,11 @@ bool lookup(const simtest::Driver& drv, const char* name, int version, F* out) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const char* outPath = nullptr;
-  uint64_t seed = 7;
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (!std::strcmp(argv[i], "--out")) outPath = argv[i + 1];
-    if (!std::strcmp(argv[i], "--seed")) seed = std::strtoull(argv[i + 1], nullptr, 0);
-  }
-  if (!outPath) {
-    std::fprintf(stderr, "usage: sim_module_reload --out FILE [--seed S]\n");
-    return 2;
-  }
+  simtest::TraceProgramArgs args;
   simtest::Driver drv;
-  std::string err;
-  if (!simtest::loadDriver(&drv, &err)) {
-    std::fprintf(stderr, "sim_module_reload: %s\n", err.c_str());
-    return 2;
-  }
+  if (int rc = simtest::startTraceProgram("sim_module_reload", argc, argv, &args, &drv)) return rc;
+  const char* outPath = args.outPath;
+  const uint64_t seed = args.seed;
   const simtest::DriverApi& cu = drv.plain;
   decltype(&::cuModuleLoadData) moduleLoadData = nullptr;
   decltype(&::cuModuleGetFunction) moduleGetFunction = nullptr;
