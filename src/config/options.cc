@@ -99,6 +99,7 @@ size_t editDistance(std::string_view a, std::string_view b) {
 }  // namespace
 
 std::string_view toString(Mode m) { return kModeNames[static_cast<size_t>(m)]; }
+bool parseMode(std::string_view text, Mode* out) { return parseEnumValue(text, out); }
 std::string_view toString(LogLevel l) { return kLogLevelNames[static_cast<size_t>(l)]; }
 
 std::vector<std::string_view> optionNames() {

@@ -24,6 +24,8 @@ enum class LogLevel : uint8_t { GRAFT_LOGLEVEL_VALUES(GRAFT_ENUM_MEMBER) };
 #undef GRAFT_ENUM_MEMBER
 
 std::string_view toString(Mode m);
+// A GRAFT_MODE value by name ("graph", ...); false for an unknown name.
+bool parseMode(std::string_view text, Mode* out);
 std::string_view toString(LogLevel l);
 
 struct Options {

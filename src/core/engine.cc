@@ -78,7 +78,7 @@ Decision Engine::submit(const OpDesc& op) {
   ++stats_.opsTotal;
   ++submissions_;
   countStream(op.stream);
-  if (!config_.replay || capture_depth_ > 0) {
+  if (stepsAside()) {
     pending_cause_ = capture_depth_ > 0 ? EagerCause::ProgramCapture : EagerCause::NotCaptured;
     pending_boundary_ = false;
     return Decision::IssueNow;
@@ -109,7 +109,7 @@ void Engine::countPassthrough(StreamKey stream) {
 
 void Engine::completeIssued(const OpDesc& op, bool succeeded) {
   ++stats_.eagerByCause[size_t(pending_cause_)];
-  if (!config_.replay || capture_depth_ > 0 || !succeeded) return;
+  if (stepsAside() || !succeeded) return;
   recordEagerOp(op, pending_boundary_);
 }
 
@@ -292,13 +292,13 @@ void Engine::issueHeldEagerly(const OpDesc& op, EagerCause cause) {
 // Barriers, queries, capture
 
 void Engine::hostBarrier(uint64_t barrierHash) {
-  if (!config_.replay || capture_depth_ > 0) return;
+  if (stepsAside()) return;
   if (!held_.empty()) resolveHeld(EagerCause::SyncInSegment, nullptr);
   pushBoundaryToken(hashCombine(barrierHash, kBoundarySalt));
 }
 
 void Engine::query(StreamKey stream, uint64_t event, uint64_t queryHash) {
-  if (!config_.replay || capture_depth_ > 0) return;
+  if (stepsAside()) return;
   bool relevant = false;
   if (event) {
     auto it = event_record_generation_.find(event);
@@ -406,6 +406,21 @@ void Engine::forgetRecordedCode() {
 void Engine::stopReplay() {
   flushAll();
   config_.replay = false;
+}
+
+void Engine::pauseReplay() {
+  flushAll();
+  paused_ = true;
+}
+
+void Engine::resumeReplay() {
+  if (!paused_) return;
+  paused_ = false;
+  // What ran while paused was not seen: no period may span the gap, and no
+  // match or mismatch state from before it applies.
+  detector_.reset();
+  num_candidates_ = 0;
+  last_mismatch_ = {};
 }
 
 // ---------------------------------------------------------------------------
@@ -564,7 +579,9 @@ std::vector<size_t> Engine::scheduleCuts(const OpBuffer& ops, size_t begin, size
 
   if (config_.segmentOps || !endsAtBarrier) {
     // Pieces of GRAFT_SEGMENT_OPS, or growing 32, 64, ... 1024: the GPU starts
-    // after the first few ops, and long runs cost few graph launches.
+    // after the first few ops, and long runs cost few graph launches. (One
+    // piece of up to 1024 ops was measured no faster on PyTorch loops without
+    // a sync, and lost coverage: a late mismatch flushes more held ops.)
     std::vector<size_t> cuts;
     size_t piece = config_.segmentOps ? config_.segmentOps : std::max<size_t>(32, minOps);
     size_t at = begin;
@@ -578,7 +595,7 @@ std::vector<size_t> Engine::scheduleCuts(const OpBuffer& ops, size_t begin, size
       }
       cuts.push_back(cut);
       at = cut;
-      if (!config_.segmentOps) piece = std::max<size_t>(minOps, std::min<size_t>(piece * 2, 1024));
+      if (!config_.segmentOps) piece = std::max<size_t>(minOps, std::min<size_t>(piece * 2, kMaxAutoPiece));
     }
     cuts.push_back(n);
     return cuts;
@@ -608,7 +625,7 @@ std::vector<size_t> Engine::scheduleCuts(const OpBuffer& ops, size_t begin, size
       }
       back.push_back(cut);
       hi = cut;
-      backSize = std::max<size_t>(minOps, std::min<size_t>(backSize * 2, 1024));
+      backSize = std::max<size_t>(minOps, std::min<size_t>(backSize * 2, kMaxAutoPiece));
     } else {
       size_t cut = lo + next;
       for (size_t d = 0; d < 16 && cut + d + minOps < hi; ++d) {
@@ -619,7 +636,7 @@ std::vector<size_t> Engine::scheduleCuts(const OpBuffer& ops, size_t begin, size
       }
       front.push_back(cut);
       lo = cut;
-      frontSize = std::max<size_t>(minOps, std::min<size_t>(frontSize * 2, 1024));
+      frontSize = std::max<size_t>(minOps, std::min<size_t>(frontSize * 2, kMaxAutoPiece));
     }
   }
   front.insert(front.end(), back.rbegin(), back.rend());

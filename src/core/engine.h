@@ -46,6 +46,9 @@ struct EngineConfig {
 
 enum class Decision : uint8_t { IssueNow, Held };
 
+// Longest piece the automatic schedule cuts a segment into, in ops.
+inline constexpr size_t kMaxAutoPiece = 1024;
+
 struct EngineStats {
   uint64_t opsTotal = 0;     // stream-ordered ops submitted
   uint64_t opsViaGraph = 0;
@@ -117,6 +120,13 @@ class Engine {
   // Stops replaying for good (e.g. graft can no longer see every op): issues
   // everything held; from now on every op is issued eagerly and only counted.
   void stopReplay();
+  // Benchmark-only (GRAFT_BENCH_SWITCH): stops replaying until resumeReplay().
+  // Pausing issues everything held; while paused every op is issued eagerly
+  // and nothing is recorded or learned. Graphs built so far are kept, and
+  // after resuming the loop is matched against them again from the next op.
+  void pauseReplay();
+  void resumeReplay();
+  bool replayPaused() const { return paused_; }
 
   EngineStats stats() const;
 
@@ -130,6 +140,9 @@ class Engine {
     size_t index = 0;
   };
 
+  // Ops are issued eagerly and nothing is learned: pass-through, a program
+  // capture in progress, or a benchmark pause.
+  bool stepsAside() const { return !config_.replay || capture_depth_ > 0 || paused_; }
   bool advance(const OpDesc& op);
   bool tryStart(const OpDesc& op);
   void afterHeldGrew();
@@ -182,6 +195,7 @@ class Engine {
   EagerCause pending_cause_ = EagerCause::NotCaptured;
   bool pending_boundary_ = false;
   int capture_depth_ = 0;
+  bool paused_ = false;
 
   // Query relevance: work issued since the last boundary token.
   uint64_t boundary_generation_ = 1;

@@ -238,17 +238,23 @@ StreamKey streamOfCall(A... a) {
 // A stream-ordered op: the engine holds it for a replay or has it issued now.
 template <ApiId Id, int PT, typename Real, typename... A>
 CUresult submitOp(Runtime& rt, Real realFn, A... a) {
-  if (rt.mode() == config::Mode::Passthrough) {
-    // Count only (class, stream, kernel): no recording, no copies.
-    {
-      auto lock = rt.engine().lock();
-      if constexpr (apiInfo(Id).klass == ApiClass::Launch)
-        ++rt.kernels().get(firstOf<CUfunction>(a...)).launches;
-      rt.engine().countPassthrough(streamOfCall<Id, PT>(a...));
-    }
-    return realFn(a...);
+  if constexpr (apiInfo(Id).klass == ApiClass::Launch || apiInfo(Id).klass == ApiClass::Set) {
+    // The benchmark floor drops kernels and memsets before any work of graft's
+    // own (not even encoding), so it is the program's CPU time alone.
+    if (rt.mode() == config::Mode::Swallow) return CUDA_SUCCESS;
   }
   auto lock = rt.engine().lock();
+  // Read under the lock: a benchmark mode switch (graft_bench_set_mode) takes
+  // it too, so no op is held after the switch flushed what was held.
+  const config::Mode mode = rt.mode();
+  if (mode == config::Mode::Passthrough) {
+    // Count only (class, stream, kernel): no recording, no copies.
+    if constexpr (apiInfo(Id).klass == ApiClass::Launch)
+      ++rt.kernels().get(firstOf<CUfunction>(a...)).launches;
+    rt.engine().countPassthrough(streamOfCall<Id, PT>(a...));
+    lock.unlock();
+    return realFn(a...);
+  }
   const OpDesc* op;
   if constexpr (HasEncoder<Id>) {
     op = &Encoder<Id>::encode(rt, PT, a...);
@@ -257,7 +263,7 @@ CUresult submitOp(Runtime& rt, Real realFn, A... a) {
   }
   if (op->stream == core::kPerThreadStream && op->kind != OpKind::Boundary)
     op = &rt.encoder().boundary(Id, op->stream, EagerCause::PerThreadStream);
-  if (rt.mode() == config::Mode::Swallow && swallowed(*op)) return CUDA_SUCCESS;
+  if (mode == config::Mode::Swallow && swallowed(*op)) return CUDA_SUCCESS;
   if (rt.engine().submit(*op) == core::Decision::Held) return CUDA_SUCCESS;
   const CUresult r = realFn(a...);
   rt.engine().completeIssued(*op, r == CUDA_SUCCESS);
@@ -564,6 +570,16 @@ using graft::hook::Runtime;
 // Decides whether graft answers a dlsym itself. Returns nullptr when it does
 // not, and the stub below then tail-jumps to the real dlsym with the caller's
 // return address intact (so RTLD_NEXT keeps meaning "after the caller").
+// Benchmark-only (GRAFT_BENCH_SWITCH): 0 on success, -1 when refused (logged).
+extern "C" __attribute__((visibility("default"))) int graft_bench_set_mode(const char* mode) {
+  using namespace graft::hook;
+  if (!mode || !Runtime::active() || t_inGraft) return -1;
+  t_inGraft = true;  // graft's own driver calls (flushing held ops) go straight through
+  const bool ok = Runtime::get().switchModeForBenchmark(mode);
+  t_inGraft = false;
+  return ok ? 0 : -1;
+}
+
 extern "C" {
 __attribute__((visibility("hidden"))) void* graft_real_dlsym_ptr = nullptr;
 }

@@ -140,6 +140,26 @@ Runtime::Runtime() : mode_(options().mode) {
   GRAFT_DEBUG("graft started in {} mode (pid {})", config::toString(mode_), getpid());
 }
 
+bool Runtime::switchModeForBenchmark(std::string_view name) {
+  const config::Options& o = options();
+  if (!o.benchSwitch || o.mode != config::Mode::Graph) {
+    GRAFT_ERROR("graft_bench_set_mode(\"{}\") refused: it needs GRAFT_BENCH_SWITCH=1 and GRAFT_MODE=graph",
+                name);
+    return false;
+  }
+  config::Mode next;
+  if (!config::parseMode(name, &next)) {
+    GRAFT_ERROR("graft_bench_set_mode(\"{}\"): unknown mode (graph, passthrough, swallow)", name);
+    return false;
+  }
+  auto lock = engine_->lock();
+  if (next == config::Mode::Graph) engine_->resumeReplay();
+  else engine_->pauseReplay();
+  mode_.store(next, std::memory_order_relaxed);
+  GRAFT_DEBUG("benchmark switch: {} mode", config::toString(next));
+  return true;
+}
+
 void Runtime::noteUnwrapped(std::string_view name, int requestedVersion) {
   if (unwrapped_noted_.exchange(true)) return;
   GRAFT_WARN("the program uses {} (ABI version {}) in a way graft cannot follow; to stay exact, "
@@ -158,7 +178,7 @@ void Runtime::writeExitReport() {
     s = engine_->stats();
   }
   log::Report r;
-  r.mode = std::string(config::toString(mode_));
+  r.mode = std::string(config::toString(options().mode));  // as started (a benchmark switch may change it)
   for (size_t c = 0; c < size_t(ApiClass::Resolver); ++c) {
     const uint64_t n = class_counts_[c].load(std::memory_order_relaxed);
     r.opsTotal += n;

@@ -44,7 +44,15 @@ class Runtime {
   graph::GraphExecutor& executor() { return *executor_; }
   graph::KernelRegistry& kernels() { return kernels_; }
   graph::OpEncoder& encoder() { return encoder_; }
-  config::Mode mode() const { return mode_; }
+  // Stable while engine().lock() is held (a benchmark switch changes it under
+  // that lock).
+  config::Mode mode() const { return mode_.load(std::memory_order_relaxed); }
+  // Benchmark-only (GRAFT_BENCH_SWITCH=1 with GRAFT_MODE=graph): switches
+  // between graph, passthrough and swallow at run time so a harness can time
+  // the variants interleaved in one process. Leaving graph mode issues every
+  // held op first. Returns false, with a logged reason, when not allowed or
+  // the name is unknown. Takes the engine lock; may call the driver.
+  bool switchModeForBenchmark(std::string_view name);
   // The private pool (GRAFT_POOL=1), or null.
   pool::DevicePool* pool() { return pool_.get(); }
 
@@ -69,7 +77,7 @@ class Runtime {
   static std::atomic<bool> active_;
   static Runtime* instance_;
 
-  config::Mode mode_;
+  std::atomic<config::Mode> mode_;
   graph::KernelRegistry kernels_;
   graph::OpEncoder encoder_;
   std::unique_ptr<pool::DevicePool> pool_;

@@ -15,6 +15,13 @@ preallocated GPU tensor and read them after the loop.
 "device_used_peak_bytes", "warmup_s", ...}.
 --profile-json profiles P steps after warmup with torch.profiler and writes the number of
 kernel / memset / memcpy device events per step (used by profile_count.py).
+--interleave graph,passthrough,swallow (with LD_PRELOAD=libgraft GRAFT_MODE=graph
+GRAFT_BENCH_SWITCH=1): after the warmup, times --cycles cycles of one block of --block
+steps in each of these graft modes, switched in this process through
+graft_bench_set_mode (eager = passthrough, floor = swallow); the order rotates every
+cycle, and each block starts with one untimed step. --steps is then ignored. The JSON
+gets "interleaved": {mode: [ms/step of each block, by cycle]} (bench_interleaved.py):
+the median step for loops that sync every step, else the time to issue the block.
 
 Exit: 0 ok, 2 usage error, 77 torch or a CUDA device is missing, 1 anything else.
 """
@@ -501,6 +508,77 @@ def device_used():
     return total - free
 
 
+def run_interleaved(args, w, run_step, modes, first, warmup_s, used_peak):
+    """Blocks of steps in each graft mode, switched in-process; see --interleave."""
+    import ctypes
+    try:
+        set_mode = ctypes.CDLL(None).graft_bench_set_mode
+    except AttributeError:
+        print("workloads: --interleave needs libgraft preloaded (graft_bench_set_mode not found)")
+        return 2
+    set_mode.argtypes = [ctypes.c_char_p]
+    set_mode.restype = ctypes.c_int
+    per_mode = {m: [] for m in modes}   # block wall time / steps, the final sync included
+    issue = {m: [] for m in modes}      # ... up to the return of the last step (no final sync)
+    tails = {m: [] for m in modes}      # ms the final sync waited
+    medians = {m: [] for m in modes}    # median step
+    i = first
+    for c in range(args.cycles):
+        order = modes[c % len(modes):] + modes[:c % len(modes)]
+        for m in order:
+            torch.cuda.synchronize()
+            if set_mode(m.encode()) != 0:
+                print("workloads: graft_bench_set_mode(%s) refused (GRAFT_BENCH_SWITCH=1 and "
+                      "GRAFT_MODE=graph needed)" % m)
+                return 2
+            run_step(i)  # untimed: the first step after a switch
+            i += 1
+            torch.cuda.synchronize()
+            step_ms = []
+            t0 = time.perf_counter()
+            for _ in range(args.block):
+                ts = time.perf_counter()
+                run_step(i)
+                step_ms.append((time.perf_counter() - ts) * 1e3)
+                i += 1
+            t_issued = time.perf_counter()
+            torch.cuda.synchronize()
+            t_done = time.perf_counter()
+            issue[m].append(round((t_issued - t0) * 1e3 / args.block, 5))
+            per_mode[m].append(round((t_done - t0) * 1e3 / args.block, 5))
+            tails[m].append(round((t_done - t_issued) * 1e3, 5))
+            s = sorted(step_ms)
+            medians[m].append(round(s[len(s) // 2], 5))
+    set_mode(b"graph")
+    torch.cuda.synchronize()
+    w.loss_lines()
+    w.finish()
+    # Loops with a per-step sync: the median step of the block. No-sync loops: the
+    # time to issue the block's steps, i.e. the steady-state step time of a long
+    # loop whose GPU keeps up (check: the final sync's wait, "interleaved_tail_ms",
+    # stays under about one step's GPU time). Including that wait in a block of a
+    # few steps would charge each block the GPU time of its last step, which a
+    # real loop pays once at its end; graft, which launches late pieces, would
+    # pay more of it than eager.
+    res = {
+        "case": args.case, "mode": "interleaved", "modes": modes, "cycles": args.cycles,
+        "block": args.block, "warmup": args.warmup, "syncs_every_step": w.syncs,
+        "interleaved": medians if w.syncs else issue,
+        "interleaved_wall": per_mode, "interleaved_issue": issue, "interleaved_median": medians,
+        "interleaved_tail_ms": tails,
+        "warmup_s": warmup_s, "device_used_peak_bytes": max(used_peak, device_used()),
+        "torch": torch.__version__, "device_name": torch.cuda.get_device_name(0),
+        "graft_preloaded": "libgraft" in os.environ.get("LD_PRELOAD", ""),
+    }
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=1)
+    summary = ", ".join("%s %.3f" % (m, sorted(v)[len(v) // 2]) for m, v in res["interleaved"].items())
+    print("workloads: case=%s interleaved %d cycles x %d steps: median ms/step %s" % (
+        args.case, args.cycles, args.block, summary))
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description="graft GPU-tier PyTorch workloads")
     ap.add_argument("case", choices=CASES + ["list"])
@@ -512,7 +590,19 @@ def main():
     ap.add_argument("--profile-json", default=None)
     ap.add_argument("--profile-steps", type=int, default=5)
     ap.add_argument("--keep-trace", action="store_true")
+    ap.add_argument("--interleave", default=None, help="graft modes to time interleaved in this process")
+    ap.add_argument("--cycles", type=int, default=30)
+    ap.add_argument("--block", type=int, default=20)
     args = ap.parse_args()
+    interleave = args.interleave.split(",") if args.interleave else []
+    if interleave:
+        if args.mode != "eager" or args.profile_json:
+            ap.error("--interleave needs --mode eager and no --profile-json")
+        if args.warmup is None:
+            args.warmup = 30
+        if args.cycles < 1 or args.block < 1:
+            ap.error("--cycles and --block must be >= 1")
+        args.steps = args.warmup + args.cycles * len(interleave) * (args.block + 1)
 
     if args.case == "list":
         print(" ".join(CASES))
@@ -586,6 +676,9 @@ def main():
     if args.profile_json:
         prof = run_profiled(w, step_fn, first, args.profile_steps, args.profile_json)
         first += args.profile_steps
+
+    if interleave:
+        return run_interleaved(args, w, run_step, interleave, first, warmup_s, used_peak)
 
     n_timed = args.steps - first
     step_ms = []

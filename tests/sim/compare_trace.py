@@ -10,7 +10,7 @@ this checks determinism) and the --env variables. --expect-difference inverts th
 verdict (negative control: a faulty interposer must change the trace).
 --graft-stats (with --preload libgraft) sets GRAFT_STATS for the second run and
 requires graft's exit report: the program ran to completion under graft. It prints
-the replay figures but requires no particular coverage.
+the replay figures; --require-replays also requires that graft replayed graphs.
 """
 import argparse
 import difflib
@@ -39,6 +39,8 @@ def main():
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--expect-difference", action="store_true")
     ap.add_argument("--graft-stats", action="store_true")
+    ap.add_argument("--require-replays", action="store_true",
+                    help="with --graft-stats: fail unless graft replayed graphs")
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     base = dict(os.environ)
@@ -65,6 +67,9 @@ def main():
         replay = report.get("replay", {})
         print("graft exit report: mode %s, %s ops; replay: %s" % (report.get("mode"), report.get("ops", {}).get(
             "total"), ", ".join("%s=%s" % kv for kv in sorted(replay.items()) if not isinstance(kv[1], dict))))
+        if args.require_replays and not replay.get("replays"):
+            print("graft replayed no graph (--require-replays)")
+            return 1
     diff = list(difflib.unified_diff(ref, got, "without interposer", "with interposer", lineterm="", n=2))
     if args.expect_difference:
         if diff:

@@ -11,6 +11,11 @@
 // cuCtxSynchronize on each context, with cuStreamSynchronize of the created
 // streams, or with no synchronization.
 //
+// With SIM_BENCH_SWITCH=1 and graft preloaded (GRAFT_BENCH_SWITCH=1), the program
+// also switches graft between graph and passthrough mode every 6 iterations, in
+// the middle of an iteration (graft_bench_set_mode): the executed work must not
+// change either.
+//
 // Invariants:
 //  - Every kernel carries a tag (parameter 3): the device and program stream it was
 //    issued to, and its index. The file groups kernels by (device the simulator
@@ -24,6 +29,8 @@
 //    contents are a pure function of the program if CUDA's ordering is kept.
 //  - Addresses are written symbolically, so interposer allocations cannot change
 //    the file.
+#include <dlfcn.h>
+
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -134,10 +141,27 @@ int main(int argc, char** argv) {
     CHECK(cu.cuLaunchKernel(k, 1 + index % 3, 1, 1, 64, 1, 1, 0, slot == 0 ? nullptr : stream[d], args, nullptr));
   };
 
+  // graft's benchmark switch, when asked for and present (absent without graft).
+  using SetModeFn = int (*)(const char*);
+  const char* switchEnv = std::getenv("SIM_BENCH_SWITCH");
+  SetModeFn setMode = switchEnv && std::strcmp(switchEnv, "1") == 0
+                          ? reinterpret_cast<SetModeFn>(dlsym(RTLD_DEFAULT, "graft_bench_set_mode"))
+                          : nullptr;
+  int switches = 0;
+
   for (int it = 0; it < kIterations; ++it) {
     for (int d = 0; d < kDevices; ++d) {
       CHECK(cu.cuCtxSetCurrent(ctx[d]));
       for (int j = 0; j < kKernelsPerDevice; ++j) {
+        const int block = it / 6;
+        if (setMode && it % 6 == 0 && d == block % 2 && j == (block * 7) % kKernelsPerDevice) {
+          const char* mode = block % 2 ? "passthrough" : "graph";
+          if (setMode(mode) != 0) {
+            std::fprintf(stderr, "sim_multi_device: graft_bench_set_mode(%s) refused\n", mode);
+            ++failures;
+          }
+          ++switches;
+        }
         if (j == kKernelsPerDevice / 2) {
           // The NULL stream publishes a value for this iteration, then records.
           launch(d, 0, add, buf.pub[d] + 8 * it, buf.region[d][0], uint64_t(it), 100);
@@ -171,6 +195,7 @@ int main(int argc, char** argv) {
     CHECK(cu.cuCtxSynchronize());
   }
   simMark("end");
+  if (setMode) std::fprintf(stderr, "sim_multi_device: %d benchmark mode switches\n", switches);
 
   // Group the executed kernels by (device they ran on, program stream of the tag).
   std::map<std::string, std::vector<std::string>> lanes;

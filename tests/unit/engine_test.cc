@@ -491,6 +491,42 @@ TEST(Engine, UnloadingCodeDropsEveryGraphAndRelearns) {
   h.expectEquivalent();
 }
 
+TEST(Engine, BenchmarkPauseIssuesHeldWorkAndResumeReplaysWithTheSameGraphs) {
+  // The benchmark switch (GRAFT_BENCH_SWITCH) pauses replay at any point, even
+  // in the middle of a segment, and resumes it at any point.
+  Harness h;
+  for (int it = 0; it < 8; ++it) iteration(h, 40, it);
+  const int builds = h.exec.builds;
+  ASSERT_GE(builds, 1);
+  for (int round = 0; round < 6; ++round) {
+    const int cut = 5 + 7 * round;  // mid-iteration
+    for (int k = 0; k < cut; ++k) h.op(TestOp{OpKind::Kernel, 0x100, 1000u + k, k == 3 ? 99u + round : 7u});
+    {
+      auto lock = h.engine.lock();
+      h.engine.pauseReplay();
+    }
+    // Nothing may stay held across a pause: the ops after it bypass the engine.
+    ASSERT_EQ(h.exec.trace.size(), h.issued.size()) << "ops held across a pause";
+    const size_t viaGraph = h.viaGraph();
+    for (int k = cut; k < 40; ++k) h.op(TestOp{OpKind::Kernel, 0x100, 1000u + k, 7});
+    for (int it = 0; it < 5; ++it) {
+      iteration(h, 40, it);
+      h.sync();
+    }
+    EXPECT_EQ(h.viaGraph(), viaGraph) << "replayed while paused";
+    ASSERT_EQ(h.exec.trace.size(), h.issued.size()) << "ops held while paused";
+    {
+      auto lock = h.engine.lock();
+      h.engine.resumeReplay();
+    }
+    for (int it = 0; it < 4; ++it) iteration(h, 40, 50 + it);
+    EXPECT_GE(h.viaGraph(), viaGraph + 3 * 40) << "no replay after resuming";
+  }
+  // Resuming uses the graphs built before; nothing learned across the gaps.
+  EXPECT_EQ(h.exec.builds, builds);
+  h.expectEquivalent();
+}
+
 TEST(Engine, PassThroughNeverHoldsAnything) {
   core::EngineConfig c = Harness::defaultConfig();
   c.replay = false;

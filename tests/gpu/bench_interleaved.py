@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""PyTorch benchmark: eager, graft and the launch-free floor timed interleaved in one process.
+
+The lent GPU hosts change CPU speed in bursts of 0.1 s to several seconds, by 10-50 %
+(docs/PERF.md), which swamps launch-bound differences between separate processes.
+Here each run is one process under graft (GRAFT_MODE=graph GRAFT_BENCH_SWITCH=1) that,
+after its warmup, cycles through blocks of --block steps in graft's three modes,
+switched in-process (workloads.py --interleave):
+
+  eager   GRAFT_MODE passthrough: every op forwarded to the driver (graft only counts it,
+          23-28 ns per op; this bias is in graft's favour by < 0.1 % of a step)
+  graft   graph mode: the graphs built during the warmup are replayed
+  floor   swallow: kernels, memsets and device copies dropped (results garbage)
+
+The order of the three rotates every cycle. A block's ms/step is its median step when
+the loop syncs every step, else the time to issue its steps (the steady state of a long
+loop; the wait of the sync after the block is recorded and reported as the GPU tail).
+Per cycle c, with e, g, f the ms/step of its three blocks: gap removed = (e - g) / (e - f), speedup = e / g, ceiling = e / f. Each is the
+median over the run's cycles; the table gives the median over runs and every run's value.
+Raw blocks go to --out.
+
+  python3 tests/gpu/bench_interleaved.py [--libgraft build/src/libgraft.so] [--cases mlp,gpt]
+                                         [--runs 5] [--cycles 30] [--block 20] [--out FILE]
+
+Exit: 0 ok; 1 a run failed; 77 no torch/GPU; 2 usage.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness as H  # noqa: E402
+
+MODES = ("passthrough", "graph", "swallow")
+NAMES = {"passthrough": "eager", "graph": "graft", "swallow": "floor"}
+
+
+def run_once(args, case, rnd, workdir):
+    tag = "%s.r%d" % (case, rnd)
+    spath = os.path.join(workdir, tag + ".stats.json")
+    jpath = os.path.join(workdir, tag + ".json")
+    env = H.graft_env(args.libgraft, "graph", spath, list(args.graft_env) + ["GRAFT_BENCH_SWITCH=1"])
+    cmd = [sys.executable, H.WORKLOADS, case, "--interleave", ",".join(MODES), "--cycles", str(args.cycles),
+           "--block", str(args.block), "--warmup", str(args.warmup), "--json", jpath]
+    import subprocess
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
+    if p.returncode == 77:
+        return 77, None
+    out = H.load_json(jpath)
+    if p.returncode != 0 or not out:
+        sys.stdout.write("bench_interleaved: %s failed (exit %d)\n%s%s" % (tag, p.returncode, p.stdout[-2000:],
+                                                                          p.stderr[-2000:]))
+        return 1, None
+    out["graft_report"] = H.load_json(spath)
+    return 0, out
+
+
+def per_cycle(out):
+    iv = out["interleaved"]
+    e, g, f = iv["passthrough"], iv["graph"], iv["swallow"]
+    rows = []
+    for ec, gc, fc in zip(e, g, f):
+        rows.append({"eager": ec, "graft": gc, "floor": fc,
+                     "gap": (ec - gc) / (ec - fc) if ec - fc > 1e-9 else None,
+                     "speedup": ec / gc, "ceiling": ec / fc})
+    return rows
+
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--libgraft", default=H.DEFAULT_LIBGRAFT)
+    ap.add_argument("--cases", default="mlp,mlp_item,gpt")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--cycles", type=int, default=30)
+    ap.add_argument("--block", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=40)
+    ap.add_argument("--timeout", type=int, default=400)
+    ap.add_argument("--graft-env", action="append", default=[], help="NAME=VALUE for graft runs")
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--workdir", default=None)
+    args = ap.parse_args()
+    if not os.path.exists(args.libgraft):
+        print("bench_interleaved: %s not found" % args.libgraft)
+        return 2
+    cases = args.cases.split(",")
+    workdir = args.workdir or tempfile.mkdtemp(prefix="graft-interleaved-")
+    os.makedirs(workdir, exist_ok=True)
+    results = {c: [] for c in cases}
+    for rnd in range(args.runs):
+        for case in cases:
+            rc, out = run_once(args, case, rnd, workdir)
+            if rc == 77:
+                print("bench_interleaved: skipped (no torch or no GPU)")
+                return 77
+            if rc:
+                return 1
+            rows = per_cycle(out)
+            run = {m: med(r[m] for r in rows) for m in ("eager", "graft", "floor", "gap", "speedup", "ceiling")}
+            run["cycles"] = rows
+            rep = out.get("graft_report") or {}
+            tails = out.get("interleaved_tail_ms", {})
+            run["tail_ms"] = {NAMES[m]: med(v) for m, v in tails.items()}
+            run["coverage_pct"] = H.get(rep, "replay", "coverage_pct")
+            run["graphs_built"] = H.get(rep, "replay", "graphs_built")
+            results[case].append(run)
+            print("run %d %-9s eager %.3f graft %.3f floor %.3f ms/step  gap removed %5.1f %%  "
+                  "graft/eager %.3fx  floor/eager %.3fx  (graphs %s, coverage %s %%, GPU tail after a block: %s ms)" % (
+                      rnd, case, run["eager"], run["graft"], run["floor"], 100 * (run["gap"] or 0),
+                      run["speedup"], run["ceiling"], run["graphs_built"], run["coverage_pct"],
+                      "/".join("%.2f" % (v or 0) for v in run["tail_ms"].values())), flush=True)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"args": vars(args), "results": results}, f, indent=1)
+
+    print()
+    print("interleaved in-process: %d runs x %d cycles x %d steps per block; ms/step; per-cycle paired "
+          "statistics, median over a run's cycles, then over runs (each run's value in brackets)" % (
+              args.runs, args.cycles, args.block))
+    print("| case | eager | graft | floor | gap removed, paired | graft ÷ eager, paired | floor ÷ eager, paired "
+          "| pooled: gap removed, graft ÷ eager |")
+    print("|---|---|---|---|---|---|---|---|")
+    for case in cases:
+        runs = results[case]
+        def cell(key, fmt, scale=1.0):
+            vals = [r[key] for r in runs]
+            return fmt % (scale * med(vals)) + " [" + ", ".join(fmt % (scale * v) for v in vals) + "]"
+        # Pooled: the median block of each mode over every cycle of every run.
+        pe, pg, pf = (med(c[m] for r in runs for c in r["cycles"]) for m in ("eager", "graft", "floor"))
+        pooled = "%.0f %%, %.2fx" % (100 * (pe - pg) / (pe - pf), pe / pg) if pe - pf > 1e-9 else "-"
+        print("| %s | %.3f | %.3f | %.3f | %s | %s | %s | %s |" % (
+            case, med(r["eager"] for r in runs), med(r["graft"] for r in runs), med(r["floor"] for r in runs),
+            cell("gap", "%.0f %%", 100), cell("speedup", "%.2fx"), cell("ceiling", "%.2fx"), pooled))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
