@@ -4,7 +4,12 @@
 // then times ITERS iterations of OPS kernel launches followed by a stream
 // synchronize. Run it with and without LD_PRELOAD=libgraft.so; the difference
 // per op is graft's cost. Prints: ns_per_op=<median over 5 repetitions>.
-//   op_cost [OPS] [ITERS] [--vary]   (--vary: one parameter changes every iteration)
+//   op_cost [OPS] [ITERS] [--vary] [--thrash KB]
+// --vary: one parameter changes every iteration. --thrash KB: between two
+// launches the program touches KB kilobytes of a 256 MiB buffer (a new part
+// each time), as an interpreter does between launches, so graft's data and
+// the driver's are no longer in the caches (or the TLB); the thrash costs the
+// same with and without graft, so the difference is still graft's cost.
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <dlfcn.h>
@@ -19,7 +24,22 @@
 int main(int argc, char** argv) {
   const int ops = argc > 1 ? std::atoi(argv[1]) : 200;
   const int iters = argc > 2 ? std::atoi(argv[2]) : 20000;
-  const bool vary = argc > 3 && std::strcmp(argv[3], "--vary") == 0;
+  bool vary = false;
+  size_t thrashBytes = 0;
+  for (int i = 3; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--vary") == 0) vary = true;
+    else if (std::strcmp(argv[i], "--thrash") == 0 && i + 1 < argc) thrashBytes = size_t(std::atol(argv[++i])) << 10;
+  }
+  const size_t poolBytes = size_t(256) << 20;
+  std::vector<unsigned char> pool(thrashBytes ? poolBytes : 0, 1);
+  size_t cursor = 0;
+  unsigned sink = 0;
+  auto thrash = [&] {
+    for (size_t n = 0; n < thrashBytes; n += 64) {
+      sink += pool[cursor];
+      cursor = (cursor + 4096 + 64) % poolBytes;  // a new page every touch
+    }
+  };
   void* lib = dlopen("libcuda.so.1", RTLD_NOW);
   if (!lib) {
     std::fprintf(stderr, "op_cost: %s\n", dlerror());
@@ -33,7 +53,8 @@ int main(int argc, char** argv) {
   gpa("cuLaunchKernel", reinterpret_cast<void**>(&launch), 13000, 0, nullptr);
   gpa("cuStreamSynchronize", reinterpret_cast<void**>(&sync), 13000, 0, nullptr);
   std::vector<CUfunction> kernels(ops);
-  for (int k = 0; k < ops; ++k) kernels[k] = reinterpret_cast<CUfunction>(0x10000 + 64 * (k % 8));
+  // 64 distinct kernels, like a training step's mix.
+  for (int k = 0; k < ops; ++k) kernels[k] = reinterpret_cast<CUfunction>(0x10000 + 64 * (k % 64));
   unsigned long long a = 1, b = 2, c = 3, d = 4;
   void* params[4] = {&a, &b, &c, &d};
   std::vector<double> reps;
@@ -41,8 +62,10 @@ int main(int argc, char** argv) {
     const auto t0 = std::chrono::steady_clock::now();
     for (int it = 0; it < iters; ++it) {
       if (vary) d = it;
-      for (int k = 0; k < ops; ++k)
+      for (int k = 0; k < ops; ++k) {
+        if (thrashBytes) thrash();
         launch(kernels[k], 1 + k % 4, 1, 1, 128, 1, 1, 0, nullptr, params, nullptr);
+      }
       sync(nullptr);
     }
     const auto t1 = std::chrono::steady_clock::now();
@@ -50,5 +73,6 @@ int main(int argc, char** argv) {
   }
   std::sort(reps.begin(), reps.end());
   std::printf("ns_per_op=%.1f\n", reps[reps.size() / 2]);
+  if (sink == 12345) std::printf(" \n");
   return 0;
 }
