@@ -1,5 +1,7 @@
 #include "core/engine.h"
 
+#include "core/stage_clock.h"
+
 #include <algorithm>
 
 #include "log/log.h"
@@ -250,7 +252,11 @@ void Engine::launchHeld(Segment* s, size_t begin, size_t length) {
     if (!(views_.back().value == s->ops.view(k).value)) patch_.push_back(uint32_t(k));
   }
   std::string why;
-  const int rc = executor_.launch(s->graph, views_, patch_, &why);
+  int rc;
+  {
+    StageTimer timer(Stage::Launch);
+    rc = executor_.launch(s->graph, views_, patch_, &why);
+  }
   if (rc != 0) {
     logFallback(s, 0, EagerCause::LaunchFailed, nullptr, nullptr, length);
     GRAFT_WARN("segment #{}: {}; issuing its {} ops eagerly and disabling it", s->id, why, length);
@@ -279,6 +285,7 @@ void Engine::launchHeld(Segment* s, size_t begin, size_t length) {
 }
 
 void Engine::issueHeldEagerly(const OpDesc& op, EagerCause cause) {
+  StageTimer timer(Stage::Reissue);
   const int rc = executor_.issue(op);
   if (rc != 0) {
     if (stats_.reissueErrors++ == 0)

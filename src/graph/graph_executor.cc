@@ -1,5 +1,7 @@
 #include "graph/graph_executor.h"
 
+#include "core/stage_clock.h"
+
 #include <fmt/format.h>
 
 #include "core/event_instances.h"
@@ -357,6 +359,7 @@ int GraphExecutor::launch(GraphHandle* g, std::span<const OpDesc> ops,
   ContextScope scope(g->ctx ? g->ctx : last_ctx_);
   CUresult r = CUDA_SUCCESS;
   for (uint32_t k : patch) {
+    core::StageTimer timer(core::Stage::NodeUpdate);
     const OpDesc& op = ops[k];
     switch (op.kind) {
       case OpKind::Kernel: {
@@ -414,7 +417,11 @@ int GraphExecutor::launch(GraphHandle* g, std::span<const OpDesc> ops,
       return int(r);
     }
   }
-  if ((r = real<ApiId::k_cuGraphLaunch_10000>()(g->exec, L)) != CUDA_SUCCESS) {
+  {
+    core::StageTimer timer(core::Stage::GraphLaunchCall);
+    r = real<ApiId::k_cuGraphLaunch_10000>()(g->exec, L);
+  }
+  if (r != CUDA_SUCCESS) {
     *why = "cuGraphLaunch failed: " + errorName(r);
     return int(r);
   }

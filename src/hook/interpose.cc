@@ -19,6 +19,7 @@
 
 #include "hook/driver_api.h"
 #include "hook/generic_forward.h"
+#include "core/stage_clock.h"
 #include "hook/runtime.h"
 #include "log/log.h"
 
@@ -256,15 +257,23 @@ CUresult submitOp(Runtime& rt, Real realFn, A... a) {
     return realFn(a...);
   }
   const OpDesc* op;
-  if constexpr (HasEncoder<Id>) {
-    op = &Encoder<Id>::encode(rt, PT, a...);
-  } else {
-    op = &rt.encoder().boundary(Id, streamKey(firstOf<CUstream>(a...), PT), boundaryCause(Id));
+  {
+    core::StageTimer timer(core::Stage::Encode);
+    if constexpr (HasEncoder<Id>) {
+      op = &Encoder<Id>::encode(rt, PT, a...);
+    } else {
+      op = &rt.encoder().boundary(Id, streamKey(firstOf<CUstream>(a...), PT), boundaryCause(Id));
+    }
+    if (op->stream == core::kPerThreadStream && op->kind != OpKind::Boundary)
+      op = &rt.encoder().boundary(Id, op->stream, EagerCause::PerThreadStream);
   }
-  if (op->stream == core::kPerThreadStream && op->kind != OpKind::Boundary)
-    op = &rt.encoder().boundary(Id, op->stream, EagerCause::PerThreadStream);
   if (mode == config::Mode::Swallow && swallowed(*op)) return CUDA_SUCCESS;
-  if (rt.engine().submit(*op) == core::Decision::Held) return CUDA_SUCCESS;
+  core::Decision decision;
+  {
+    core::StageTimer timer(core::Stage::Match);
+    decision = rt.engine().submit(*op);
+  }
+  if (decision == core::Decision::Held) return CUDA_SUCCESS;
   const CUresult r = realFn(a...);
   rt.engine().completeIssued(*op, r == CUDA_SUCCESS);
   return r;

@@ -1,5 +1,7 @@
 #include "hook/runtime.h"
 
+#include "core/stage_clock.h"
+
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -112,6 +114,7 @@ void Runtime::ensureStarted(void* hint) {
 
 Runtime::Runtime() : mode_(options().mode) {
   const config::Options& o = options();
+  if (o.profile) core::StageClock::enable();
   kernels_.setEagerPrefixes(o.eagerKernels);
   if (o.pool && mode_ != config::Mode::Passthrough) {
     pool::PoolDriver d;
@@ -178,6 +181,13 @@ void Runtime::writeExitReport() {
     s = engine_->stats();
   }
   log::Report r;
+  if (core::StageClock::enabled()) {
+    auto lock = engine_->lock();
+    const core::StageClock::Totals t = core::StageClock::totals();
+    r.cpuTime.enabled = true;
+    for (size_t i = 0; i < size_t(core::Stage::Count); ++i)
+      r.cpuTime.stages.push_back({std::string(core::kStageNames[i]), t.calls[i], t.micros[i]});
+  }
   r.mode = std::string(config::toString(options().mode));  // as started (a benchmark switch may change it)
   for (size_t c = 0; c < size_t(ApiClass::Resolver); ++c) {
     const uint64_t n = class_counts_[c].load(std::memory_order_relaxed);

@@ -68,6 +68,15 @@ std::string reportJson(const Report& r) {
       p.replays ? double(p.patches) / double(p.replays) : 0.0, p.firstReplaySeconds,
       jsonObject(p.fallbacks));
   j += "}";
+  if (r.cpuTime.enabled) {
+    j += ",\n  \"cpu_time\": {";
+    for (size_t i = 0; i < r.cpuTime.stages.size(); ++i) {
+      const auto& st = r.cpuTime.stages[i];
+      j += fmt::format("{}{}: {{\"calls\": {}, \"us\": {:.1f}, \"us_per_call\": {:.3f}}}", i ? ", " : "",
+                       jsonString(st.name), st.calls, st.micros, st.calls ? st.micros / double(st.calls) : 0.0);
+    }
+    j += "}";
+  }
   if (r.pool.enabled) {
     j += fmt::format(
         ",\n  \"pool\": {{\"reserved_bytes\": {}, \"mapped_bytes\": {}, \"peak_in_use_bytes\": {}, "
@@ -103,6 +112,13 @@ std::string reportSummary(const Report& r) {
     if (!p.fallbacks.empty()) {
       s += "\n  eager ops by reason:";
       for (const auto& [reason, n] : p.fallbacks) s += fmt::format(" {}={}", reason, n);
+    }
+  }
+  if (r.cpuTime.enabled) {
+    s += "\n  graft's CPU time (GRAFT_PROFILE):";
+    for (const auto& st : r.cpuTime.stages) {
+      if (st.calls)
+        s += fmt::format(" {} {:.3f} us × {}", st.name, st.micros / double(st.calls), st.calls);
     }
   }
   if (r.pool.enabled) {

@@ -32,6 +32,16 @@ struct Report {
     uint64_t segments = 0;       // live graphs at exit
     std::vector<NamedCount> fallbacks;  // ops issued eagerly, by reason
   } replay;
+  // GRAFT_PROFILE=1: graft's own CPU time by stage (exclusive of nested stages).
+  struct CpuTime {
+    bool enabled = false;
+    struct Stage {
+      std::string name;
+      uint64_t calls = 0;
+      double micros = 0;
+    };
+    std::vector<Stage> stages;
+  } cpuTime;
   struct Pool {
     bool enabled = false;
     uint64_t reservedBytes = 0, mappedBytes = 0, peakInUseBytes = 0;

@@ -41,6 +41,9 @@ def main():
     ap.add_argument("--graft-stats", action="store_true")
     ap.add_argument("--require-replays", action="store_true",
                     help="with --graft-stats: fail unless graft replayed graphs")
+    ap.add_argument("--require-profile", action="store_true",
+                    help="with --graft-stats and GRAFT_PROFILE=1: the report's cpu_time must count one "
+                         "encode and one match per stream-ordered op and one launch per replay")
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     base = dict(os.environ)
@@ -70,6 +73,18 @@ def main():
         if args.require_replays and not replay.get("replays"):
             print("graft replayed no graph (--require-replays)")
             return 1
+        if args.require_profile:
+            cpu = report.get("cpu_time") or {}
+            calls = {k: v.get("calls") for k, v in cpu.items()}
+            want = {"encode": replay.get("ops_total"), "match": replay.get("ops_total"),
+                    "launch": replay.get("replays"), "cuGraphLaunch": replay.get("replays"),
+                    "node_update": replay.get("patches")}
+            bad = {k: (calls.get(k), v) for k, v in want.items() if calls.get(k) != v}
+            if bad:
+                print("cpu_time calls differ from the replay counts (got, want): %s" % bad)
+                return 1
+            print("cpu_time: %s" % ", ".join("%s %.3f us x %d" % (k, v["us_per_call"], v["calls"])
+                                             for k, v in cpu.items()))
     diff = list(difflib.unified_diff(ref, got, "without interposer", "with interposer", lineterm="", n=2))
     if args.expect_difference:
         if diff:
