@@ -4,7 +4,8 @@
 # and the launch-free floor (swallow) in rotating blocks of a few steps.
 #   scripts/gpu-interleaved.sh BUILD CASES RUNS CYCLES BLOCK
 B=${1:-.gpu/build}; CASES=${2:-mlp,mlp_item,gpt}; RUNS=${3:-5}; CYCLES=${4:-150}; BLOCK=${5:-5}
+BA=$(cd "$B" && pwd) || exit 2   # absolute, whatever the caller passed
 O=${OUT:-/tmp}/interleaved; mkdir -p $O
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-python3 tests/gpu/bench_interleaved.py --libgraft $PWD/$B/src/libgraft.so --cases $CASES --runs $RUNS \
+python3 tests/gpu/bench_interleaved.py --libgraft $BA/src/libgraft.so --cases $CASES --runs $RUNS \
   --cycles $CYCLES --block $BLOCK --warmup 40 --out $O/interleaved.$(echo $CASES | tr , _).json --workdir $O/runs

@@ -285,8 +285,11 @@ void Engine::launchHeld(Segment* s, size_t begin, size_t length) {
 }
 
 void Engine::issueHeldEagerly(const OpDesc& op, EagerCause cause) {
-  StageTimer timer(Stage::Reissue);
-  const int rc = executor_.issue(op);
+  int rc;
+  {
+    StageTimer timer(Stage::Reissue);
+    rc = executor_.issue(op);
+  }
   if (rc != 0) {
     if (stats_.reissueErrors++ == 0)
       GRAFT_WARN("re-issuing a held op ({}) returned driver error {}", executor_.describe(op), rc);
@@ -686,7 +689,11 @@ void Engine::buildPiece(const OpBuffer& ops, size_t begin, size_t end) {
   }
   for (size_t k = 0; k < seg->length(); ++k) views.push_back(seg->ops.view(k));
   std::string why;
-  GraphHandle* graph = executor_.build(BuildRequest{views, seg->waitInstance}, &why);
+  GraphHandle* graph;
+  {
+    StageTimer timer(Stage::Build);
+    graph = executor_.build(BuildRequest{views, seg->waitInstance}, &why);
+  }
   if (!graph) {
     ++stats_.buildFailures;
     GRAFT_INFO("could not build a graph for {} ops starting with {}: {}; they stay eager",

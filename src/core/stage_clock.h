@@ -13,6 +13,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <string_view>
@@ -25,16 +26,18 @@ namespace graft::core {
 
 enum class Stage : uint8_t {
   Encode,           // driver arguments -> op description (hook)
-  Match,            // matching against segments, holding (engine), launches excluded
-  Launch,           // launching a segment's graph: stream joins, bookkeeping
+  Match,            // matching against segments, holding, the patch list (engine)
+  Record,           // recording an op the program's own call issued (history, detector)
+  Build,            // building one piece's graph (capture, instantiate, upload)
+  Launch,           // the executor's launch of a segment's graph: stream joins, events
   NodeUpdate,       // one executable-graph node update before a launch
   GraphLaunchCall,  // the driver's cuGraphLaunch itself
-  Reissue,          // issuing one held op eagerly from its copy
+  Reissue,          // issuing one held op eagerly from its copy (the driver call)
   Count
 };
 
-inline constexpr std::string_view kStageNames[] = {"encode", "match", "launch", "node_update",
-                                                   "cuGraphLaunch", "reissue"};
+inline constexpr std::string_view kStageNames[] = {"encode", "match",       "record",        "build",
+                                                   "launch", "node_update", "cuGraphLaunch", "reissue"};
 static_assert(std::size(kStageNames) == size_t(Stage::Count));
 
 class StageClock {
@@ -44,11 +47,12 @@ class StageClock {
     std::array<double, size_t(Stage::Count)> micros{};
   };
 
-  static bool enabled() { return enabled_; }
+  static bool enabled() { return enabled_.load(std::memory_order_relaxed); }
+  // Once, before any timer runs (at start-up).
   static void enable() {
     start_ticks_ = now();
     start_time_ = std::chrono::steady_clock::now();
-    enabled_ = true;
+    enabled_.store(true, std::memory_order_release);
   }
   static uint64_t now() {
 #if defined(__x86_64__)
@@ -78,7 +82,7 @@ class StageClock {
   }
 
  private:
-  static inline bool enabled_ = false;
+  static inline std::atomic<bool> enabled_{false};
   static inline uint64_t start_ticks_ = 0;
   static inline std::chrono::steady_clock::time_point start_time_{};
   static inline std::array<uint64_t, size_t(Stage::Count)> ticks_{};

@@ -275,6 +275,7 @@ CUresult submitOp(Runtime& rt, Real realFn, A... a) {
   }
   if (decision == core::Decision::Held) return CUDA_SUCCESS;
   const CUresult r = realFn(a...);
+  core::StageTimer timer(core::Stage::Record);
   rt.engine().completeIssued(*op, r == CUDA_SUCCESS);
   return r;
 }
@@ -576,10 +577,8 @@ using graft::hook::ApiClass;
 using graft::hook::ApiId;
 using graft::hook::Runtime;
 
-// Decides whether graft answers a dlsym itself. Returns nullptr when it does
-// not, and the stub below then tail-jumps to the real dlsym with the caller's
-// return address intact (so RTLD_NEXT keeps meaning "after the caller").
-// Benchmark-only (GRAFT_BENCH_SWITCH): 0 on success, -1 when refused (logged).
+// Benchmark-only (GRAFT_BENCH_SWITCH): 0 on success, -1 when refused (with a
+// logged reason, except before the program uses CUDA).
 extern "C" __attribute__((visibility("default"))) int graft_bench_set_mode(const char* mode) {
   using namespace graft::hook;
   if (!mode || !Runtime::active() || t_inGraft) return -1;
@@ -589,6 +588,9 @@ extern "C" __attribute__((visibility("default"))) int graft_bench_set_mode(const
   return ok ? 0 : -1;
 }
 
+// Decides whether graft answers a dlsym itself. Returns nullptr when it does
+// not, and the stub below then tail-jumps to the real dlsym with the caller's
+// return address intact (so RTLD_NEXT keeps meaning "after the caller").
 extern "C" {
 __attribute__((visibility("hidden"))) void* graft_real_dlsym_ptr = nullptr;
 }

@@ -115,10 +115,12 @@ std::string reportSummary(const Report& r) {
     }
   }
   if (r.cpuTime.enabled) {
-    s += "\n  graft's CPU time (GRAFT_PROFILE):";
+    s += "\n  graft's CPU time (GRAFT_PROFILE), per call:";
+    const char* sep = " ";
     for (const auto& st : r.cpuTime.stages) {
-      if (st.calls)
-        s += fmt::format(" {} {:.3f} us × {}", st.name, st.micros / double(st.calls), st.calls);
+      if (!st.calls) continue;
+      s += fmt::format("{}{} {:.3f} us × {}", sep, st.name, st.micros / double(st.calls), st.calls);
+      sep = ", ";
     }
   }
   if (r.pool.enabled) {

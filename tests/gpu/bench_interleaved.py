@@ -15,8 +15,9 @@ switched in-process (workloads.py --interleave):
 The order of the three rotates every cycle. A block's ms/step is its median step when
 the loop syncs every step, else the time to issue its steps (the steady state of a long
 loop; the wait of the sync after the block is recorded and reported as the GPU tail).
-Per cycle c, with e, g, f the ms/step of its three blocks: gap removed = (e - g) / (e - f), speedup = e / g, ceiling = e / f. Each is the
-median over the run's cycles; the table gives the median over runs and every run's value.
+Per cycle c, with e, g, f the ms/step of its three blocks: gap removed = (e - g) / (e - f),
+speedup = e / g, the floor's speedup = e / f. Each is the median over the run's cycles;
+the table gives the median over runs and every run's value.
 Raw blocks go to --out.
 
   python3 tests/gpu/bench_interleaved.py [--libgraft build/src/libgraft.so] [--cases mlp,gpt]
@@ -47,11 +48,15 @@ def run_once(args, case, rnd, workdir):
     cmd = [sys.executable, H.WORKLOADS, case, "--interleave", ",".join(MODES), "--cycles", str(args.cycles),
            "--block", str(args.block), "--warmup", str(args.warmup), "--json", jpath]
     import subprocess
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
+    try:
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        sys.stdout.write("bench_interleaved: %s timed out after %d s\n" % (tag, args.timeout))
+        return 1, None
     if p.returncode == 77:
         return 77, None
     out = H.load_json(jpath)
-    if p.returncode != 0 or not out:
+    if p.returncode != 0 or not out or "interleaved" not in out:
         sys.stdout.write("bench_interleaved: %s failed (exit %d)\n%s%s" % (tag, p.returncode, p.stdout[-2000:],
                                                                           p.stderr[-2000:]))
         return 1, None
@@ -112,11 +117,14 @@ def main():
             run["coverage_pct"] = H.get(rep, "replay", "coverage_pct")
             run["graphs_built"] = H.get(rep, "replay", "graphs_built")
             results[case].append(run)
+            # (graft's coverage is not printed: the eager and floor blocks count as eager ops)
             print("run %d %-9s eager %.3f graft %.3f floor %.3f ms/step  gap removed %5.1f %%  "
-                  "graft/eager %.3fx  floor/eager %.3fx  (graphs %s, coverage %s %%, GPU tail after a block: %s ms)" % (
+                  "speedup eager/graft %.3fx  eager/floor %.3fx  (graphs %s, GPU tail after a block "
+                  "eager/graft/floor: %s ms)" % (
                       rnd, case, run["eager"], run["graft"], run["floor"], 100 * (run["gap"] or 0),
-                      run["speedup"], run["ceiling"], run["graphs_built"], run["coverage_pct"],
-                      "/".join("%.2f" % (v or 0) for v in run["tail_ms"].values())), flush=True)
+                      run["speedup"], run["ceiling"], run["graphs_built"],
+                      "/".join("%.2f" % (run["tail_ms"].get(n) or 0) for n in ("eager", "graft", "floor"))),
+                  flush=True)
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"args": vars(args), "results": results}, f, indent=1)
@@ -125,14 +133,16 @@ def main():
     print("interleaved in-process: %d runs x %d cycles x %d steps per block; ms/step; per-cycle paired "
           "statistics, median over a run's cycles, then over runs (each run's value in brackets)" % (
               args.runs, args.cycles, args.block))
-    print("| case | eager | graft | floor | gap removed, paired | graft ÷ eager, paired | floor ÷ eager, paired "
-          "| pooled: gap removed, graft ÷ eager |")
+    print("| case | eager | graft | floor | gap removed, paired | speedup eager ÷ graft, paired | "
+          "floor's speedup eager ÷ floor, paired | pooled: gap removed, speedup |")
     print("|---|---|---|---|---|---|---|---|")
     for case in cases:
         runs = results[case]
         def cell(key, fmt, scale=1.0):
             vals = [r[key] for r in runs]
-            return fmt % (scale * med(vals)) + " [" + ", ".join(fmt % (scale * v) for v in vals) + "]"
+            m = med(vals)
+            return ("-" if m is None else fmt % (scale * m)) + " [" + ", ".join(
+                "-" if v is None else fmt % (scale * v) for v in vals) + "]"
         # Pooled: the median block of each mode over every cycle of every run.
         pe, pg, pf = (med(c[m] for r in runs for c in r["cycles"]) for m in ("eager", "graft", "floor"))
         pooled = "%.0f %%, %.2fx" % (100 * (pe - pg) / (pe - pf), pe / pg) if pe - pf > 1e-9 else "-"

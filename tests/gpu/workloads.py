@@ -596,8 +596,9 @@ def main():
     args = ap.parse_args()
     interleave = args.interleave.split(",") if args.interleave else []
     if interleave:
-        if args.mode != "eager" or args.profile_json:
-            ap.error("--interleave needs --mode eager and no --profile-json")
+        if args.mode != "eager" or args.profile_json or args.losses:
+            ap.error("--interleave needs --mode eager and no --profile-json or --losses (the floor's "
+                     "blocks make the losses garbage)")
         if args.warmup is None:
             args.warmup = 30
         if args.cycles < 1 or args.block < 1:

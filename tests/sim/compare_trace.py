@@ -78,7 +78,8 @@ def main():
             calls = {k: v.get("calls") for k, v in cpu.items()}
             want = {"encode": replay.get("ops_total"), "match": replay.get("ops_total"),
                     "launch": replay.get("replays"), "cuGraphLaunch": replay.get("replays"),
-                    "node_update": replay.get("patches")}
+                    "node_update": replay.get("patches"),
+                    "build": (replay.get("graphs_built") or 0) + (replay.get("build_failures") or 0)}
             bad = {k: (calls.get(k), v) for k, v in want.items() if calls.get(k) != v}
             if bad:
                 print("cpu_time calls differ from the replay counts (got, want): %s" % bad)

@@ -14,7 +14,7 @@
 // With SIM_BENCH_SWITCH=1 and graft preloaded (GRAFT_BENCH_SWITCH=1), the program
 // also switches graft between graph and passthrough mode every 6 iterations, in
 // the middle of an iteration (graft_bench_set_mode): the executed work must not
-// change either.
+// change either. SIM_BENCH_SWITCH=refused: every such call must return -1.
 //
 // Invariants:
 //  - Every kernel carries a tag (parameter 3): the device and program stream it was
@@ -141,12 +141,19 @@ int main(int argc, char** argv) {
     CHECK(cu.cuLaunchKernel(k, 1 + index % 3, 1, 1, 64, 1, 1, 0, slot == 0 ? nullptr : stream[d], args, nullptr));
   };
 
-  // graft's benchmark switch, when asked for and present (absent without graft).
+  // graft's benchmark switch, when asked for (SIM_BENCH_SWITCH=1, or =refused:
+  // every call must be refused) and present (absent without graft).
   using SetModeFn = int (*)(const char*);
   const char* switchEnv = std::getenv("SIM_BENCH_SWITCH");
-  SetModeFn setMode = switchEnv && std::strcmp(switchEnv, "1") == 0
+  const bool expectRefusal = switchEnv && std::strcmp(switchEnv, "refused") == 0;
+  SetModeFn setMode = switchEnv && (std::strcmp(switchEnv, "1") == 0 || expectRefusal)
                           ? reinterpret_cast<SetModeFn>(dlsym(RTLD_DEFAULT, "graft_bench_set_mode"))
                           : nullptr;
+  const char* preload = std::getenv("LD_PRELOAD");
+  if (switchEnv && !setMode && preload && std::strstr(preload, "libgraft")) {
+    std::fprintf(stderr, "sim_multi_device: graft is preloaded but graft_bench_set_mode is not found\n");
+    return 1;
+  }
   int switches = 0;
 
   for (int it = 0; it < kIterations; ++it) {
@@ -156,8 +163,9 @@ int main(int argc, char** argv) {
         const int block = it / 6;
         if (setMode && it % 6 == 0 && d == block % 2 && j == (block * 7) % kKernelsPerDevice) {
           const char* mode = block % 2 ? "passthrough" : "graph";
-          if (setMode(mode) != 0) {
-            std::fprintf(stderr, "sim_multi_device: graft_bench_set_mode(%s) refused\n", mode);
+          const int rc = setMode(mode);
+          if (expectRefusal ? rc != -1 : rc != 0) {
+            std::fprintf(stderr, "sim_multi_device: graft_bench_set_mode(%s) returned %d\n", mode, rc);
             ++failures;
           }
           ++switches;
@@ -195,7 +203,13 @@ int main(int argc, char** argv) {
     CHECK(cu.cuCtxSynchronize());
   }
   simMark("end");
-  if (setMode) std::fprintf(stderr, "sim_multi_device: %d benchmark mode switches\n", switches);
+  if (setMode) {
+    std::fprintf(stderr, "sim_multi_device: %d benchmark mode switch calls\n", switches);
+    if (switches < kIterations / 6) {
+      std::fprintf(stderr, "sim_multi_device: expected a switch every 6 iterations\n");
+      ++failures;
+    }
+  }
 
   // Group the executed kernels by (device they ran on, program stream of the tag).
   std::map<std::string, std::vector<std::string>> lanes;
@@ -258,6 +272,14 @@ int main(int argc, char** argv) {
     std::fprintf(out, "pub%d hash: %" PRIx64 "\n", d, h);
   }
   std::fclose(out);
+  size_t kernelsRan = 0;
+  for (auto& [lane, items] : lanes)
+    if (lane.find("issued to") != std::string::npos) kernelsRan += items.size();
+  const char* noKernels = std::getenv("SIM_EXPECT_NO_KERNELS");  // the benchmark floor (GRAFT_MODE=swallow)
+  if (noKernels && std::strcmp(noKernels, "1") == 0 && kernelsRan) {
+    std::fprintf(stderr, "sim_multi_device: %zu kernels ran; none expected\n", kernelsRan);
+    ++failures;
+  }
   if (wrongDevice) {
     std::fprintf(stderr, "sim_multi_device: %zu kernel(s) ran on another device than they were issued to\n",
                  wrongDevice);
