@@ -13,6 +13,8 @@ constexpr uint64_t kBoundarySalt = 0xb0a7da4e5a17ull;
 constexpr uint64_t kSegmentSalt = 0x5e63e47ull;
 constexpr size_t kHeldReserveOps = 4096;
 constexpr size_t kHeldReserveBytes = 1 << 20;
+constexpr size_t kMaxAutoPiece = 1024;  // longest piece of the automatic schedule, in ops
+constexpr size_t kCutSearch = 16;       // how far a cut may move to land before a unique op
 
 size_t nextPow2(size_t v) {
   size_t p = 1;
@@ -582,10 +584,23 @@ std::vector<size_t> Engine::scheduleCuts(const OpBuffer& ops, size_t begin, size
   const size_t n = end;
   const size_t minOps = config_.minSegmentOps;
   // Prefer to cut before an op whose shape occurs once in the run, so pieces
-  // do not start on a common op (fewer false starts while matching).
+  // do not start on a common op (fewer false starts while matching). A cut
+  // moves later (or, cutting from the back, earlier) by at most `reach` ops
+  // and never leaves fewer than minOps ops on the far side of `limit`.
   std::unordered_map<uint64_t, uint32_t> occurrences;
   for (size_t k = begin; k < n; ++k) ++occurrences[ops.view(k).shapeHash];
   auto unique = [&](size_t k) { return occurrences[ops.view(k).shapeHash] == 1; };
+  auto nudgeLater = [&](size_t cut, size_t limit) {
+    for (size_t d = 0; d < kCutSearch && cut + d + minOps < limit; ++d)
+      if (unique(cut + d)) return cut + d;
+    return cut;
+  };
+  auto nudgeEarlier = [&](size_t cut, size_t limit, size_t reach) {
+    for (size_t d = 0; d < reach && cut - d > limit + minOps; ++d)
+      if (unique(cut - d)) return cut - d;
+    return cut;
+  };
+  auto grow = [&](size_t size) { return std::max<size_t>(minOps, std::min<size_t>(size * 2, kMaxAutoPiece)); };
 
   if (config_.segmentOps || !endsAtBarrier) {
     // Pieces of GRAFT_SEGMENT_OPS, or growing 32, 64, ... 1024: the GPU starts
@@ -596,16 +611,9 @@ std::vector<size_t> Engine::scheduleCuts(const OpBuffer& ops, size_t begin, size
     size_t piece = config_.segmentOps ? config_.segmentOps : std::max<size_t>(32, minOps);
     size_t at = begin;
     while (n - at > piece + minOps) {
-      size_t cut = at + piece;
-      for (size_t d = 0; d < 16 && cut + d < n - minOps; ++d) {
-        if (unique(cut + d)) {
-          cut += d;
-          break;
-        }
-      }
-      cuts.push_back(cut);
-      at = cut;
-      if (!config_.segmentOps) piece = std::max<size_t>(minOps, std::min<size_t>(piece * 2, kMaxAutoPiece));
+      at = nudgeLater(at + piece, n);
+      cuts.push_back(at);
+      if (!config_.segmentOps) piece = grow(piece);
     }
     cuts.push_back(n);
     return cuts;
@@ -626,27 +634,13 @@ std::vector<size_t> Engine::scheduleCuts(const OpBuffer& ops, size_t begin, size
     const size_t next = takeBack ? backSize : frontSize;
     if (hi - lo < 3 * next) break;
     if (takeBack) {
-      size_t cut = hi - next;
-      for (size_t d = 0; d < std::min<size_t>(16, next / 2) && cut - d > lo + minOps; ++d) {
-        if (unique(cut - d)) {
-          cut -= d;
-          break;
-        }
-      }
-      back.push_back(cut);
-      hi = cut;
-      backSize = std::max<size_t>(minOps, std::min<size_t>(backSize * 2, kMaxAutoPiece));
+      hi = nudgeEarlier(hi - next, lo, std::min<size_t>(kCutSearch, next / 2));
+      back.push_back(hi);
+      backSize = grow(backSize);
     } else {
-      size_t cut = lo + next;
-      for (size_t d = 0; d < 16 && cut + d + minOps < hi; ++d) {
-        if (unique(cut + d)) {
-          cut += d;
-          break;
-        }
-      }
-      front.push_back(cut);
-      lo = cut;
-      frontSize = std::max<size_t>(minOps, std::min<size_t>(frontSize * 2, kMaxAutoPiece));
+      lo = nudgeLater(lo + next, hi);
+      front.push_back(lo);
+      frontSize = grow(frontSize);
     }
   }
   front.insert(front.end(), back.rbegin(), back.rend());

@@ -46,9 +46,6 @@ struct EngineConfig {
 
 enum class Decision : uint8_t { IssueNow, Held };
 
-// Longest piece the automatic schedule cuts a segment into, in ops.
-inline constexpr size_t kMaxAutoPiece = 1024;
-
 struct EngineStats {
   uint64_t opsTotal = 0;     // stream-ordered ops submitted
   uint64_t opsViaGraph = 0;
@@ -126,7 +123,6 @@ class Engine {
   // after resuming the loop is matched against them again from the next op.
   void pauseReplay();
   void resumeReplay();
-  bool replayPaused() const { return paused_; }
 
   EngineStats stats() const;
 

@@ -127,13 +127,23 @@ bool GraphExecutor::isBlocking(core::StreamKey key) {
   return blocking;
 }
 
+CUcontext GraphExecutor::orLastContext(CUcontext ctx) {
+  if (ctx) last_ctx_ = ctx;
+  return last_ctx_;
+}
+
 int GraphExecutor::issue(const OpDesc& op) {
   // Event ops carry no context; another thread (the idle flush) may have none
   // current, so use the last context graft saw.
-  CUcontext ctx = contextOf(op);
-  if (ctx) last_ctx_ = ctx;
-  ContextScope scope(ctx ? ctx : last_ctx_);
+  ContextScope scope(orLastContext(contextOf(op)));
   return int(issueOp(op, asStream(op.stream), kernels_, params_));
+}
+
+CUcontext GraphExecutor::runContext(const OpDesc& op) {
+  // An op without a context of its own (an event op on a program stream)
+  // runs in its stream's.
+  CUcontext c = contextOf(op);
+  return c ? c : streamContext(op.stream);
 }
 
 CUcontext GraphExecutor::streamContext(core::StreamKey key) {
@@ -151,10 +161,7 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
   const auto& ops = req.ops;
   CUcontext ctx = nullptr;
   for (const OpDesc& op : ops) {
-    // An op without a context of its own (an event op on a program stream)
-    // runs in its stream's.
-    CUcontext c = contextOf(op);
-    if (!c) c = streamContext(op.stream);
+    CUcontext c = runContext(op);
     if (!c) continue;
     if (ctx && c != ctx) {
       *why = "the ops span several contexts";
@@ -162,8 +169,7 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
     }
     ctx = c;
   }
-  if (ctx) last_ctx_ = ctx;
-  ctx = ctx ? ctx : last_ctx_;
+  ctx = orLastContext(ctx);
   ContextScope scope(ctx);
   ContextPool& pool = pools_[ctx];
 
@@ -356,7 +362,7 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
 
 int GraphExecutor::launch(GraphHandle* g, std::span<const OpDesc> ops,
                           std::span<const uint32_t> patch, std::string* why) {
-  ContextScope scope(g->ctx ? g->ctx : last_ctx_);
+  ContextScope scope(orLastContext(g->ctx));
   CUresult r = CUDA_SUCCESS;
   for (uint32_t k : patch) {
     core::StageTimer timer(core::Stage::NodeUpdate);
@@ -458,15 +464,11 @@ void GraphExecutor::freeAsync(uint64_t pointer, core::StreamKey stream, uint64_t
     return;
   }
   // The context of the program's call: a default stream names its stream.
-  CUcontext ctx = reinterpret_cast<CUcontext>(domain);
-  ContextScope scope(ctx ? ctx : last_ctx_);
+  ContextScope scope(orLastContext(reinterpret_cast<CUcontext>(domain)));
   real<ApiId::k_cuMemFreeAsync_11020>()(pointer, asStream(stream));
 }
 
-uint64_t GraphExecutor::domainOf(const OpDesc& op) {
-  CUcontext c = contextOf(op);
-  return reinterpret_cast<uint64_t>(c ? c : streamContext(op.stream));
-}
+uint64_t GraphExecutor::domainOf(const OpDesc& op) { return reinterpret_cast<uint64_t>(runContext(op)); }
 
 void GraphExecutor::forgetKernels() {
   kernels_.retireAll();

@@ -67,6 +67,10 @@ class GraphExecutor final : public core::Executor {
   // The context of each program stream seen at build time (cuStreamGetCtx).
   std::unordered_map<uint64_t, CUcontext> stream_ctx_;
   CUcontext streamContext(core::StreamKey key);
+  // The context an op runs in: its own, else its stream's (null if neither).
+  CUcontext runContext(const core::OpDesc& op);
+  // `ctx` when set (and remembered), else the last context graft used.
+  CUcontext orLastContext(CUcontext ctx);
   std::vector<void*> params_;
   CUcontext last_ctx_ = nullptr;
 };

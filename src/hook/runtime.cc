@@ -174,19 +174,18 @@ void Runtime::noteUnwrapped(std::string_view name, int requestedVersion) {
 
 void Runtime::writeExitReport() {
   core::EngineStats s;
+  log::Report r;
   {
     auto lock = engine_->lock();
     engine_->flushAll();
     exiting_ = true;  // the idle-flush thread stops touching the driver
     s = engine_->stats();
-  }
-  log::Report r;
-  if (core::StageClock::enabled()) {
-    auto lock = engine_->lock();
-    const core::StageClock::Totals t = core::StageClock::totals();
-    r.cpuTime.enabled = true;
-    for (size_t i = 0; i < size_t(core::Stage::Count); ++i)
-      r.cpuTime.stages.push_back({std::string(core::kStageNames[i]), t.calls[i], t.micros[i]});
+    if (core::StageClock::enabled()) {
+      const core::StageClock::Totals t = core::StageClock::totals();
+      r.cpuTime.enabled = true;
+      for (size_t i = 0; i < size_t(core::Stage::Count); ++i)
+        r.cpuTime.stages.push_back({std::string(core::kStageNames[i]), t.calls[i], t.micros[i]});
+    }
   }
   r.mode = std::string(config::toString(options().mode));  // as started (a benchmark switch may change it)
   for (size_t c = 0; c < size_t(ApiClass::Resolver); ++c) {
