@@ -3,21 +3,11 @@
 // stream and on a created stream, with the GPU idle or busy. Prints one line per
 // case: median microseconds per cuGraphLaunch call (the updates are not timed).
 //   launch_cost [nodes ...]     default: 40 500
-#include <cuda.h>
-#include <cuda_runtime.h>
-
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <vector>
 
-struct Big { unsigned long long v[400]; };  // 3200 bytes, like a foreach TensorListMetadata
-
-__global__ void small_k(float* p, int n, float s) { if (threadIdx.x == 0 && n < 0) p[0] = s; }
-__global__ void spin_k(long long cycles) { long long t = clock64(); while (clock64() - t < cycles) {} }
-
-#define CK(x) do { cudaError_t err_ = (x); if (err_ != cudaSuccess) { std::printf("error %s at %d\n", cudaGetErrorString(err_), __LINE__); std::exit(1); } } while (0)
+#include "graph_bench.cuh"
 
 static double medianOf(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -41,15 +31,10 @@ int main(int argc, char** argv) {
     std::vector<cudaGraphNode_t> nodes;
     for (int i = 0; i < nodesN; ++i) {
       small_k<<<1, 32, 0, cap>>>(p, i, 1.0f);
-      cudaStreamCaptureStatus st; const cudaGraphNode_t* deps; size_t nd;
-      CK(cudaStreamGetCaptureInfo(cap, &st, nullptr, nullptr, &deps, nullptr, &nd));
-      nodes.push_back(deps[0]);
+      nodes.push_back(lastCapturedNode(cap));
     }
     CK(cudaStreamEndCapture(cap, &g));
-    cudaGraphExec_t e = nullptr;
-    CK(cudaGraphInstantiate(&e, g, 0));
-    CK(cudaGraphUpload(e, cap));
-    CK(cudaStreamSynchronize(cap));
+    cudaGraphExec_t e = instantiateUploaded(g, cap);
     for (int streamKind = 0; streamKind < 2; ++streamKind) {
       cudaStream_t s = streamKind == 0 ? cudaStreamLegacy : created;
       for (int busy = 0; busy < 2; ++busy) {

@@ -1,20 +1,10 @@
 // patch_cost: what cuGraphExecKernelNodeSetParams costs on the CPU, for small
 // and large kernel parameter blocks, with the graph idle and with launches of
 // it still queued on the GPU. Prints one line per case: microseconds per update.
-#include <cuda.h>
-#include <cuda_runtime.h>
-
 #include <chrono>
-#include <cstdio>
 #include <vector>
 
-struct Big { unsigned long long v[400]; };  // 3200 bytes, like a foreach TensorListMetadata
-
-__global__ void small_k(float* p, int n, float s) { if (threadIdx.x == 0 && n < 0) p[0] = s; }
-__global__ void big_k(Big b, float* p) { if (threadIdx.x == 0 && b.v[0] == 12345) p[0] = 1; }
-__global__ void spin_k(long long cycles) { long long t = clock64(); while (clock64() - t < cycles) {} }
-
-#define CK(x) do { cudaError_t err_ = (x); if (err_ != cudaSuccess) { std::printf("error %s at %d\n", cudaGetErrorString(err_), __LINE__); return 1; } } while (0)
+#include "graph_bench.cuh"
 
 int main() {
   int n = 0;
@@ -32,15 +22,10 @@ int main() {
     std::vector<cudaGraphNode_t> nodes;
     for (int i = 0; i < kNodes; ++i) {
       if (variant == 0) small_k<<<1, 32, 0, s>>>(p, i, 1.0f); else big_k<<<1, 32, 0, s>>>(big, p);
-      cudaStreamCaptureStatus st; const cudaGraphNode_t* deps; size_t nd;
-      CK(cudaStreamGetCaptureInfo(s, &st, nullptr, nullptr, &deps, nullptr, &nd));
-      nodes.push_back(deps[0]);
+      nodes.push_back(lastCapturedNode(s));
     }
     CK(cudaStreamEndCapture(s, &g));
-    cudaGraphExec_t e = nullptr;
-    CK(cudaGraphInstantiate(&e, g, 0));
-    CK(cudaGraphUpload(e, s));
-    CK(cudaStreamSynchronize(s));
+    cudaGraphExec_t e = instantiateUploaded(g, s);
     for (int inflight = 0; inflight < 2; ++inflight) {
       double total = 0; int count = 0;
       for (int rep = 0; rep < 50; ++rep) {
