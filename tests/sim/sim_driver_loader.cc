@@ -67,6 +67,19 @@ bool openPrimaryContext(const DriverApi& api, CUcontext* ctx) {
          api.cuCtxSetCurrent(*ctx) == CUDA_SUCCESS;
 }
 
+int startProgram(const char* program, Driver* drv, CUcontext* ctx) {
+  std::string err;
+  if (!loadDriver(drv, &err)) {
+    std::fprintf(stderr, "%s: %s\n", program, err.c_str());
+    return 2;
+  }
+  if (ctx && !openPrimaryContext(drv->plain, ctx)) {
+    std::fprintf(stderr, "%s: no context\n", program);
+    return 2;
+  }
+  return 0;
+}
+
 int startTraceProgram(const char* program, int argc, char** argv, TraceProgramArgs* args, Driver* drv) {
   for (int i = 1; i + 1 < argc; ++i) {
     if (!std::strcmp(argv[i], "--out")) args->outPath = argv[i + 1];
@@ -76,12 +89,7 @@ int startTraceProgram(const char* program, int argc, char** argv, TraceProgramAr
     std::fprintf(stderr, "usage: %s --out FILE [--seed S]\n", program);
     return 2;
   }
-  std::string err;
-  if (!loadDriver(drv, &err)) {
-    std::fprintf(stderr, "%s: %s\n", program, err.c_str());
-    return 2;
-  }
-  return 0;
+  return startProgram(program, drv, nullptr);
 }
 
 }  // namespace simtest

@@ -72,6 +72,11 @@ bool loadDriver(Driver* out, std::string* error);
 // cuInit, device 0's primary context made current. False on any failure.
 bool openPrimaryContext(const DriverApi& api, CUcontext* ctx);
 
+// The start shared by the sim test programs: loads the driver and, when `ctx`
+// is not null, makes device 0's primary context current. Returns 0, or the
+// exit code 2 after printing why (prefixed with `program`).
+int startProgram(const char* program, Driver* drv, CUcontext* ctx);
+
 // The start shared by the trace-comparison programs (compare_trace.py runs
 // them): parses `--out FILE [--seed S]` and loads the driver. Returns 0, or
 // the exit code 2 after printing why (prefixed with `program`).

@@ -8,24 +8,15 @@
 //   sim_event_timing   exit 0: every measurement covered its kernels; 1: one did not.
 #include <cstdint>
 #include <cstdio>
-#include <string>
 
 #include "sim_api.h"
 #include "sim_driver_loader.h"
 
 int main() {
   simtest::Driver drv;
-  std::string err;
-  if (!simtest::loadDriver(&drv, &err)) {
-    std::fprintf(stderr, "sim_event_timing: %s\n", err.c_str());
-    return 2;
-  }
-  auto& cu = drv.plain;
   CUcontext ctx;
-  if (!simtest::openPrimaryContext(cu, &ctx)) {
-    std::fprintf(stderr, "sim_event_timing: no context\n");
-    return 2;
-  }
+  if (int rc = simtest::startProgram("sim_event_timing", &drv, &ctx)) return rc;
+  auto& cu = drv.plain;
   const size_t sizes[] = {8, 8, 8};
   CUfunction work = simKernelCreate("timed_work", SIM_KERNEL_LIBRARY, 3, sizes, nullptr);
   CUstream s;

@@ -6,7 +6,6 @@
 //   sim_free_context   exit 0: every call succeeded; 1: a call failed.
 #include <cstdint>
 #include <cstdio>
-#include <string>
 
 #include "sim_api.h"
 #include "sim_driver_loader.h"
@@ -21,11 +20,7 @@ static int failures = 0;
 
 int main() {
   simtest::Driver drv;
-  std::string err;
-  if (!simtest::loadDriver(&drv, &err)) {
-    std::fprintf(stderr, "sim_free_context: %s\n", err.c_str());
-    return 2;
-  }
+  if (int rc = simtest::startProgram("sim_free_context", &drv, nullptr)) return rc;
   const simtest::DriverApi& cu = drv.plain;
   CHECK(cu.cuInit(0));
   int count = 0;

@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <string>
 #include <vector>
 
 #include "sim_api.h"
@@ -18,17 +17,9 @@
 int main(int argc, char** argv) {
   const bool wantSame = argc > 1 && std::strcmp(argv[1], "--same-addresses") == 0;
   simtest::Driver drv;
-  std::string err;
-  if (!simtest::loadDriver(&drv, &err)) {
-    std::fprintf(stderr, "sim_pool_loop: %s\n", err.c_str());
-    return 2;
-  }
-  auto& cu = drv.plain;
   CUcontext ctx;
-  if (!simtest::openPrimaryContext(cu, &ctx)) {
-    std::fprintf(stderr, "sim_pool_loop: no context\n");
-    return 2;
-  }
+  if (int rc = simtest::startProgram("sim_pool_loop", &drv, &ctx)) return rc;
+  auto& cu = drv.plain;
   const size_t sizes[] = {8, 8, 8};
   CUfunction add = simKernelCreate("sim_add_pool", SIM_KERNEL_LIBRARY, 3, sizes, nullptr);
   CUstream s1, s2;

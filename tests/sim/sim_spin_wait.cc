@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <string>
 #include <thread>
 
 #include "sim_api.h"
@@ -20,17 +19,9 @@
 int main(int argc, char** argv) {
   const int timeoutSeconds = argc > 1 ? std::atoi(argv[1]) : 10;
   simtest::Driver drv;
-  std::string err;
-  if (!simtest::loadDriver(&drv, &err)) {
-    std::fprintf(stderr, "sim_spin_wait: %s\n", err.c_str());
-    return 2;
-  }
-  auto& cu = drv.plain;
   CUcontext ctx;
-  if (!simtest::openPrimaryContext(cu, &ctx)) {
-    std::fprintf(stderr, "sim_spin_wait: no context\n");
-    return 2;
-  }
+  if (int rc = simtest::startProgram("sim_spin_wait", &drv, &ctx)) return rc;
+  auto& cu = drv.plain;
   const size_t sizes[] = {8, 8, 8};
   CUfunction work = simKernelCreate("spin_work", SIM_KERNEL_LIBRARY, 3, sizes, nullptr);
   CUfunction add = simKernelCreate("sim_add_flag", SIM_KERNEL_LIBRARY, 3, sizes, nullptr);
