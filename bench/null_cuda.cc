@@ -14,10 +14,12 @@ CUresult ok() { return CUDA_SUCCESS; }
 CUresult launchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                       unsigned, CUstream, void**, void**) { return CUDA_SUCCESS; }
 CUresult launchKernelEx(const CUlaunchConfig*, CUfunction, void**, void**) { return CUDA_SUCCESS; }
-CUresult kernelGetParamInfo(CUkernel, size_t index, size_t* offset, size_t* size) {
+// Four parameters; a handle with bit 0x20 set (op_cost --big) has a 4 KiB
+// last parameter, like PyTorch's multi-tensor-apply kernels.
+CUresult kernelGetParamInfo(CUkernel k, size_t index, size_t* offset, size_t* size) {
   if (index >= 4) return CUDA_ERROR_INVALID_VALUE;
   *offset = index * 8;
-  *size = 8;
+  *size = index == 3 && (reinterpret_cast<uintptr_t>(k) & 0x20) ? 4096 : 8;
   return CUDA_SUCCESS;
 }
 CUresult kernelGetName(const char** name, CUkernel) {

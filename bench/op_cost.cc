@@ -4,8 +4,10 @@
 // then times ITERS iterations of OPS kernel launches followed by a stream
 // synchronize. Run it with and without LD_PRELOAD=libgraft.so; the difference
 // per op is graft's cost. Prints: ns_per_op=<median over 5 repetitions>.
-//   op_cost [OPS] [ITERS] [--vary] [--thrash KB]
-// --vary: one parameter changes every iteration. --thrash KB: between two
+//   op_cost [OPS] [ITERS] [--vary] [--big N] [--thrash KB]
+// --vary: one parameter of every eighth kernel changes every iteration (as
+// RNG offsets and optimizer scalars do in a training step). --big N: every
+// N-th of the 64 kernels has a 4 KiB parameter (multi-tensor-apply style). --thrash KB: between two
 // launches the program touches KB kilobytes of a 256 MiB buffer (a new part
 // each time), as an interpreter does between launches, so graft's data and
 // the driver's are no longer in the caches (or the TLB); the thrash costs the
@@ -25,9 +27,11 @@ int main(int argc, char** argv) {
   const int ops = argc > 1 ? std::atoi(argv[1]) : 200;
   const int iters = argc > 2 ? std::atoi(argv[2]) : 20000;
   bool vary = false;
+  int bigEvery = 0;
   size_t thrashBytes = 0;
   for (int i = 3; i < argc; ++i) {
     if (std::strcmp(argv[i], "--vary") == 0) vary = true;
+    else if (std::strcmp(argv[i], "--big") == 0 && i + 1 < argc) bigEvery = std::atoi(argv[++i]);
     else if (std::strcmp(argv[i], "--thrash") == 0 && i + 1 < argc) thrashBytes = size_t(std::atol(argv[++i])) << 10;
   }
   const size_t poolBytes = size_t(256) << 20;
@@ -53,18 +57,28 @@ int main(int argc, char** argv) {
   gpa("cuLaunchKernel", reinterpret_cast<void**>(&launch), 13000, 0, nullptr);
   gpa("cuStreamSynchronize", reinterpret_cast<void**>(&sync), 13000, 0, nullptr);
   std::vector<CUfunction> kernels(ops);
-  // 64 distinct kernels, like a training step's mix.
-  for (int k = 0; k < ops; ++k) kernels[k] = reinterpret_cast<CUfunction>(0x10000 + 64 * (k % 64));
-  unsigned long long a = 1, b = 2, c = 3, d = 4;
-  void* params[4] = {&a, &b, &c, &d};
+  // 64 distinct kernels, like a training step's mix; bit 0x20 of a handle
+  // tells the null driver that its last parameter is 4 KiB.
+  auto isBig = [&](int k) { return bigEvery > 0 && (k % 64) % bigEvery == 0; };
+  for (int k = 0; k < ops; ++k)
+    kernels[k] = reinterpret_cast<CUfunction>(0x10000 + 64 * (k % 64) + (isBig(k) ? 0x20 : 0));
+  unsigned long long a = 1, b = 2, c = 3, d = 4, fixed = 5;
+  static unsigned char big[2][4096];  // [0]: fixed, [1]: varies with --vary
+  void* params[2][4] = {{&a, &b, &c, &fixed}, {&a, &b, &c, &d}};
+  void* bigParams[2][4] = {{&a, &b, &c, big[0]}, {&a, &b, &c, big[1]}};
   std::vector<double> reps;
   for (int rep = 0; rep < 5; ++rep) {
     const auto t0 = std::chrono::steady_clock::now();
     for (int it = 0; it < iters; ++it) {
-      if (vary) d = it;
+      if (vary) {
+        d = it;
+        std::memcpy(big[1], &it, sizeof(it));
+      }
       for (int k = 0; k < ops; ++k) {
         if (thrashBytes) thrash();
-        launch(kernels[k], 1 + k % 4, 1, 1, 128, 1, 1, 0, nullptr, params, nullptr);
+        const int varying = vary && k % 8 == 0;
+        launch(kernels[k], 1 + k % 4, 1, 1, 128, 1, 1, 0, nullptr,
+               isBig(k) ? bigParams[varying] : params[varying], nullptr);
       }
       sync(nullptr);
     }

@@ -13,3 +13,22 @@ for r in $(seq 1 $ROUNDS); do
       --cycles $CYCLES --block $BLOCK --warmup 40 --out $O/$lib.r$r.json --workdir $O/w | grep '^run'
   done
 done
+# Summary: per build and case, the median over rounds of each run's paired
+# per-cycle medians (each round's value in brackets).
+python3 - "$O" "$A" "$Bl" <<'PY'
+import glob, json, statistics, sys
+o, libs = sys.argv[1], sys.argv[2:]
+print("| build | case | gap removed | speedup eager ÷ graft | floor's speedup |")
+print("|---|---|---|---|---|")
+for lib in libs:
+    runs = {}
+    for path in sorted(glob.glob("%s/%s.r*.json" % (o, lib))):
+        for case, rs in json.load(open(path))["results"].items():
+            runs.setdefault(case, []).extend(rs)
+    for case, rs in runs.items():
+        def cell(key, fmt, scale=1):
+            vals = [r[key] for r in rs if r.get(key) is not None]
+            return (fmt % (scale * statistics.median(vals)) + " [" + ", ".join(fmt % (scale * v) for v in vals) + "]") if vals else "-"
+        print("| %s | %s | %s | %s | %s |" % (lib, case, cell("gap", "%.0f %%", 100), cell("speedup", "%.3fx"),
+                                             cell("ceiling", "%.3fx")))
+PY

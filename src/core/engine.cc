@@ -43,7 +43,7 @@ Engine::Engine(const EngineConfig& config, Executor& executor)
                size_t(32) << 20),
       detector_(config.warmup, config.maxPeriod) {
   held_.reserve(kHeldReserveOps, kHeldReserveBytes);
-  views_.reserve(kHeldReserveOps);
+  held_matched_.reserve(kHeldReserveOps);
   patch_.reserve(kHeldReserveOps);
   stream_activity_.reserve(64);
   ops_by_stream_.reserve(64);
@@ -137,14 +137,14 @@ bool Engine::tryStart(const OpDesc& op) {
   }
   if (num_candidates_ == 0) return false;
   last_mismatch_ = {};
-  held_.push(op);
+  hold(op, candidates_[0].segment);
   afterHeldGrew();
   return true;
 }
 
 bool Engine::advance(const OpDesc& op) {
   const size_t j = held_.size();
-  bool any = false;
+  Segment* matched = nullptr;  // the first candidate still matching
   for (size_t c = 0; c < num_candidates_; ++c) {
     Candidate& cand = candidates_[c];
     if (!cand.alive) continue;
@@ -165,12 +165,26 @@ bool Engine::advance(const OpDesc& op) {
         last_mismatch_ = {s, j};
       continue;
     }
-    any = true;
+    if (!matched) matched = s;
   }
-  if (!any) return false;
-  held_.push(op);
+  if (!matched) return false;
+  hold(op, matched);
   afterHeldGrew();
   return true;
+}
+
+void Engine::hold(const OpDesc& op, const Segment* matched) {
+  // `op` has the shape of `matched`'s op at this index: borrow those bytes,
+  // and its value bytes too when they are equal (no patch needed then).
+  // A launch at held index b of a segment of length L overwrites (patches)
+  // only that segment's ops below L and consumes held ops up to b + L - 1, so
+  // held op j, which borrows op j, is consumed no later than any launch that
+  // could overwrite what it borrows.
+  const size_t j = held_.size();
+  const OpDesc expected = matched->ops.view(j);
+  const bool valueDiffers = !(op.value == expected.value);
+  held_.pushBorrowing(op, expected.shape.data, valueDiffers ? nullptr : expected.value.data);
+  held_matched_.push_back({matched, valueDiffers});
 }
 
 void Engine::afterHeldGrew() {
@@ -247,17 +261,21 @@ void Engine::resolveHeld(EagerCause cause, const OpDesc* trigger) {
 }
 
 void Engine::launchHeld(Segment* s, size_t begin, size_t length) {
-  views_.clear();
   patch_.clear();
   for (size_t k = 0; k < length; ++k) {
-    views_.push_back(held_.view(begin + k));
-    if (!(views_.back().value == s->ops.view(k).value)) patch_.push_back(uint32_t(k));
+    // Held op k was compared with its segment's op k when it was held.
+    const HeldMatch& m = held_matched_[begin + k];
+    const bool differs = begin == 0 && m.segment == s
+                             ? m.valueDiffers
+                             : !(held_.view(begin + k).value == s->ops.view(k).value);
+    if (differs) patch_.push_back(uint32_t(k));
   }
+  const OpRange ops(held_, begin, length);
   std::string why;
   int rc;
   {
     StageTimer timer(Stage::Launch);
-    rc = executor_.launch(s->graph, views_, patch_, &why);
+    rc = executor_.launch(s->graph, ops, patch_, &why);
   }
   if (rc != 0) {
     logFallback(s, 0, EagerCause::LaunchFailed, nullptr, nullptr, length);
@@ -268,7 +286,7 @@ void Engine::launchHeld(Segment* s, size_t begin, size_t length) {
     for (size_t k = 0; k < length; ++k) issueHeldEagerly(held_.view(begin + k), EagerCause::LaunchFailed);
     return;
   }
-  for (uint32_t k : patch_) s->ops.setValue(k, views_[k].value);
+  for (uint32_t k : patch_) s->ops.setValue(k, ops[k].value);
   ++s->replays;
   s->patches += patch_.size();
   ++stats_.replays;
@@ -358,6 +376,7 @@ bool Engine::deferFree(uint64_t pointer, StreamKey stream, uint64_t domain) {
 
 void Engine::heldCleared() {
   held_.clear();
+  held_matched_.clear();
   for (const Deferred& d : deferred_) {
     if (d.isFree) executor_.freeAsync(d.handle, d.stream, d.domain);
     else executor_.destroyEvent(d.handle);

@@ -140,6 +140,7 @@ class Engine {
   // capture in progress, or a benchmark pause.
   bool stepsAside() const { return !config_.replay || capture_depth_ > 0 || paused_; }
   bool advance(const OpDesc& op);
+  void hold(const OpDesc& op, const Segment* matched);
   bool tryStart(const OpDesc& op);
   void afterHeldGrew();
   void resolveHeld(EagerCause cause, const OpDesc* trigger);
@@ -171,12 +172,18 @@ class Engine {
   std::unordered_set<uint64_t> built_runs_;
 
   OpBuffer held_;
+  // Per held op: the candidate it was compared with when held (the same
+  // index in that segment) and whether its value bytes differ from it.
+  struct HeldMatch {
+    const Segment* segment;
+    bool valueDiffers;
+  };
+  std::vector<HeldMatch> held_matched_;
   std::array<Candidate, 4> candidates_{};
   std::array<EventInstances, 4> candidate_events_;
   EventInstances scratch_events_;
   size_t num_candidates_ = 0;
   Mismatch last_mismatch_;
-  std::vector<OpDesc> views_;
   std::vector<uint32_t> patch_;
   struct Deferred {
     bool isFree;  // cuMemFreeAsync(handle, stream); else cuEventDestroy(handle)

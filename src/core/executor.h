@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/op.h"
+#include "core/op_buffer.h"
 
 namespace graft::core {
 
@@ -42,7 +43,7 @@ class Executor {
   // must be updated first. Keeps streams and events as DESIGN.md §2.5 says.
   // Returns 0, or an error code and a one-line reason; on error nothing of
   // the segment's work was enqueued, so the caller may issue `ops` eagerly.
-  virtual int launch(GraphHandle* graph, std::span<const OpDesc> ops,
+  virtual int launch(GraphHandle* graph, const OpRange& ops,
                      std::span<const uint32_t> patch, std::string* whyNot) = 0;
 
   virtual void destroy(GraphHandle* graph) = 0;

@@ -1,5 +1,12 @@
-// OpBuffer: an append-only list of owned op copies (deep copies of shape and
-// value bytes). Used for held ops and for a segment's recorded ops.
+// OpBuffer: an append-only list of ops. Each op's shape and value bytes are
+// either copied into the buffer or, for held ops, borrowed: they point into a
+// segment's recorded bytes that are equal to the op's (pushBorrowing), which
+// saves copying what a replay does not need to change.
+//
+// Borrowed bytes must outlive the buffer's use of them and must not change
+// meanwhile; the engine borrows only from segments (never freed) and only
+// the bytes of the segment op at the held op's own index, which no patch can
+// overwrite before the held op is consumed (see Engine::advance).
 //
 // Threading: not thread-safe; owned by the engine under its lock. Allocates
 // only when it grows past its high-water mark (never in steady state).
@@ -19,6 +26,10 @@ class OpBuffer {
     bytes_.reserve(bytes);
   }
   uint32_t push(const OpDesc& op);
+  // Like push, but the op's shape bytes are `shape` (equal to op.shape) and,
+  // when `value` is non-null, its value bytes are `value` (equal to
+  // op.value); neither is copied.
+  uint32_t pushBorrowing(const OpDesc& op, const uint8_t* shape, const uint8_t* value);
   size_t size() const { return ops_.size(); }
   bool empty() const { return ops_.empty(); }
   void clear() {
@@ -37,10 +48,26 @@ class OpBuffer {
     StreamKey stream;
     uint64_t event;
     uint64_t shapeHash;
+    const uint8_t* shapeBorrowed;  // nullptr: at shapeOffset in bytes_
+    const uint8_t* valueBorrowed;  // nullptr: at valueOffset in bytes_
     uint32_t shapeOffset, shapeSize, valueOffset, valueSize;
   };
   std::vector<Stored> ops_;
   std::vector<uint8_t> bytes_;
+};
+
+// Ops [begin, begin + size) of an OpBuffer, viewed one at a time (no copies).
+// Valid while the buffer is not changed.
+class OpRange {
+ public:
+  OpRange(const OpBuffer& buffer, size_t begin, size_t size)
+      : buffer_(&buffer), begin_(begin), size_(size) {}
+  size_t size() const { return size_; }
+  OpDesc operator[](size_t k) const { return buffer_->view(begin_ + k); }
+
+ private:
+  const OpBuffer* buffer_;
+  size_t begin_, size_;
 };
 
 }  // namespace graft::core

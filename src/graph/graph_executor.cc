@@ -360,7 +360,7 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
   return g.release();
 }
 
-int GraphExecutor::launch(GraphHandle* g, std::span<const OpDesc> ops,
+int GraphExecutor::launch(GraphHandle* g, const core::OpRange& ops,
                           std::span<const uint32_t> patch, std::string* why) {
   ContextScope scope(orLastContext(g->ctx));
   CUresult r = CUDA_SUCCESS;
@@ -380,6 +380,7 @@ int GraphExecutor::launch(GraphHandle* g, std::span<const OpDesc> ops,
         p.kernelParams = buffer ? nullptr : params_.data();
         p.extra = buffer ? extra : nullptr;
         r = real<ApiId::k_cuGraphExecKernelNodeSetParams_12000>()(g->exec, g->nodes[k], &p);
+        kernels_.notePatched(kernelShapeOf(op).func);
         break;
       }
       case OpKind::Memcpy: {

@@ -34,7 +34,7 @@ class GraphExecutor final : public core::Executor {
 
   int issue(const core::OpDesc& op) override;
   core::GraphHandle* build(const core::BuildRequest& request, std::string* whyNot) override;
-  int launch(core::GraphHandle* graph, std::span<const core::OpDesc> ops,
+  int launch(core::GraphHandle* graph, const core::OpRange& ops,
              std::span<const uint32_t> patch, std::string* whyNot) override;
   void destroy(core::GraphHandle* graph) override;
   void destroyEvent(uint64_t event) override;

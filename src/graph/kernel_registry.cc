@@ -65,8 +65,11 @@ KernelInfo* KernelRegistry::resolve(CUfunction f) {
     if (ok) {
       info->layoutKnown = true;
       uint32_t end = 0;
-      for (size_t i = 0; i < info->sizes.size(); ++i)
+      info->paramsOrdered = true;
+      for (size_t i = 0; i < info->sizes.size(); ++i) {
+        if (info->offsets[i] < end) info->paramsOrdered = false;
         end = std::max(end, info->offsets[i] + info->sizes[i]);
+      }
       info->paramBytes = end;
     }
   }
@@ -91,9 +94,10 @@ KernelInfo* KernelRegistry::resolve(CUfunction f) {
   return raw;
 }
 
-std::vector<std::pair<std::string, uint64_t>> KernelRegistry::byLaunches() const {
-  std::unordered_map<std::string, uint64_t> byName = retired_launches_;
-  for (const auto& [h, k] : kernels_) byName[k->name] += k->launches;
+std::vector<std::pair<std::string, uint64_t>> KernelRegistry::ranked(uint64_t KernelInfo::*count) const {
+  std::unordered_map<std::string, uint64_t> byName;
+  for (const auto& [name, k] : retired_) byName[name] += k.*count;
+  for (const auto& [h, k] : kernels_) byName[k->name] += (*k).*count;
   std::vector<std::pair<std::string, uint64_t>> v(byName.begin(), byName.end());
   std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) {
     return a.second != b.second ? a.second > b.second : a.first < b.first;
@@ -102,9 +106,13 @@ std::vector<std::pair<std::string, uint64_t>> KernelRegistry::byLaunches() const
 }
 
 void KernelRegistry::retireAll() {
-  // Only the launch counts stay, by name, for the report: a program that
+  // Only the launch and patch counts stay, by name, for the report: a program that
   // reloads code in a loop must not grow this without bound.
-  for (const auto& [h, k] : kernels_) retired_launches_[k->name] += k->launches;
+  for (const auto& [h, k] : kernels_) {
+    KernelInfo& r = retired_[k->name];
+    r.launches += k->launches;
+    r.patches += k->patches;
+  }
   kernels_.clear();
   last_ = nullptr;
 }

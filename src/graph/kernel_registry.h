@@ -27,10 +27,12 @@ struct KernelInfo {
   std::string name;
   bool layoutKnown = false;
   uint32_t paramBytes = 0;
+  bool paramsOrdered = false;  // offsets increase and parameters do not overlap
   std::vector<uint32_t> offsets;
   std::vector<uint32_t> sizes;
   core::EagerCause eager = core::EagerCause::None;  // UnknownParams or EagerKernel
   uint64_t launches = 0;
+  uint64_t patches = 0;  // graph node updates of this kernel's launches
 };
 
 class KernelRegistry {
@@ -49,8 +51,15 @@ class KernelRegistry {
     auto it = kernels_.find(handle);
     return it == kernels_.end() ? nullptr : it->second.get();
   }
-  // Launch counts by kernel name, most launched first (retired kernels included).
-  std::vector<std::pair<std::string, uint64_t>> byLaunches() const;
+  // Counts by kernel name, largest first (retired kernels included): of
+  // launches, or of graph node updates.
+  std::vector<std::pair<std::string, uint64_t>> byLaunches() const { return ranked(&KernelInfo::launches); }
+  std::vector<std::pair<std::string, uint64_t>> byPatches() const { return ranked(&KernelInfo::patches); }
+  // A replay updated a graph node of this kernel's (no-op for an unknown handle).
+  void notePatched(uint64_t handle) {
+    if (last_ && last_->handle == handle) ++last_->patches;
+    else if (auto it = kernels_.find(handle); it != kernels_.end()) ++it->second->patches;
+  }
   // Code was unloaded: a handle seen before may name another kernel now. Every
   // entry is resolved again on next use (no KernelInfo is held across calls);
   // the old launch counts stay in the report, merged by name.
@@ -58,10 +67,11 @@ class KernelRegistry {
 
  private:
   KernelInfo* resolve(CUfunction f);
+  std::vector<std::pair<std::string, uint64_t>> ranked(uint64_t KernelInfo::*count) const;
 
   std::unordered_map<uint64_t, std::unique_ptr<KernelInfo>> kernels_;
   KernelInfo* last_ = nullptr;
-  std::unordered_map<std::string, uint64_t> retired_launches_;  // by kernel name
+  std::unordered_map<std::string, KernelInfo> retired_;  // counts only, by kernel name
   std::vector<std::string> eager_prefixes_;
 };
 

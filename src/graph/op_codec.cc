@@ -125,9 +125,21 @@ const OpDesc& OpEncoder::kernel(ApiId api, core::StreamKey stream, CUcontext ctx
     valueSize = a.kernelParams ? info.paramBytes : 0;
     if (valueSize > value_.size()) return boundary(api, stream, core::EagerCause::UnsupportedLaunch);
     if (valueSize) {
-      std::memset(value_.data(), 0, valueSize);
-      for (size_t i = 0; i < info.sizes.size(); ++i)
-        std::memcpy(value_.data() + info.offsets[i], a.kernelParams[i], info.sizes[i]);
+      // Padding between parameters is zeroed, so equal launches have equal
+      // bytes; when parameters come in order only the gaps are written twice.
+      uint8_t* out = value_.data();
+      if (info.paramsOrdered) {
+        uint32_t end = 0;
+        for (size_t i = 0; i < info.sizes.size(); ++i) {
+          if (info.offsets[i] > end) std::memset(out + end, 0, info.offsets[i] - end);
+          std::memcpy(out + info.offsets[i], a.kernelParams[i], info.sizes[i]);
+          end = info.offsets[i] + info.sizes[i];
+        }
+      } else {
+        std::memset(out, 0, valueSize);
+        for (size_t i = 0; i < info.sizes.size(); ++i)
+          std::memcpy(out + info.offsets[i], a.kernelParams[i], info.sizes[i]);
+      }
     }
   } else {
     if (!extraOk || !buffer || bufferSize > value_.size())

@@ -197,6 +197,10 @@ void Runtime::writeExitReport() {
     if (r.kernelsTop.size() == 20 || !launches) break;
     r.kernelsTop.emplace_back(name, launches);
   }
+  for (const auto& [name, patches] : kernels_.byPatches()) {
+    if (r.kernelsPatched.size() == 20 || !patches) break;
+    r.kernelsPatched.emplace_back(name, patches);
+  }
   for (const auto& [stream, n] : s.opsByStream) r.streams.emplace_back(fmt::format("{:#x}", stream), n);
   r.replay.opsTotal = s.opsTotal;
   r.replay.opsViaGraph = s.opsViaGraph;

@@ -56,6 +56,7 @@ std::string reportJson(const Report& r) {
   j += fmt::format("  \"ops\": {{\"total\": {}, \"by_class\": {}}},\n", r.opsTotal,
                    jsonObject(r.opsByClass));
   j += fmt::format("  \"kernels_top\": {},\n", jsonList(r.kernelsTop, "name", "count"));
+  j += fmt::format("  \"kernels_patched\": {},\n", jsonList(r.kernelsPatched, "name", "count"));
   j += fmt::format("  \"streams\": {},\n", jsonList(r.streams, "stream", "ops"));
   j += "  \"replay\": {";
   j += fmt::format(
@@ -109,6 +110,11 @@ std::string reportSummary(const Report& r) {
         p.replays ? double(p.patches) / double(p.replays) : 0.0);
     if (p.firstReplaySeconds >= 0)
       s += fmt::format(", first replay after {:.3f} s", p.firstReplaySeconds);
+    if (!r.kernelsPatched.empty()) {
+      s += "\n  most patched kernels:";
+      for (size_t i = 0; i < r.kernelsPatched.size() && i < 5; ++i)
+        s += fmt::format(" {}×{}", r.kernelsPatched[i].first, r.kernelsPatched[i].second);
+    }
     if (!p.fallbacks.empty()) {
       s += "\n  eager ops by reason:";
       for (const auto& [reason, n] : p.fallbacks) s += fmt::format(" {}={}", reason, n);

@@ -19,6 +19,7 @@ struct Report {
   uint64_t opsTotal = 0;
   std::vector<NamedCount> opsByClass;   // every class, in table order
   std::vector<NamedCount> kernelsTop;   // most launched first
+  std::vector<NamedCount> kernelsPatched;  // most graph node updates first (graph mode)
   std::vector<NamedCount> streams;      // ops per stream ("0x1" = legacy default stream)
   struct Replay {
     uint64_t opsTotal = 0;       // stream-ordered ops seen while replay was possible

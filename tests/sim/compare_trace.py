@@ -84,6 +84,12 @@ def main():
             if bad:
                 print("cpu_time calls differ from the replay counts (got, want): %s" % bad)
                 return 1
+            # Node updates of kernels are counted per kernel as well (copies and
+            # memsets are patched too, so at most all of them).
+            patched = sum(k.get("count", 0) for k in report.get("kernels_patched", []))
+            if replay.get("patches") and not 0 < patched <= replay["patches"]:
+                print("kernels_patched counts %d node updates of %d patches" % (patched, replay["patches"]))
+                return 1
             print("cpu_time: %s" % ", ".join("%s %.3f us x %d" % (k, v["us_per_call"], v["calls"])
                                              for k, v in cpu.items()))
     diff = list(difflib.unified_diff(ref, got, "without interposer", "with interposer", lineterm="", n=2))

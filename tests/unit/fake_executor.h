@@ -85,14 +85,15 @@ class FakeExecutor : public core::Executor {
     for (size_t i = 0; i < g->storage.size(); ++i) g->shapes.push_back(g->storage.view(i));
     return g;
   }
-  int launch(core::GraphHandle* g, std::span<const OpDesc> ops, std::span<const uint32_t> patch,
+  int launch(core::GraphHandle* g, const core::OpRange& ops, std::span<const uint32_t> patch,
              std::string* why) override {
     for (uint32_t k : patch) {
       if (patches++ == failPatchAt) {
         *why = "injected patch failure";
         return 1;
       }
-      g->values[k].assign(ops[k].value.data, ops[k].value.data + ops[k].value.size);
+      const OpDesc op = ops[k];
+      g->values[k].assign(op.value.data, op.value.data + op.value.size);
     }
     if (launches++ == failLaunchAt) {
       *why = "injected launch failure";
