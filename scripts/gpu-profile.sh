@@ -21,5 +21,9 @@ for name, v in cpu.items():
     total += v["us"] / steps
     print("| %s | %.1f | %.3f | %.1f |" % (name, v["calls"] / steps, v["us_per_call"], v["us"] / steps))
 print("| all of graft's timed work | | | %.1f |" % total)
+patched = r.get("kernels_patched") or []
+if patched:
+    print("node updates per step by kernel: " + ", ".join("%s %.1f" % (k["name"][:60], k["count"] / steps)
+                                                      for k in patched[:10]))
 PY
 done
