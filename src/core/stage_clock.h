@@ -24,21 +24,26 @@
 
 namespace graft::core {
 
-enum class Stage : uint8_t {
-  Encode,           // driver arguments -> op description (hook)
-  Match,            // matching against segments, holding, the patch list (engine)
-  Record,           // recording an op the program's own call issued (history, detector)
-  Build,            // building one piece's graph (capture, instantiate, upload)
-  Launch,           // the executor's launch of a segment's graph: stream joins, events
-  NodeUpdate,       // one executable-graph node update before a launch
-  GraphLaunchCall,  // the driver's cuGraphLaunch itself
-  Reissue,          // issuing one held op eagerly from its copy (the driver call)
-  Count
-};
+#define GRAFT_STAGES(X)                                                                  \
+  X(Lock, "lock")                    /* taking the engine lock for a stream-ordered op */ \
+  X(Encode, "encode")                /* driver arguments -> op description (hook) */      \
+  X(Context, "context")              /* asking the driver for the current context */      \
+  X(KernelLookup, "kernel_lookup")   /* finding the kernel's parameter layout */          \
+  X(Match, "match")                  /* matching, holding, the patch list (engine) */     \
+  X(Record, "record")                /* recording an op the program's call issued */      \
+  X(Build, "build")                  /* building one piece's graph */                     \
+  X(Launch, "launch")                /* a segment's graph launch: stream joins, events */ \
+  X(NodeUpdate, "node_update")       /* one executable-graph node update */               \
+  X(GraphLaunchCall, "cuGraphLaunch") /* the driver's cuGraphLaunch itself */             \
+  X(Reissue, "reissue")              /* issuing one held op eagerly (the driver call) */
 
-inline constexpr std::string_view kStageNames[] = {"encode", "match",       "record",        "build",
-                                                   "launch", "node_update", "cuGraphLaunch", "reissue"};
-static_assert(std::size(kStageNames) == size_t(Stage::Count));
+#define GRAFT_STAGE_MEMBER(name, text) name,
+enum class Stage : uint8_t { GRAFT_STAGES(GRAFT_STAGE_MEMBER) Count };
+#undef GRAFT_STAGE_MEMBER
+
+#define GRAFT_STAGE_NAME(name, text) text,
+inline constexpr std::string_view kStageNames[] = {GRAFT_STAGES(GRAFT_STAGE_NAME)};
+#undef GRAFT_STAGE_NAME
 
 class StageClock {
  public:

@@ -52,9 +52,15 @@ inline StreamKey streamKey(CUstream s, int perThread) {
 }
 
 inline CUcontext currentContext() {
+  core::StageTimer timer(core::Stage::Context);
   CUcontext ctx = nullptr;
   real<ApiId::k_cuCtxGetCurrent_4000>()(&ctx);
   return ctx;
+}
+
+inline graph::KernelInfo& kernelInfo(Runtime& rt, CUfunction f) {
+  core::StageTimer timer(core::Stage::KernelLookup);
+  return rt.kernels().get(f);
 }
 
 // For event ops: which context's default stream a NULL stream names. Ops on a
@@ -101,7 +107,7 @@ struct Encoder<ApiId::k_cuLaunchKernel_4000> {
                               CUstream s, void** params, void** extra) {
     graph::LaunchArgs a{f, {gx, gy, gz}, {bx, by, bz}, shmem, nullptr, 0, params, extra};
     return rt.encoder().kernel(ApiId::k_cuLaunchKernel_4000, streamKey(s, pt), currentContext(),
-                               rt.kernels().get(f), a);
+                               kernelInfo(rt, f), a);
   }
 };
 
@@ -117,7 +123,7 @@ struct Encoder<ApiId::k_cuLaunchKernelEx_11060> {
                         {c->blockDimX, c->blockDimY, c->blockDimZ},
                         c->sharedMemBytes, c->attrs, c->numAttrs, params, extra};
     return rt.encoder().kernel(ApiId::k_cuLaunchKernelEx_11060, streamKey(c->hStream, pt),
-                               currentContext(), rt.kernels().get(f), a);
+                               currentContext(), kernelInfo(rt, f), a);
   }
 };
 
@@ -129,7 +135,7 @@ struct Encoder<ApiId::k_cuLaunchCooperativeKernel_9000> {
                               CUstream s, void** params) {
     graph::LaunchArgs a{f, {gx, gy, gz}, {bx, by, bz}, shmem, nullptr, 0, params, nullptr};
     return rt.encoder().kernel(ApiId::k_cuLaunchCooperativeKernel_9000, streamKey(s, pt),
-                               currentContext(), rt.kernels().get(f), a);
+                               currentContext(), kernelInfo(rt, f), a);
   }
 };
 
@@ -239,7 +245,11 @@ CUresult submitOp(Runtime& rt, Real realFn, A... a) {
     // own (not even encoding), so it is the program's CPU time alone.
     if (rt.mode() == config::Mode::Swallow) return CUDA_SUCCESS;
   }
-  auto lock = rt.engine().lock();
+  std::unique_lock<std::mutex> lock;
+  {
+    core::StageTimer timer(core::Stage::Lock);
+    lock = rt.engine().lock();
+  }
   // Read under the lock: a benchmark mode switch (graft_bench_set_mode) takes
   // it too, so no op is held after the switch flushed what was held.
   const config::Mode mode = rt.mode();
