@@ -44,6 +44,7 @@ Engine::Engine(const EngineConfig& config, Executor& executor)
       detector_(config.warmup, config.maxPeriod) {
   held_.reserve(kHeldReserveOps, kHeldReserveBytes);
   held_matched_.reserve(kHeldReserveOps);
+  failed_launches_.reserve(64);
   patch_.reserve(kHeldReserveOps);
   stream_activity_.reserve(64);
   ops_by_stream_.reserve(64);
@@ -85,6 +86,7 @@ Decision Engine::submit(const OpDesc& op) {
   if (stepsAside()) {
     pending_cause_ = capture_depth_ > 0 ? EagerCause::ProgramCapture : EagerCause::NotCaptured;
     pending_boundary_ = false;
+    drainLaunches();
     return Decision::IssueNow;
   }
   noteActivity(op);
@@ -93,6 +95,7 @@ Decision Engine::submit(const OpDesc& op) {
     if (!held_.empty()) resolveHeld(EagerCause::BoundaryInSegment, &op);
     pending_cause_ = op.cause;
     pending_boundary_ = true;
+    drainLaunches();
     return Decision::IssueNow;
   }
   if (!held_.empty()) {
@@ -102,7 +105,40 @@ Decision Engine::submit(const OpDesc& op) {
   if (tryStart(op)) return Decision::Held;
   pending_cause_ = EagerCause::NotCaptured;
   pending_boundary_ = false;
+  drainLaunches();
   return Decision::IssueNow;
+}
+
+void Engine::drainLaunches() {
+  executor_.drain(&failed_launches_);
+  if (failed_launches_.empty()) return;
+  // Each entry is one instance that was issued eagerly instead; its graph is
+  // not used again (it may hold some of its updates only).
+  for (size_t i = 0; i < failed_launches_.size(); ++i) {
+    GraphHandle* g = failed_launches_[i];
+    if (!g) continue;
+    size_t instances = 0;
+    for (size_t j = i; j < failed_launches_.size(); ++j) {
+      if (failed_launches_[j] != g) continue;
+      ++instances;
+      failed_launches_[j] = nullptr;
+    }
+    for (const auto& s : segments_.all()) {
+      if (s->graph != g) continue;
+      const uint64_t ops = uint64_t(s->length()) * instances;
+      stats_.opsViaGraph -= std::min(stats_.opsViaGraph, ops);
+      stats_.eagerByCause[size_t(EagerCause::LaunchFailed)] += ops;
+      stats_.replays -= std::min<uint64_t>(stats_.replays, instances);
+      logFallback(s.get(), 0, EagerCause::LaunchFailed, nullptr, nullptr, s->length());
+      GRAFT_WARN("segment #{}: its graph launch failed; its {} ops were issued eagerly and it is "
+                 "disabled", s->id, s->length());
+      segments_.disable(s.get());
+      s->graph = nullptr;
+      executor_.destroy(g);
+      break;
+    }
+  }
+  failed_launches_.clear();
 }
 
 void Engine::countPassthrough(StreamKey stream) {
@@ -322,24 +358,29 @@ void Engine::issueHeldEagerly(const OpDesc& op, EagerCause cause) {
 // Barriers, queries, capture
 
 void Engine::hostBarrier(uint64_t barrierHash) {
-  if (stepsAside()) return;
-  if (!held_.empty()) resolveHeld(EagerCause::SyncInSegment, nullptr);
-  pushBoundaryToken(hashCombine(barrierHash, kBoundarySalt));
+  if (!stepsAside()) {
+    if (!held_.empty()) resolveHeld(EagerCause::SyncInSegment, nullptr);
+    pushBoundaryToken(hashCombine(barrierHash, kBoundarySalt));
+  }
+  drainLaunches();
 }
 
 void Engine::query(StreamKey stream, uint64_t event, uint64_t queryHash) {
-  if (stepsAside()) return;
-  bool relevant = false;
-  if (event) {
-    auto it = event_record_generation_.find(event);
-    relevant = it != event_record_generation_.end() && it->second == boundary_generation_;
-  } else {
-    auto it = stream_activity_.find(stream);
-    relevant = it != stream_activity_.end() && it->second == boundary_generation_;
+  if (!stepsAside()) {
+    bool relevant = false;
+    if (event) {
+      auto it = event_record_generation_.find(event);
+      relevant = it != event_record_generation_.end() && it->second == boundary_generation_;
+    } else {
+      auto it = stream_activity_.find(stream);
+      relevant = it != stream_activity_.end() && it->second == boundary_generation_;
+    }
+    if (relevant) {
+      if (!held_.empty()) resolveHeld(EagerCause::QueryInSegment, nullptr);
+      pushBoundaryToken(hashCombine(queryHash, kBoundarySalt));
+    }
   }
-  if (!relevant) return;
-  if (!held_.empty()) resolveHeld(EagerCause::QueryInSegment, nullptr);
-  pushBoundaryToken(hashCombine(queryHash, kBoundarySalt));
+  drainLaunches();  // last: a launch queued before the query is work it must see
 }
 
 void Engine::releaseStream(StreamKey stream) {
@@ -351,6 +392,7 @@ void Engine::releaseStream(StreamKey stream) {
   }
   stream_activity_.erase(stream);
   if (stream == last_stream_) last_stream_ops_ = nullptr;
+  drainLaunches();
 }
 
 bool Engine::deferEventDestroy(uint64_t event) {
@@ -361,13 +403,18 @@ bool Engine::deferEventDestroy(uint64_t event) {
       return true;
     }
   }
+  drainLaunches();
   return false;
 }
 
 bool Engine::deferFree(uint64_t pointer, StreamKey stream, uint64_t domain) {
-  if (held_.empty()) return false;
+  if (held_.empty()) {
+    drainLaunches();
+    return false;
+  }
   if (stream == kPerThreadStream) {  // only the calling thread can name that stream
     resolveHeld(EagerCause::SyncInSegment, nullptr);
+    drainLaunches();
     return false;
   }
   deferred_.push_back({true, pointer, stream, domain});
@@ -386,6 +433,7 @@ void Engine::heldCleared() {
 
 void Engine::programCaptureBegin() {
   if (!held_.empty()) resolveHeld(EagerCause::ProgramCapture, nullptr);
+  drainLaunches();
   if (capture_depth_++ == 0) {
     detector_.reset();
     GRAFT_DEBUG("program stream capture began: stepping aside");
@@ -398,6 +446,7 @@ void Engine::programCaptureEnd() {
 
 void Engine::flushAll() {
   if (!held_.empty()) resolveHeld(EagerCause::SyncInSegment, nullptr);
+  drainLaunches();
 }
 
 bool Engine::flushIfIdle() {

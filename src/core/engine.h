@@ -103,8 +103,13 @@ class Engine {
   void programCaptureBegin();
   void programCaptureEnd();
   bool programCaptureActive() const { return capture_depth_ > 0; }
-  // Issues everything held (at exit, or before graft stops replaying).
+  // Issues everything held (at exit, or before graft stops replaying), and
+  // waits until every graph launch is in the driver's queues.
   void flushAll();
+  // Waits until every graph launch the executor accepted is in the driver's
+  // queues (see Executor::drain); the caller then issues a call of the
+  // program's that enqueues or observes GPU work. Cheap when none is pending.
+  void drainLaunches();
   // For a watchdog called periodically: issues what is held if no op has been
   // submitted since the previous call that saw the same held work. Returns
   // true when it flushed.
@@ -185,6 +190,7 @@ class Engine {
   size_t num_candidates_ = 0;
   Mismatch last_mismatch_;
   std::vector<uint32_t> patch_;
+  std::vector<GraphHandle*> failed_launches_;
   struct Deferred {
     bool isFree;  // cuMemFreeAsync(handle, stream); else cuEventDestroy(handle)
     uint64_t handle;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "core/op.h"
 #include "core/op_buffer.h"
@@ -45,6 +46,16 @@ class Executor {
   // the segment's work was enqueued, so the caller may issue `ops` eagerly.
   virtual int launch(GraphHandle* graph, const OpRange& ops,
                      std::span<const uint32_t> patch, std::string* whyNot) = 0;
+
+  // An executor may run launches on a thread of its own (launch() then only
+  // queues the launch and returns 0). drain() returns once every launch queued
+  // so far has been handed to the driver; the engine calls it before the
+  // program's own calls that issue or observe GPU work, so nothing overtakes
+  // a queued launch. A queued launch that failed was issued eagerly from the
+  // graph's own copy of its ops; each such launch appends its graph to
+  // `failed`, and the engine stops using it. Every other member drains first
+  // by itself.
+  virtual void drain(std::vector<GraphHandle*>* /*failed*/) {}
 
   virtual void destroy(GraphHandle* graph) = 0;
 

@@ -7,8 +7,8 @@
 // Counted in timestamp-counter ticks on x86-64 (steady_clock nanoseconds
 // elsewhere), converted with a rate calibrated between enable() and report().
 //
-// Threading: timers run under the engine lock, so the totals need no atomics;
-// the nesting pointer is thread-local. Off (the default): one predictable
+// Threading: timers run under the engine lock or on graft's launch thread;
+// totals are relaxed atomics, the nesting pointer is thread-local. Off (the default): one predictable
 // branch per timer. No allocation, no logging, no driver calls.
 #pragma once
 
@@ -69,8 +69,8 @@ class StageClock {
 #endif
   }
   static void add(Stage s, uint64_t ticks) {
-    ticks_[size_t(s)] += ticks;
-    ++calls_[size_t(s)];
+    ticks_[size_t(s)].fetch_add(ticks, std::memory_order_relaxed);
+    calls_[size_t(s)].fetch_add(1, std::memory_order_relaxed);
   }
   // Totals so far, in microseconds (call under the engine lock).
   static Totals totals() {
@@ -80,8 +80,8 @@ class StageClock {
     const uint64_t ticks = now() - start_ticks_;
     const double ticksPerMicro = seconds > 0 && ticks ? double(ticks) / (seconds * 1e6) : 1e3;
     for (size_t i = 0; i < size_t(Stage::Count); ++i) {
-      t.calls[i] = calls_[i];
-      t.micros[i] = double(ticks_[i]) / ticksPerMicro;
+      t.calls[i] = calls_[i].load(std::memory_order_relaxed);
+      t.micros[i] = double(ticks_[i].load(std::memory_order_relaxed)) / ticksPerMicro;
     }
     return t;
   }
@@ -90,8 +90,9 @@ class StageClock {
   static inline std::atomic<bool> enabled_{false};
   static inline uint64_t start_ticks_ = 0;
   static inline std::chrono::steady_clock::time_point start_time_{};
-  static inline std::array<uint64_t, size_t(Stage::Count)> ticks_{};
-  static inline std::array<uint64_t, size_t(Stage::Count)> calls_{};
+  // Atomic: graft's launch thread times its node updates and launches too.
+  static inline std::array<std::atomic<uint64_t>, size_t(Stage::Count)> ticks_{};
+  static inline std::array<std::atomic<uint64_t>, size_t(Stage::Count)> calls_{};
 };
 
 // Charges its scope's exclusive time to a stage when the clock is on.

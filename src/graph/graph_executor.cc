@@ -1,5 +1,8 @@
 #include "graph/graph_executor.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "core/stage_clock.h"
 
 #include <fmt/format.h>
@@ -26,6 +29,13 @@ struct GraphHandle {
   CUevent doneEvent = nullptr;
   std::vector<uint32_t> externalWaits;  // ops waiting on events recorded before the segment
   std::vector<uint32_t> records;        // program event records, re-recorded after the graph
+  std::vector<uint32_t> eventOps;       // every event op, in op order (LaunchJob::events)
+  // Kernel parameter offsets of op i: paramOffsets[paramStart[i] .. paramStart[i + 1]).
+  std::vector<uint32_t> paramStart;
+  std::vector<uint32_t> paramOffsets;
+  // The segment's ops with the values the executable graph holds (updated by
+  // each launch), to issue an instance eagerly if its launch fails.
+  OpBuffer instance;
 };
 
 }  // namespace graft::core
@@ -85,6 +95,15 @@ void destroyHandle(GraphHandle* g) {
 
 }  // namespace
 
+GraphExecutor::GraphExecutor(KernelRegistry& kernels, pool::DevicePool* pool, bool asyncLaunch)
+    : kernels_(kernels), pool_(pool) {
+  if (asyncLaunch)
+    worker_ = std::make_unique<LaunchWorker<LaunchJob>>([this](LaunchJob& job) {
+      std::string why;  // only a failure builds text
+      return runLaunch(job, &why);
+    });
+}
+
 GraphExecutor::~GraphExecutor() = default;  // driver objects are left to process teardown
 
 CUstream GraphExecutor::captureStream(ContextPool& pool, size_t index, CUresult* status) {
@@ -133,6 +152,7 @@ CUcontext GraphExecutor::orLastContext(CUcontext ctx) {
 }
 
 int GraphExecutor::issue(const OpDesc& op) {
+  waitForLaunches();
   // Event ops carry no context; another thread (the idle flush) may have none
   // current, so use the last context graft saw.
   ContextScope scope(orLastContext(contextOf(op)));
@@ -158,6 +178,7 @@ CUcontext GraphExecutor::streamContext(core::StreamKey key) {
 }
 
 core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::string* why) {
+  waitForLaunches();
   const auto& ops = req.ops;
   CUcontext ctx = nullptr;
   for (const OpDesc& op : ops) {
@@ -312,6 +333,22 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
     r = real<ApiId::k_cuGraphUpload_11010>()(g->exec, origin);
     if (r != CUDA_SUCCESS) return fail("cuGraphUpload");
 
+    g->paramStart.assign(1, 0);
+    for (size_t i = 0; i < ops.size(); ++i) {
+      g->instance.push(ops[i]);
+      if (ops[i].kind == OpKind::EventRecord || ops[i].kind == OpKind::EventWait)
+        g->eventOps.push_back(uint32_t(i));
+      if (ops[i].kind == OpKind::Kernel && kernelShapeOf(ops[i]).paramMode == kParamsArray &&
+          ops[i].value.size) {
+        const KernelInfo* info = kernels_.find(kernelShapeOf(ops[i]).func);
+        if (!info || !info->layoutKnown) {
+          r = CUDA_ERROR_INVALID_VALUE;
+          return fail("a kernel without a known parameter layout");
+        }
+        g->paramOffsets.insert(g->paramOffsets.end(), info->offsets.begin(), info->offsets.end());
+      }
+      g->paramStart.push_back(uint32_t(g->paramOffsets.size()));
+    }
     for (size_t i = 0; i < ops.size(); ++i) {
       if (!g->nodes[i]) continue;
       if (ops[i].kind == OpKind::Kernel) {
@@ -362,50 +399,96 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
 
 int GraphExecutor::launch(GraphHandle* g, const core::OpRange& ops,
                           std::span<const uint32_t> patch, std::string* why) {
-  ContextScope scope(orLastContext(g->ctx));
-  CUresult r = CUDA_SUCCESS;
+  LaunchJob* job = &sync_job_;
+  if (worker_) {
+    while (!(job = worker_->slot())) {  // the launch thread stopped after a failure
+      worker_->drain();
+      takeOverAfterFailure();
+    }
+  }
+  // Copy what this instance changes: the held ops are gone once this returns.
+  job->graph = g;
+  job->patchOps.clear();
+  job->patchOffsets.clear();
+  job->bytes.clear();
   for (uint32_t k : patch) {
+    const OpDesc op = ops[k];
+    job->patchOps.push_back(k);
+    job->patchOffsets.push_back(uint32_t(job->bytes.size()));
+    job->bytes.insert(job->bytes.end(), op.value.data, op.value.data + op.value.size);
+    if (op.kind == OpKind::Kernel) kernels_.notePatched(kernelShapeOf(op).func);
+  }
+  job->events.clear();
+  for (uint32_t k : g->eventOps) job->events.push_back(ops[k].event);
+  if (worker_) {
+    worker_->queue();
+    return 0;
+  }
+  return runLaunch(*job, why);
+}
+
+int GraphExecutor::runLaunch(LaunchJob& job, std::string* why) {
+  GraphHandle* g = job.graph;
+  ContextScope scope(g->ctx);
+  CUresult r = CUDA_SUCCESS;
+  auto instanceOp = [&](uint32_t k) {
+    OpDesc op = g->instance.view(k);
+    for (size_t e = 0; e < g->eventOps.size(); ++e)
+      if (g->eventOps[e] == k) op.event = job.events[e];
+    return op;
+  };
+  for (size_t p = 0; p < job.patchOps.size(); ++p) {
     core::StageTimer timer(core::Stage::NodeUpdate);
-    const OpDesc& op = ops[k];
-    switch (op.kind) {
+    const uint32_t k = job.patchOps[p];
+    const OpDesc recorded = g->instance.view(k);
+    uint8_t* data = job.bytes.data() + job.patchOffsets[p];
+    switch (recorded.kind) {
       case OpKind::Kernel: {
-        CUDA_KERNEL_NODE_PARAMS p = g->kernelBase[k];
+        CUDA_KERNEL_NODE_PARAMS params = g->kernelBase[k];
         void* extra[5];
-        size_t extraSize = 0;
-        if (!kernelParamsOf(op, kernels_, params_, extra, &extraSize)) {
-          r = CUDA_ERROR_INVALID_VALUE;
-          break;
+        size_t extraSize = recorded.value.size;
+        if (kernelShapeOf(recorded).paramMode == kParamsBuffer) {
+          extra[0] = CU_LAUNCH_PARAM_BUFFER_POINTER;
+          extra[1] = data;
+          extra[2] = CU_LAUNCH_PARAM_BUFFER_SIZE;
+          extra[3] = &extraSize;
+          extra[4] = CU_LAUNCH_PARAM_END;
+          params.kernelParams = nullptr;
+          params.extra = extra;
+        } else {
+          job.pointers.clear();
+          for (uint32_t i = g->paramStart[k]; i < g->paramStart[k + 1]; ++i)
+            job.pointers.push_back(data + g->paramOffsets[i]);
+          params.kernelParams = job.pointers.data();
+          params.extra = nullptr;
         }
-        const bool buffer = kernelShapeOf(op).paramMode == kParamsBuffer;
-        p.kernelParams = buffer ? nullptr : params_.data();
-        p.extra = buffer ? extra : nullptr;
-        r = real<ApiId::k_cuGraphExecKernelNodeSetParams_12000>()(g->exec, g->nodes[k], &p);
-        kernels_.notePatched(kernelShapeOf(op).func);
+        r = real<ApiId::k_cuGraphExecKernelNodeSetParams_12000>()(g->exec, g->nodes[k], &params);
         break;
       }
       case OpKind::Memcpy: {
-        CUDA_MEMCPY3D p = g->copyBase.at(k);
-        const CopyValue v = copyValueOf(op);
-        if (p.srcMemoryType == CU_MEMORYTYPE_HOST) p.srcHost = reinterpret_cast<const void*>(v.src);
-        else p.srcDevice = v.src;
-        if (p.dstMemoryType == CU_MEMORYTYPE_HOST) p.dstHost = reinterpret_cast<void*>(v.dst);
-        else p.dstDevice = v.dst;
-        r = real<ApiId::k_cuGraphExecMemcpyNodeSetParams_10020>()(g->exec, g->nodes[k], &p, g->ctx);
+        CUDA_MEMCPY3D params = g->copyBase.at(k);
+        CopyValue v;
+        std::memcpy(&v, data, sizeof(v));
+        if (params.srcMemoryType == CU_MEMORYTYPE_HOST) params.srcHost = reinterpret_cast<const void*>(v.src);
+        else params.srcDevice = v.src;
+        if (params.dstMemoryType == CU_MEMORYTYPE_HOST) params.dstHost = reinterpret_cast<void*>(v.dst);
+        else params.dstDevice = v.dst;
+        r = real<ApiId::k_cuGraphExecMemcpyNodeSetParams_10020>()(g->exec, g->nodes[k], &params, g->ctx);
         break;
       }
       case OpKind::Memset: {
-        CUDA_MEMSET_NODE_PARAMS p = g->setBase.at(k);
-        const SetValue v = setValueOf(op);
-        p.dst = v.dst;
-        p.value = v.value;
-        r = real<ApiId::k_cuGraphExecMemsetNodeSetParams_10020>()(g->exec, g->nodes[k], &p, g->ctx);
+        CUDA_MEMSET_NODE_PARAMS params = g->setBase.at(k);
+        SetValue v;
+        std::memcpy(&v, data, sizeof(v));
+        params.dst = v.dst;
+        params.value = v.value;
+        r = real<ApiId::k_cuGraphExecMemsetNodeSetParams_10020>()(g->exec, g->nodes[k], &params, g->ctx);
         break;
       }
       default: break;
     }
     if (r != CUDA_SUCCESS) {
-      *why = fmt::format("updating the graph node of op {} ({}) failed: {}", k,
-                         describeOp(op, kernels_), errorName(r));
+      *why = fmt::format("updating the graph node of op {} failed: {}", k, errorName(r));
       return int(r);
     }
   }
@@ -418,7 +501,7 @@ int GraphExecutor::launch(GraphHandle* g, const core::OpRange& ops,
     }
   }
   for (uint32_t k : g->externalWaits) {
-    const OpDesc& op = ops[k];
+    const OpDesc op = instanceOp(k);
     if ((r = waitOn(L, reinterpret_cast<CUevent>(op.event), eventShapeOf(op).flags)) != CUDA_SUCCESS) {
       *why = "waiting on the program's event before the graph failed: " + errorName(r);
       return int(r);
@@ -432,14 +515,19 @@ int GraphExecutor::launch(GraphHandle* g, const core::OpRange& ops,
     *why = "cuGraphLaunch failed: " + errorName(r);
     return int(r);
   }
+  // The graph holds this instance's values now.
+  for (size_t p = 0; p < job.patchOps.size(); ++p) {
+    const uint32_t k = job.patchOps[p];
+    g->instance.setValue(k, core::Bytes{job.bytes.data() + job.patchOffsets[p], g->instance.view(k).value.size});
+  }
   // After the graph: every touched stream waits for it, and the program's
   // events recorded inside the segment are recorded again.
   bool ok = g->otherStreams.empty() || (r = recordOn(g->doneEvent, L)) == CUDA_SUCCESS;
   for (size_t i = 0; ok && i < g->otherStreams.size(); ++i)
     ok = (r = waitOn(g->otherStreams[i], g->doneEvent)) == CUDA_SUCCESS;
   for (size_t n = 0; ok && n < g->records.size(); ++n) {
-    const OpDesc& op = ops[g->records[n]];
-    ok = (r = issueOp(op, asStream(op.stream), kernels_, params_)) == CUDA_SUCCESS;
+    const OpDesc op = instanceOp(g->records[n]);
+    ok = (r = issueOp(op, asStream(op.stream), kernels_, job.pointers)) == CUDA_SUCCESS;
   }
   if (!ok) {
     // The graph is enqueued; stay never-looser-than-eager by waiting for it.
@@ -449,17 +537,72 @@ int GraphExecutor::launch(GraphHandle* g, const core::OpRange& ops,
   return 0;
 }
 
+int GraphExecutor::reissueInstance(const LaunchJob& job) {
+  // The instance as the program issued it: the graph's copy of the segment,
+  // this job's patched values and the program's events.
+  GraphHandle* g = job.graph;
+  int first = 0;
+  size_t patch = 0, event = 0;
+  for (uint32_t k = 0; k < g->instance.size(); ++k) {
+    OpDesc op = g->instance.view(k);
+    if (patch < job.patchOps.size() && job.patchOps[patch] == k) {
+      op.value.data = job.bytes.data() + job.patchOffsets[patch];
+      ++patch;
+    }
+    if (event < g->eventOps.size() && g->eventOps[event] == k) op.event = job.events[event++];
+    ContextScope scope(orLastContext(contextOf(op)));
+    const int rc = int(issueOp(op, asStream(op.stream), kernels_, params_));
+    if (rc && !first) first = rc;
+  }
+  return first;
+}
+
+void GraphExecutor::takeOverAfterFailure() {
+  const uint64_t end = worker_->queuedCount();
+  std::vector<GraphHandle*> broken;
+  for (uint64_t i = worker_->firstUndone(); i < end; ++i) {
+    LaunchJob& job = worker_->job(i);
+    const bool graphBroken = std::find(broken.begin(), broken.end(), job.graph) != broken.end();
+    std::string why;
+    int rc = i == worker_->firstUndone() ? worker_->failure() : 0;
+    if (!rc && !graphBroken) rc = runLaunch(job, &why);
+    if (rc || graphBroken) {
+      if (rc) {
+        GRAFT_WARN("a graph launch failed ({}); issuing that instance's {} ops eagerly",
+                   why.empty() ? errorName(CUresult(rc)) : why, job.graph->instance.size());
+        broken.push_back(job.graph);
+      }
+      // A graph whose launch failed may hold some of its updates only: every
+      // later instance of it is issued eagerly too.
+      if (const int e = reissueInstance(job))
+        GRAFT_WARN("issuing a failed launch's ops eagerly returned driver error {}", e);
+      failed_.push_back(job.graph);
+    }
+  }
+  worker_->finish();
+}
+
+void GraphExecutor::drain(std::vector<GraphHandle*>* failed) {
+  waitForLaunches();
+  failed->insert(failed->end(), failed_.begin(), failed_.end());
+  failed_.clear();
+}
+
 void GraphExecutor::destroy(GraphHandle* g) {
   if (!g) return;
+  waitForLaunches();
+  failed_.erase(std::remove(failed_.begin(), failed_.end(), g), failed_.end());
   ContextScope scope(g->ctx);
   destroyHandle(g);
 }
 
 void GraphExecutor::destroyEvent(uint64_t event) {
+  waitForLaunches();
   real<ApiId::k_cuEventDestroy_4000>()(reinterpret_cast<CUevent>(event));
 }
 
 void GraphExecutor::freeAsync(uint64_t pointer, core::StreamKey stream, uint64_t domain) {
+  waitForLaunches();
   if (pool_ && pool_->owns(pointer)) {
     pool_->freeAsync(pointer, stream);
     return;
@@ -472,6 +615,7 @@ void GraphExecutor::freeAsync(uint64_t pointer, core::StreamKey stream, uint64_t
 uint64_t GraphExecutor::domainOf(const OpDesc& op) { return reinterpret_cast<uint64_t>(runContext(op)); }
 
 void GraphExecutor::forgetKernels() {
+  waitForLaunches();
   kernels_.retireAll();
   // A context may be going away with its streams: graft's capture streams
   // and events for it go first, and stream handles may be reused later.

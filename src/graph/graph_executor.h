@@ -5,11 +5,18 @@
 // events, never a program stream), instantiates the graph and remembers, per
 // op, the node it became (cuStreamGetCaptureInfo right after the op).
 // launch(): patches differing nodes, then launches on the segment's launch
-// stream with the stream and event bookkeeping of DESIGN.md §2.5.
+// stream with the stream and event bookkeeping of DESIGN.md §2.5. With
+// asyncLaunch, launch() copies what the launch needs into a job and returns;
+// graft's launch thread (LaunchWorker) runs the jobs in order, and every
+// other member waits for the queued jobs first (drain), so nothing graft or
+// the program issues can overtake a launch queued before it. A job that fails
+// there is issued eagerly, op by op, from the graph's own copy of its
+// segment, and reported by drain().
 //
-// Threading: used under the engine lock only. Calls the driver through the
-// real pointers (never through graft's wrappers). build() allocates; issue()
-// and launch() do not in steady state.
+// Threading: used under the engine lock only; the launch thread touches only
+// its jobs and the graphs they name (never the kernel registry). Calls the
+// driver through the real pointers (never through graft's wrappers). build()
+// allocates; issue() and launch() do not in steady state.
 #pragma once
 
 #include <cuda.h>
@@ -21,6 +28,7 @@
 
 #include "core/executor.h"
 #include "graph/kernel_registry.h"
+#include "graph/launch_worker.h"
 #include "pool/device_pool.h"
 
 namespace graft::graph {
@@ -29,13 +37,14 @@ class GraphExecutor final : public core::Executor {
  public:
   // `pool` (may be null) serves the program's stream-ordered allocations; the
   // frees the engine deferred go back to it rather than to the driver.
-  GraphExecutor(KernelRegistry& kernels, pool::DevicePool* pool) : kernels_(kernels), pool_(pool) {}
+  GraphExecutor(KernelRegistry& kernels, pool::DevicePool* pool, bool asyncLaunch);
   ~GraphExecutor() override;
 
   int issue(const core::OpDesc& op) override;
   core::GraphHandle* build(const core::BuildRequest& request, std::string* whyNot) override;
   int launch(core::GraphHandle* graph, const core::OpRange& ops,
              std::span<const uint32_t> patch, std::string* whyNot) override;
+  void drain(std::vector<core::GraphHandle*>* failed) override;
   void destroy(core::GraphHandle* graph) override;
   void destroyEvent(uint64_t event) override;
   void freeAsync(uint64_t pointer, core::StreamKey stream, uint64_t domain) override;
@@ -46,6 +55,7 @@ class GraphExecutor final : public core::Executor {
 
   // A program stream was destroyed: forget what was cached about it.
   void forgetStream(CUstream stream) {
+    waitForLaunches();
     blocking_.erase(reinterpret_cast<uint64_t>(stream));
     stream_ctx_.erase(reinterpret_cast<uint64_t>(stream));
   }
@@ -60,8 +70,30 @@ class GraphExecutor final : public core::Executor {
   void dropPool(CUcontext ctx);
   bool isBlocking(core::StreamKey stream);
 
+  // One graph launch, with copies of what differs from the graph's own copy
+  // of its segment: the patched ops' value bytes and the program's events.
+  struct LaunchJob {
+    core::GraphHandle* graph = nullptr;
+    std::vector<uint32_t> patchOps;      // op index of each patch
+    std::vector<uint32_t> patchOffsets;  // where its value bytes start in `bytes`
+    std::vector<uint8_t> bytes;
+    std::vector<uint64_t> events;        // per event op of the graph, in op order
+    std::vector<void*> pointers;         // scratch: kernel parameter pointers
+  };
+  int runLaunch(LaunchJob& job, std::string* why);
+  // After a launch failed on the launch thread: issues that job and, in order,
+  // every job queued after it (eagerly when its graph failed before).
+  void takeOverAfterFailure();
+  int reissueInstance(const LaunchJob& job);
+  void waitForLaunches() {
+    if (worker_ && !worker_->idle() && !worker_->drain()) takeOverAfterFailure();
+  }
+
   KernelRegistry& kernels_;
   pool::DevicePool* pool_;
+  std::unique_ptr<LaunchWorker<LaunchJob>> worker_;
+  LaunchJob sync_job_;                         // without the launch thread
+  std::vector<core::GraphHandle*> failed_;     // launches that failed there, not yet reported
   std::unordered_map<CUcontext, ContextPool> pools_;
   std::unordered_map<uint64_t, bool> blocking_;
   // The context of each program stream seen at build time (cuStreamGetCtx).

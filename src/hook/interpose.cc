@@ -301,6 +301,11 @@ CUresult allocAsync(Runtime& rt, Real realFn, CUdeviceptr* out, size_t bytes, CU
     if (!capturing && key != core::kPerThreadStream && pool->allocate(bytes, key, out))
       return CUDA_SUCCESS;
   }
+  {
+    // A stream-ordered allocation comes after the graph launches queued before it.
+    auto lock = rt.engine().lock();
+    rt.engine().drainLaunches();
+  }
   return realFn(out, bytes, s);
 }
 

@@ -1,0 +1,119 @@
+// LaunchWorker: one graft thread that runs queued jobs (graph launches) in
+// the order they were queued, so the program's thread does not wait for the
+// driver's node updates and cuGraphLaunch.
+//
+// Protocol (one producer at a time: the caller holds the engine lock):
+//   slot()   the next free job slot (waits while every slot is queued);
+//            the worker thread starts on the first call;
+//   queue()  publishes it; the worker runs it later, in order;
+//   drain()  returns once every queued job has run, or when one failed: the
+//            worker then stops until the caller takes over what is left
+//            (failed() names it, finish() marks all queued jobs as done).
+// Nothing queued is ever dropped: after a failure the worker runs nothing
+// more, so the caller can issue the failed work and everything after it in
+// order.
+//
+// Threading: slot/queue/drain/failed/finish from the producer only; the run
+// function on the worker thread only. Allocates only when the thread starts.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <thread>
+
+namespace graft::graph {
+
+template <typename Job, size_t kSlots = 8>
+class LaunchWorker {
+ public:
+  // `run` returns 0, or an error that stops the worker (see drain()).
+  explicit LaunchWorker(std::function<int(Job&)> run) : run_(std::move(run)) {}
+  ~LaunchWorker() = default;  // the thread is detached and idle at exit
+  LaunchWorker(const LaunchWorker&) = delete;
+  LaunchWorker& operator=(const LaunchWorker&) = delete;
+
+  // The next free slot, or nullptr when the worker stopped after a failure
+  // (the caller must take over first: drain()).
+  Job* slot() {
+    if (!started_) start();
+    for (;;) {
+      const uint64_t st = state_.load(std::memory_order_acquire);
+      if (st & kHalted) return nullptr;
+      if (queued_ - st < kSlots) return &slots_[queued_ % kSlots];
+      state_.wait(st, std::memory_order_acquire);
+    }
+  }
+  void queue() {
+    ++queued_;
+    queuedShared_.store(queued_, std::memory_order_release);
+    queuedShared_.notify_one();
+  }
+  bool idle() const { return state_.load(std::memory_order_acquire) == queued_; }
+  // True: every queued job ran. False: the job firstUndone() failed; the
+  // worker is stopped, and the caller runs the rest itself, then finish().
+  bool drain() {
+    for (;;) {
+      const uint64_t st = state_.load(std::memory_order_acquire);
+      if (st == queued_) return true;
+      if (st & kHalted) return false;
+      state_.wait(st, std::memory_order_acquire);
+    }
+  }
+  // After drain() returned false: the failed job, then those queued after it.
+  uint64_t firstUndone() const { return state_.load(std::memory_order_acquire) & ~kHalted; }
+  uint64_t queuedCount() const { return queued_; }
+  Job& job(uint64_t index) { return slots_[index % kSlots]; }
+  int failure() const { return failure_; }
+  void finish() {
+    state_.store(queued_, std::memory_order_release);
+    state_.notify_all();
+  }
+
+ private:
+  // state_: jobs finished, with kHalted set while the worker waits for the
+  // caller to take over after a failure. Every change wakes the waiters.
+  static constexpr uint64_t kHalted = uint64_t(1) << 63;
+
+  void start() {
+    started_ = true;
+    std::thread([this] { loop(); }).detach();
+  }
+  void loop() {
+    uint64_t next = 0;
+    for (;;) {
+      uint64_t q = queuedShared_.load(std::memory_order_acquire);
+      while (q == next) {
+        queuedShared_.wait(q, std::memory_order_acquire);
+        q = queuedShared_.load(std::memory_order_acquire);
+      }
+      const int rc = run_(slots_[next % kSlots]);
+      if (rc != 0) {
+        failure_ = rc;
+        uint64_t st = next | kHalted;
+        state_.store(st, std::memory_order_release);
+        state_.notify_all();
+        while (st & kHalted) {
+          state_.wait(st, std::memory_order_acquire);
+          st = state_.load(std::memory_order_acquire);
+        }
+        next = st;  // the caller ran the rest
+        continue;
+      }
+      ++next;
+      state_.store(next, std::memory_order_release);
+      state_.notify_all();
+    }
+  }
+
+  std::function<int(Job&)> run_;
+  std::array<Job, kSlots> slots_{};
+  uint64_t queued_ = 0;                    // producer's count
+  std::atomic<uint64_t> queuedShared_{0};  // ... published to the worker
+  std::atomic<uint64_t> state_{0};
+  int failure_ = 0;
+  bool started_ = false;
+};
+
+}  // namespace graft::graph
