@@ -19,9 +19,14 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <thread>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace graft::graph {
 
@@ -42,7 +47,7 @@ class LaunchWorker {
       const uint64_t st = state_.load(std::memory_order_acquire);
       if (st & kHalted) return nullptr;
       if (queued_ - st < kSlots) return &slots_[queued_ % kSlots];
-      state_.wait(st, std::memory_order_acquire);
+      waitForChange(state_, st);
     }
   }
   void queue() {
@@ -58,7 +63,7 @@ class LaunchWorker {
       const uint64_t st = state_.load(std::memory_order_acquire);
       if (st == queued_) return true;
       if (st & kHalted) return false;
-      state_.wait(st, std::memory_order_acquire);
+      waitForChange(state_, st);
     }
   }
   // After drain() returned false: the failed job, then those queued after it.
@@ -75,6 +80,20 @@ class LaunchWorker {
   // state_: jobs finished, with kHalted set while the worker waits for the
   // caller to take over after a failure. Every change wakes the waiters.
   static constexpr uint64_t kHalted = uint64_t(1) << 63;
+  // Waits until `a` no longer holds `old`: spins for a while first, since a
+  // launch takes tens of microseconds and a futex sleep and wake-up costs
+  // several (and the waker's notify is nearly free while nobody sleeps).
+  static void waitForChange(const std::atomic<uint64_t>& a, uint64_t old) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
+    for (unsigned i = 1;; ++i) {
+      if (a.load(std::memory_order_acquire) != old) return;
+#if defined(__x86_64__)
+      _mm_pause();
+#endif
+      if (i % 64 == 0 && std::chrono::steady_clock::now() > until) break;
+    }
+    a.wait(old, std::memory_order_acquire);
+  }
 
   void start() {
     started_ = true;
@@ -85,7 +104,7 @@ class LaunchWorker {
     for (;;) {
       uint64_t q = queuedShared_.load(std::memory_order_acquire);
       while (q == next) {
-        queuedShared_.wait(q, std::memory_order_acquire);
+        waitForChange(queuedShared_, q);
         q = queuedShared_.load(std::memory_order_acquire);
       }
       const int rc = run_(slots_[next % kSlots]);
@@ -95,7 +114,7 @@ class LaunchWorker {
         state_.store(st, std::memory_order_release);
         state_.notify_all();
         while (st & kHalted) {
-          state_.wait(st, std::memory_order_acquire);
+          waitForChange(state_, st);
           st = state_.load(std::memory_order_acquire);
         }
         next = st;  // the caller ran the rest
