@@ -173,6 +173,7 @@ bool Engine::tryStart(const OpDesc& op) {
   }
   if (num_candidates_ == 0) return false;
   last_mismatch_ = {};
+  executor_.expectLaunch();
   hold(op, candidates_[0].segment);
   afterHeldGrew();
   return true;

@@ -45,6 +45,9 @@ class GraphExecutor final : public core::Executor {
   int launch(core::GraphHandle* graph, const core::OpRange& ops,
              std::span<const uint32_t> patch, std::string* whyNot) override;
   void drain(std::vector<core::GraphHandle*>* failed) override;
+  void expectLaunch() override {
+    if (worker_) worker_->expectJob();
+  }
   void destroy(core::GraphHandle* graph) override;
   void destroyEvent(uint64_t event) override;
   void freeAsync(uint64_t pointer, core::StreamKey stream, uint64_t domain) override;
