@@ -173,7 +173,12 @@ bool Engine::tryStart(const OpDesc& op) {
   }
   if (num_candidates_ == 0) return false;
   last_mismatch_ = {};
-  executor_.expectLaunch();
+  if (expect_launch_hint_) {
+    // The first run after the host waited: the GPU is likely idle, so the
+    // launch this run may become is worth having the launch thread awake for.
+    expect_launch_hint_ = false;
+    executor_.expectLaunch();
+  }
   hold(op, candidates_[0].segment);
   afterHeldGrew();
   return true;
@@ -359,6 +364,7 @@ void Engine::issueHeldEagerly(const OpDesc& op, EagerCause cause) {
 // Barriers, queries, capture
 
 void Engine::hostBarrier(uint64_t barrierHash) {
+  expect_launch_hint_ = true;
   if (!stepsAside()) {
     if (!held_.empty()) resolveHeld(EagerCause::SyncInSegment, nullptr);
     pushBoundaryToken(hashCombine(barrierHash, kBoundarySalt));

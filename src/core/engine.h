@@ -205,6 +205,7 @@ class Engine {
   bool pending_boundary_ = false;
   int capture_depth_ = 0;
   bool paused_ = false;
+  bool expect_launch_hint_ = false;  // a host barrier since the last run began
 
   // Query relevance: work issued since the last boundary token.
   uint64_t boundary_generation_ = 1;

@@ -56,8 +56,10 @@ class Executor {
   // `failed`, and the engine stops using it. Every other member drains first
   // by itself.
   virtual void drain(std::vector<GraphHandle*>* /*failed*/) {}
-  // A hint: the engine began holding ops that may become a launch soon (an
-  // executor with a launch thread wakes it now). Cheap; never blocks.
+  // A hint: the engine began holding ops that may become a launch soon, the
+  // first since the host waited for the GPU (an executor with a launch thread
+  // wakes it now, so that launch does not wait for the thread to be
+  // scheduled). Cheap; never blocks.
   virtual void expectLaunch() {}
 
   virtual void destroy(GraphHandle* graph) = 0;
