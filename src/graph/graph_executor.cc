@@ -400,7 +400,8 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
 int GraphExecutor::launch(GraphHandle* g, const core::OpRange& ops,
                           std::span<const uint32_t> patch, std::string* why) {
   LaunchJob* job = &sync_job_;
-  if (worker_) {
+  const bool async = launchThread();
+  if (async) {
     while (!(job = worker_->slot())) {  // the launch thread stopped after a failure
       worker_->drain();
       takeOverAfterFailure();
@@ -420,7 +421,7 @@ int GraphExecutor::launch(GraphHandle* g, const core::OpRange& ops,
   }
   job->events.clear();
   for (uint32_t k : g->eventOps) job->events.push_back(ops[k].event);
-  if (worker_) {
+  if (async) {
     worker_->queue();
     return 0;
   }

@@ -46,7 +46,7 @@ class GraphExecutor final : public core::Executor {
              std::span<const uint32_t> patch, std::string* whyNot) override;
   void drain(std::vector<core::GraphHandle*>* failed) override;
   void expectLaunch() override {
-    if (worker_) worker_->expectJob();
+    if (launchThread()) worker_->expectJob();
   }
   void destroy(core::GraphHandle* graph) override;
   void destroyEvent(uint64_t event) override;
@@ -88,8 +88,9 @@ class GraphExecutor final : public core::Executor {
   // every job queued after it (eagerly when its graph failed before).
   void takeOverAfterFailure();
   int reissueInstance(const LaunchJob& job);
+  bool launchThread() const { return worker_ && LaunchWorker<LaunchJob>::usable(); }
   void waitForLaunches() {
-    if (worker_ && !worker_->idle() && !worker_->drain()) takeOverAfterFailure();
+    if (launchThread() && !worker_->idle() && !worker_->drain()) takeOverAfterFailure();
   }
 
   KernelRegistry& kernels_;

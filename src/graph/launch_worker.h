@@ -22,7 +22,10 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <thread>
+
+#include <pthread.h>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -64,6 +67,9 @@ class LaunchWorker {
     signal_.notify_one();
   }
   bool idle() const { return state_.load(std::memory_order_acquire) == queued_; }
+  // False in a child the process forked after the thread started: the thread
+  // is not there (and the parent's CUDA context is not usable either).
+  static bool usable() { return !forked_.load(std::memory_order_relaxed); }
   // True: every queued job ran. False: the job firstUndone() failed; the
   // worker is stopped, and the caller runs the rest itself, then finish().
   bool drain() {
@@ -108,6 +114,10 @@ class LaunchWorker {
 
   void start() {
     started_ = true;
+    static std::once_flag atfork;
+    std::call_once(atfork, [] {
+      pthread_atfork(nullptr, nullptr, [] { forked_.store(true, std::memory_order_relaxed); });
+    });
     std::thread([this] { loop(); }).detach();
   }
   void loop() {
@@ -151,6 +161,7 @@ class LaunchWorker {
   std::atomic<uint64_t> state_{0};
   int failure_ = 0;
   bool started_ = false;
+  static inline std::atomic<bool> forked_{false};
 };
 
 }  // namespace graft::graph
