@@ -112,29 +112,25 @@ Decision Engine::submit(const OpDesc& op) {
 void Engine::drainLaunches() {
   executor_.drain(&failed_launches_);
   if (failed_launches_.empty()) return;
-  // Each entry is one instance that was issued eagerly instead; its graph is
-  // not used again (it may hold some of its updates only).
-  for (size_t i = 0; i < failed_launches_.size(); ++i) {
-    GraphHandle* g = failed_launches_[i];
-    if (!g) continue;
-    size_t instances = 0;
-    for (size_t j = i; j < failed_launches_.size(); ++j) {
-      if (failed_launches_[j] != g) continue;
-      ++instances;
-      failed_launches_[j] = nullptr;
-    }
+  // Each entry is one instance whose ops were issued eagerly instead; its
+  // graph is not used again (it may hold some of its updates only).
+  for (const FailedLaunch& f : failed_launches_) {
+    stats_.opsViaGraph -= std::min<uint64_t>(stats_.opsViaGraph, f.ops);
+    stats_.eagerByCause[size_t(EagerCause::LaunchFailed)] += f.ops;
+    stats_.replays -= std::min<uint64_t>(stats_.replays, 1);
+    if (!f.graph) continue;
     for (const auto& s : segments_.all()) {
-      if (s->graph != g) continue;
-      const uint64_t ops = uint64_t(s->length()) * instances;
-      stats_.opsViaGraph -= std::min(stats_.opsViaGraph, ops);
-      stats_.eagerByCause[size_t(EagerCause::LaunchFailed)] += ops;
-      stats_.replays -= std::min<uint64_t>(stats_.replays, instances);
+      if (s->graph != f.graph) continue;
       logFallback(s.get(), 0, EagerCause::LaunchFailed, nullptr, nullptr, s->length());
       GRAFT_WARN("segment #{}: its graph launch failed; its {} ops were issued eagerly and it is "
                  "disabled", s->id, s->length());
       segments_.disable(s.get());
+      // Ops held now may be matching it: they go on with the other candidates.
+      for (size_t c = 0; c < num_candidates_; ++c)
+        if (candidates_[c].segment == s.get()) candidates_[c].alive = false;
+      if (last_mismatch_.segment == s.get()) last_mismatch_ = {};
       s->graph = nullptr;
-      executor_.destroy(g);
+      executor_.destroy(f.graph);
       break;
     }
   }
@@ -303,6 +299,10 @@ void Engine::resolveHeld(EagerCause cause, const OpDesc* trigger) {
 }
 
 void Engine::launchHeld(Segment* s, size_t begin, size_t length) {
+  if (!s->graph) {  // disabled while its ops were held
+    for (size_t k = 0; k < length; ++k) issueHeldEagerly(held_.view(begin + k), EagerCause::LaunchFailed);
+    return;
+  }
   patch_.clear();
   for (size_t k = 0; k < length; ++k) {
     // Held op k was compared with its segment's op k when it was held.

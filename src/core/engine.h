@@ -190,7 +190,7 @@ class Engine {
   size_t num_candidates_ = 0;
   Mismatch last_mismatch_;
   std::vector<uint32_t> patch_;
-  std::vector<GraphHandle*> failed_launches_;
+  std::vector<FailedLaunch> failed_launches_;
   struct Deferred {
     bool isFree;  // cuMemFreeAsync(handle, stream); else cuEventDestroy(handle)
     uint64_t handle;

@@ -19,6 +19,13 @@ namespace graft::core {
 // An executable graph built from a segment. Opaque to the engine.
 struct GraphHandle;
 
+// One queued launch that failed and whose ops were issued eagerly instead
+// (see Executor::drain). `graph` is null when the graph was destroyed since.
+struct FailedLaunch {
+  GraphHandle* graph;
+  uint32_t ops;
+};
+
 struct BuildRequest {
   std::span<const OpDesc> ops;
   // Per op: for EventWait, the record instance it waits on inside the
@@ -52,10 +59,11 @@ class Executor {
   // so far has been handed to the driver; the engine calls it before the
   // program's own calls that issue or observe GPU work, so nothing overtakes
   // a queued launch. A queued launch that failed was issued eagerly from the
-  // graph's own copy of its ops; each such launch appends its graph to
-  // `failed`, and the engine stops using it. Every other member drains first
-  // by itself.
-  virtual void drain(std::vector<GraphHandle*>* /*failed*/) {}
+  // graph's own copy of its ops; each such launch is appended to `failed`,
+  // and the engine stops using its graph (the executor refuses to launch it
+  // again: launch() returns an error and queues nothing). Every other member
+  // drains first by itself.
+  virtual void drain(std::vector<FailedLaunch>* /*failed*/) {}
   // A hint: the engine began holding ops that may become a launch soon, the
   // first since the host waited for the GPU (an executor with a launch thread
   // wakes it now, so that launch does not wait for the thread to be

@@ -33,9 +33,13 @@ struct GraphHandle {
   // Kernel parameter offsets of op i: paramOffsets[paramStart[i] .. paramStart[i + 1]).
   std::vector<uint32_t> paramStart;
   std::vector<uint32_t> paramOffsets;
-  // The segment's ops with the values the executable graph holds (updated by
-  // each launch), to issue an instance eagerly if its launch fails.
+  // The segment's ops with the values the engine believes the executable
+  // graph holds (each queued instance's patches applied in order, whether its
+  // launch succeeded or not), to issue an instance eagerly if its launch fails.
   OpBuffer instance;
+  // A launch of it failed: it may hold some of its updates only, so it is
+  // never launched again (launch() refuses it).
+  bool broken = false;
 };
 
 }  // namespace graft::core
@@ -95,13 +99,20 @@ void destroyHandle(GraphHandle* g) {
 
 }  // namespace
 
-GraphExecutor::GraphExecutor(KernelRegistry& kernels, pool::DevicePool* pool, bool asyncLaunch)
+GraphExecutor::GraphExecutor(KernelRegistry& kernels, pool::DevicePool* pool, bool asyncLaunch,
+                             void (*onLaunchThread)())
     : kernels_(kernels), pool_(pool) {
-  if (asyncLaunch)
-    worker_ = std::make_unique<LaunchWorker<LaunchJob>>([this](LaunchJob& job) {
-      std::string why;  // only a failure builds text
-      return runLaunch(job, &why);
-    });
+  if (!asyncLaunch) return;
+  worker_ = std::make_unique<LaunchWorker<LaunchJob>>(
+      [this](LaunchJob& job) {
+        std::string why;  // only a failure builds text
+        return runLaunch(job, &why);
+      },
+      onLaunchThread);
+  if (!worker_->start()) {
+    GRAFT_WARN("graft could not start its launch thread; graph launches run on the program's thread");
+    worker_.reset();
+  }
 }
 
 GraphExecutor::~GraphExecutor() = default;  // driver objects are left to process teardown
@@ -407,6 +418,10 @@ int GraphExecutor::launch(GraphHandle* g, const core::OpRange& ops,
       takeOverAfterFailure();
     }
   }
+  if (g->broken) {  // see takeOverAfterFailure; nothing is queued
+    *why = "an earlier launch of this graph failed";
+    return int(CUDA_ERROR_LAUNCH_FAILED);
+  }
   // Copy what this instance changes: the held ops are gone once this returns.
   job->graph = g;
   job->patchOps.clear();
@@ -516,11 +531,7 @@ int GraphExecutor::runLaunch(LaunchJob& job, std::string* why) {
     *why = "cuGraphLaunch failed: " + errorName(r);
     return int(r);
   }
-  // The graph holds this instance's values now.
-  for (size_t p = 0; p < job.patchOps.size(); ++p) {
-    const uint32_t k = job.patchOps[p];
-    g->instance.setValue(k, core::Bytes{job.bytes.data() + job.patchOffsets[p], g->instance.view(k).value.size});
-  }
+  applyToInstance(job);  // the graph holds this instance's values now
   // After the graph: every touched stream waits for it, and the program's
   // events recorded inside the segment are recorded again.
   bool ok = g->otherStreams.empty() || (r = recordOn(g->doneEvent, L)) == CUDA_SUCCESS;
@@ -558,32 +569,40 @@ int GraphExecutor::reissueInstance(const LaunchJob& job) {
   return first;
 }
 
+void GraphExecutor::applyToInstance(const LaunchJob& job) {
+  GraphHandle* g = job.graph;
+  for (size_t p = 0; p < job.patchOps.size(); ++p) {
+    const uint32_t k = job.patchOps[p];
+    g->instance.setValue(k, core::Bytes{job.bytes.data() + job.patchOffsets[p], g->instance.view(k).value.size});
+  }
+}
+
 void GraphExecutor::takeOverAfterFailure() {
-  const uint64_t end = worker_->queuedCount();
-  std::vector<GraphHandle*> broken;
-  for (uint64_t i = worker_->firstUndone(); i < end; ++i) {
+  const uint64_t first = worker_->firstUndone(), end = worker_->queuedCount();
+  for (uint64_t i = first; i < end; ++i) {
     LaunchJob& job = worker_->job(i);
-    const bool graphBroken = std::find(broken.begin(), broken.end(), job.graph) != broken.end();
+    GraphHandle* g = job.graph;
     std::string why;
-    int rc = i == worker_->firstUndone() ? worker_->failure() : 0;
-    if (!rc && !graphBroken) rc = runLaunch(job, &why);
-    if (rc || graphBroken) {
-      if (rc) {
-        GRAFT_WARN("a graph launch failed ({}); issuing that instance's {} ops eagerly",
-                   why.empty() ? errorName(CUresult(rc)) : why, job.graph->instance.size());
-        broken.push_back(job.graph);
-      }
-      // A graph whose launch failed may hold some of its updates only: every
-      // later instance of it is issued eagerly too.
-      if (const int e = reissueInstance(job))
-        GRAFT_WARN("issuing a failed launch's ops eagerly returned driver error {}", e);
-      failed_.push_back(job.graph);
+    int rc = i == first ? worker_->failure() : 0;
+    if (!rc && !g->broken) rc = runLaunch(job, &why);  // applies the job to the instance
+    if (!rc && !g->broken) continue;
+    if (rc && !g->broken) {
+      GRAFT_WARN("a graph launch failed ({}); issuing that instance's {} ops eagerly",
+                 why.empty() ? errorName(CUresult(rc)) : why, g->instance.size());
+      g->broken = true;
     }
+    // Every later instance of a broken graph is issued eagerly too. Its
+    // patches still describe what changed since the instance before (the
+    // engine counted on that), so the instance copy takes them either way.
+    if (const int e = reissueInstance(job))
+      GRAFT_WARN("issuing a failed launch's ops eagerly returned driver error {}", e);
+    applyToInstance(job);
+    failed_.push_back({g, uint32_t(g->instance.size())});
   }
   worker_->finish();
 }
 
-void GraphExecutor::drain(std::vector<GraphHandle*>* failed) {
+void GraphExecutor::drain(std::vector<core::FailedLaunch>* failed) {
   waitForLaunches();
   failed->insert(failed->end(), failed_.begin(), failed_.end());
   failed_.clear();
@@ -592,7 +611,8 @@ void GraphExecutor::drain(std::vector<GraphHandle*>* failed) {
 void GraphExecutor::destroy(GraphHandle* g) {
   if (!g) return;
   waitForLaunches();
-  failed_.erase(std::remove(failed_.begin(), failed_.end(), g), failed_.end());
+  for (core::FailedLaunch& f : failed_)
+    if (f.graph == g) f.graph = nullptr;  // still counted; the handle may be reused
   ContextScope scope(g->ctx);
   destroyHandle(g);
 }

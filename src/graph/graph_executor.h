@@ -37,14 +37,17 @@ class GraphExecutor final : public core::Executor {
  public:
   // `pool` (may be null) serves the program's stream-ordered allocations; the
   // frees the engine deferred go back to it rather than to the driver.
-  GraphExecutor(KernelRegistry& kernels, pool::DevicePool* pool, bool asyncLaunch);
+  // asyncLaunch: run launches on graft's launch thread, which first calls
+  // onLaunchThread (may be null).
+  GraphExecutor(KernelRegistry& kernels, pool::DevicePool* pool, bool asyncLaunch,
+                void (*onLaunchThread)() = nullptr);
   ~GraphExecutor() override;
 
   int issue(const core::OpDesc& op) override;
   core::GraphHandle* build(const core::BuildRequest& request, std::string* whyNot) override;
   int launch(core::GraphHandle* graph, const core::OpRange& ops,
              std::span<const uint32_t> patch, std::string* whyNot) override;
-  void drain(std::vector<core::GraphHandle*>* failed) override;
+  void drain(std::vector<core::FailedLaunch>* failed) override;
   void expectLaunch() override {
     if (launchThread()) worker_->expectJob();
   }
@@ -88,6 +91,7 @@ class GraphExecutor final : public core::Executor {
   // every job queued after it (eagerly when its graph failed before).
   void takeOverAfterFailure();
   int reissueInstance(const LaunchJob& job);
+  void applyToInstance(const LaunchJob& job);
   bool launchThread() const { return worker_ && LaunchWorker<LaunchJob>::usable(); }
   void waitForLaunches() {
     if (launchThread() && !worker_->idle() && !worker_->drain()) takeOverAfterFailure();
@@ -97,7 +101,7 @@ class GraphExecutor final : public core::Executor {
   pool::DevicePool* pool_;
   std::unique_ptr<LaunchWorker<LaunchJob>> worker_;
   LaunchJob sync_job_;                         // without the launch thread
-  std::vector<core::GraphHandle*> failed_;     // launches that failed there, not yet reported
+  std::vector<core::FailedLaunch> failed_;     // launches that failed there, not yet reported
   std::unordered_map<CUcontext, ContextPool> pools_;
   std::unordered_map<uint64_t, bool> blocking_;
   // The context of each program stream seen at build time (cuStreamGetCtx).

@@ -3,8 +3,8 @@
 // driver's node updates and cuGraphLaunch.
 //
 // Protocol (one producer at a time: the caller holds the engine lock):
+//   start()  starts the worker thread (once, before anything is queued);
 //   slot()   the next free job slot (waits while every slot is queued);
-//            the worker thread starts on the first call;
 //   queue()  publishes it; the worker runs it later, in order;
 //   drain()  returns once every queued job has run, or when one failed: the
 //            worker then stops until the caller takes over what is left
@@ -37,7 +37,9 @@ template <typename Job, size_t kSlots = 8>
 class LaunchWorker {
  public:
   // `run` returns 0, or an error that stops the worker (see drain()).
-  explicit LaunchWorker(std::function<int(Job&)> run) : run_(std::move(run)) {}
+  // `onThread` (may be null) runs first on the worker thread.
+  LaunchWorker(std::function<int(Job&)> run, void (*onThread)())
+      : run_(std::move(run)), on_thread_(onThread) {}
   ~LaunchWorker() = default;  // the thread is detached and idle at exit
   LaunchWorker(const LaunchWorker&) = delete;
   LaunchWorker& operator=(const LaunchWorker&) = delete;
@@ -45,7 +47,6 @@ class LaunchWorker {
   // The next free slot, or nullptr when the worker stopped after a failure
   // (the caller must take over first: drain()).
   Job* slot() {
-    if (!started_) start();
     for (;;) {
       const uint64_t st = state_.load(std::memory_order_acquire);
       if (st & kHalted) return nullptr;
@@ -90,6 +91,24 @@ class LaunchWorker {
     state_.notify_all();
   }
 
+  // Starts the thread; false if it could not be created (nothing queued may
+  // then be used).
+  bool start() {
+    static std::once_flag atfork;
+    std::call_once(atfork, [] {
+      pthread_atfork(nullptr, nullptr, [] { forked_.store(true, std::memory_order_relaxed); });
+    });
+    try {
+      std::thread([this] {
+        if (on_thread_) on_thread_();
+        loop();
+      }).detach();
+    } catch (const std::exception&) {
+      return false;
+    }
+    started_ = true;
+    return true;
+  }
  private:
   // state_: jobs finished, with kHalted set while the worker waits for the
   // caller to take over after a failure. Every change wakes the waiters.
@@ -112,14 +131,6 @@ class LaunchWorker {
     if (sleeping) sleeping->store(false, std::memory_order_relaxed);
   }
 
-  void start() {
-    started_ = true;
-    static std::once_flag atfork;
-    std::call_once(atfork, [] {
-      pthread_atfork(nullptr, nullptr, [] { forked_.store(true, std::memory_order_relaxed); });
-    });
-    std::thread([this] { loop(); }).detach();
-  }
   void loop() {
     uint64_t next = 0;
     int spinMicros = 200;
@@ -153,6 +164,7 @@ class LaunchWorker {
   }
 
   std::function<int(Job&)> run_;
+  void (*on_thread_)();
   std::array<Job, kSlots> slots_{};
   uint64_t queued_ = 0;                    // producer's count
   std::atomic<uint64_t> queuedShared_{0};  // ... published to the worker

@@ -302,7 +302,8 @@ CUresult allocAsync(Runtime& rt, Real realFn, CUdeviceptr* out, size_t bytes, CU
       return CUDA_SUCCESS;
   }
   {
-    // A stream-ordered allocation comes after the graph launches queued before it.
+    // Issued after the launches queued before it, as in eager order (issuing
+    // an allocation earlier would not be looser; this keeps one rule).
     auto lock = rt.engine().lock();
     rt.engine().drainLaunches();
   }

@@ -130,8 +130,10 @@ Runtime::Runtime() : mode_(options().mode) {
     d.eventQuery = real<ApiId::k_cuEventQuery_2000>();
     pool_ = std::make_unique<pool::DevicePool>(d, uint64_t(o.poolGb) << 30);
   }
+  // graft's launch thread is graft's own: nothing it calls is intercepted.
   executor_ = std::make_unique<graph::GraphExecutor>(kernels_, pool_.get(),
-                                                     o.asyncLaunch && mode_ == config::Mode::Graph);
+                                                     o.asyncLaunch && mode_ == config::Mode::Graph,
+                                                     [] { t_inGraft = true; });
   core::EngineConfig c;
   c.replay = o.mode == config::Mode::Graph;
   c.warmup = uint32_t(o.warmup);
