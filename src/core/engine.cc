@@ -171,7 +171,7 @@ bool Engine::tryStart(const OpDesc& op) {
   last_mismatch_ = {};
   if (expect_launch_hint_) {
     // The first run after the host waited: the GPU is likely idle, so the
-    // launch this run may become is worth having the launch thread awake for.
+    // launch this run may become is latency-critical (Executor::expectLaunch).
     expect_launch_hint_ = false;
     executor_.expectLaunch();
   }

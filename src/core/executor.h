@@ -65,8 +65,9 @@ class Executor {
   // drains first by itself.
   virtual void drain(std::vector<FailedLaunch>* /*failed*/) {}
   // A hint: the engine began holding ops that may become a launch soon, the
-  // first since the host waited for the GPU (an executor with a launch thread
-  // wakes it now, so that launch does not wait for the thread to be
+  // first since the host waited for the GPU, which is then likely idle (an
+  // executor with a launch thread runs that launch on the calling thread when
+  // nothing is queued before it, rather than wait for its thread to be
   // scheduled). Cheap; never blocks.
   virtual void expectLaunch() {}
 

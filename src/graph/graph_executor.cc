@@ -411,7 +411,11 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
 int GraphExecutor::launch(GraphHandle* g, const core::OpRange& ops,
                           std::span<const uint32_t> patch, std::string* why) {
   LaunchJob* job = &sync_job_;
-  const bool async = launchThread();
+  // The first launch after the host waited finds the GPU idle: it runs here,
+  // at once, when nothing is queued before it (order is kept either way).
+  bool async = launchThread();
+  if (async && launch_inline_ && worker_->idle()) async = false;
+  launch_inline_ = false;
   if (async) {
     while (!(job = worker_->slot())) {  // the launch thread stopped after a failure
       worker_->drain();

@@ -48,9 +48,7 @@ class GraphExecutor final : public core::Executor {
   int launch(core::GraphHandle* graph, const core::OpRange& ops,
              std::span<const uint32_t> patch, std::string* whyNot) override;
   void drain(std::vector<core::FailedLaunch>* failed) override;
-  void expectLaunch() override {
-    if (launchThread()) worker_->expectJob();
-  }
+  void expectLaunch() override { launch_inline_ = launchThread(); }
   void destroy(core::GraphHandle* graph) override;
   void destroyEvent(uint64_t event) override;
   void freeAsync(uint64_t pointer, core::StreamKey stream, uint64_t domain) override;
@@ -101,6 +99,7 @@ class GraphExecutor final : public core::Executor {
   pool::DevicePool* pool_;
   std::unique_ptr<LaunchWorker<LaunchJob>> worker_;
   LaunchJob sync_job_;                         // without the launch thread
+  bool launch_inline_ = false;  // the next launch follows a host barrier: run it here
   std::vector<core::FailedLaunch> failed_;     // launches that failed there, not yet reported
   std::unordered_map<CUcontext, ContextPool> pools_;
   std::unordered_map<uint64_t, bool> blocking_;

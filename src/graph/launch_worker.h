@@ -60,13 +60,6 @@ class LaunchWorker {
     signal_.fetch_add(1, std::memory_order_release);
     signal_.notify_one();
   }
-  // A job will follow soon: a sleeping worker wakes now and waits awake for
-  // it, so the job's launch does not wait for the thread to be scheduled.
-  void expectJob() {
-    if (!started_ || !sleeping_.load(std::memory_order_relaxed)) return;
-    signal_.fetch_add(1, std::memory_order_release);
-    signal_.notify_one();
-  }
   bool idle() const { return state_.load(std::memory_order_acquire) == queued_; }
   // False in a child the process forked after the thread started: the thread
   // is not there (and the parent's CUDA context is not usable either).
@@ -106,7 +99,6 @@ class LaunchWorker {
     } catch (const std::exception&) {
       return false;
     }
-    started_ = true;
     return true;
   }
  private:
@@ -116,8 +108,8 @@ class LaunchWorker {
   // Waits until `a` no longer holds `old`: spins for a while first, since a
   // launch takes tens of microseconds and a futex sleep and wake-up costs
   // several (and the waker's notify is nearly free while nobody sleeps).
-  static void waitForChange(const std::atomic<uint64_t>& a, uint64_t old, int spinMicros = 200,
-                            std::atomic<bool>* sleeping = nullptr) {
+  static void waitForChange(const std::atomic<uint64_t>& a, uint64_t old) {
+    constexpr int spinMicros = 200;
     const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(spinMicros);
     for (unsigned i = 1;; ++i) {
       if (a.load(std::memory_order_acquire) != old) return;
@@ -126,24 +118,17 @@ class LaunchWorker {
 #endif
       if (i % 64 == 0 && std::chrono::steady_clock::now() > until) break;
     }
-    if (sleeping) sleeping->store(true, std::memory_order_relaxed);
     a.wait(old, std::memory_order_acquire);
-    if (sleeping) sleeping->store(false, std::memory_order_relaxed);
   }
 
   void loop() {
     uint64_t next = 0;
-    int spinMicros = 200;
     for (;;) {
       const uint64_t sig = signal_.load(std::memory_order_acquire);
       if (queuedShared_.load(std::memory_order_acquire) == next) {
-        // Nothing queued: wait awake a while (longer when told a job is
-        // coming), then sleep until queue() or expectJob().
-        waitForChange(signal_, sig, spinMicros, &sleeping_);
-        spinMicros = queuedShared_.load(std::memory_order_acquire) == next ? 1000 : 200;
+        waitForChange(signal_, sig);  // nothing queued: awake a while, then asleep until queue()
         continue;
       }
-      spinMicros = 200;
       const int rc = run_(slots_[next % kSlots]);
       if (rc != 0) {
         failure_ = rc;
@@ -168,11 +153,9 @@ class LaunchWorker {
   std::array<Job, kSlots> slots_{};
   uint64_t queued_ = 0;                    // producer's count
   std::atomic<uint64_t> queuedShared_{0};  // ... published to the worker
-  std::atomic<uint64_t> signal_{0};        // bumped by queue() and expectJob(): wakes the worker
-  std::atomic<bool> sleeping_{false};      // the worker sleeps in the kernel (futex)
+  std::atomic<uint64_t> signal_{0};        // bumped by queue(): wakes the worker
   std::atomic<uint64_t> state_{0};
   int failure_ = 0;
-  bool started_ = false;
   static inline std::atomic<bool> forked_{false};
 };
 
