@@ -447,48 +447,40 @@ int GraphExecutor::launch(GraphHandle* g, const core::OpRange& ops,
   return runLaunch(*job, why);
 }
 
+OpDesc GraphExecutor::instanceOp(const LaunchJob& job, uint32_t k) {
+  GraphHandle* g = job.graph;
+  OpDesc op = g->instance.view(k);
+  for (size_t e = 0; e < g->eventOps.size(); ++e)
+    if (g->eventOps[e] == k) op.event = job.events[e];
+  return op;
+}
+
 int GraphExecutor::runLaunch(LaunchJob& job, std::string* why) {
   GraphHandle* g = job.graph;
   ContextScope scope(g->ctx);
   CUresult r = CUDA_SUCCESS;
-  auto instanceOp = [&](uint32_t k) {
-    OpDesc op = g->instance.view(k);
-    for (size_t e = 0; e < g->eventOps.size(); ++e)
-      if (g->eventOps[e] == k) op.event = job.events[e];
-    return op;
-  };
   for (size_t p = 0; p < job.patchOps.size(); ++p) {
     core::StageTimer timer(core::Stage::NodeUpdate);
     const uint32_t k = job.patchOps[p];
-    const OpDesc recorded = g->instance.view(k);
-    uint8_t* data = job.bytes.data() + job.patchOffsets[p];
-    switch (recorded.kind) {
+    OpDesc op = g->instance.view(k);  // the recorded op with this instance's value bytes
+    op.value.data = job.bytes.data() + job.patchOffsets[p];
+    switch (op.kind) {
       case OpKind::Kernel: {
         CUDA_KERNEL_NODE_PARAMS params = g->kernelBase[k];
         void* extra[5];
-        size_t extraSize = recorded.value.size;
-        if (kernelShapeOf(recorded).paramMode == kParamsBuffer) {
-          extra[0] = CU_LAUNCH_PARAM_BUFFER_POINTER;
-          extra[1] = data;
-          extra[2] = CU_LAUNCH_PARAM_BUFFER_SIZE;
-          extra[3] = &extraSize;
-          extra[4] = CU_LAUNCH_PARAM_END;
-          params.kernelParams = nullptr;
-          params.extra = extra;
-        } else {
-          job.pointers.clear();
-          for (uint32_t i = g->paramStart[k]; i < g->paramStart[k + 1]; ++i)
-            job.pointers.push_back(data + g->paramOffsets[i]);
-          params.kernelParams = job.pointers.data();
-          params.extra = nullptr;
-        }
+        size_t extraSize = 0;
+        const std::span<const uint32_t> offsets(g->paramOffsets.data() + g->paramStart[k],
+                                                g->paramStart[k + 1] - g->paramStart[k]);
+        kernelParamsOf(op, offsets, job.pointers, extra, &extraSize);
+        const bool buffer = kernelShapeOf(op).paramMode == kParamsBuffer;
+        params.kernelParams = buffer ? nullptr : job.pointers.data();
+        params.extra = buffer ? extra : nullptr;
         r = real<ApiId::k_cuGraphExecKernelNodeSetParams_12000>()(g->exec, g->nodes[k], &params);
         break;
       }
       case OpKind::Memcpy: {
         CUDA_MEMCPY3D params = g->copyBase.at(k);
-        CopyValue v;
-        std::memcpy(&v, data, sizeof(v));
+        const CopyValue v = copyValueOf(op);
         if (params.srcMemoryType == CU_MEMORYTYPE_HOST) params.srcHost = reinterpret_cast<const void*>(v.src);
         else params.srcDevice = v.src;
         if (params.dstMemoryType == CU_MEMORYTYPE_HOST) params.dstHost = reinterpret_cast<void*>(v.dst);
@@ -498,8 +490,7 @@ int GraphExecutor::runLaunch(LaunchJob& job, std::string* why) {
       }
       case OpKind::Memset: {
         CUDA_MEMSET_NODE_PARAMS params = g->setBase.at(k);
-        SetValue v;
-        std::memcpy(&v, data, sizeof(v));
+        const SetValue v = setValueOf(op);
         params.dst = v.dst;
         params.value = v.value;
         r = real<ApiId::k_cuGraphExecMemsetNodeSetParams_10020>()(g->exec, g->nodes[k], &params, g->ctx);
@@ -521,7 +512,7 @@ int GraphExecutor::runLaunch(LaunchJob& job, std::string* why) {
     }
   }
   for (uint32_t k : g->externalWaits) {
-    const OpDesc op = instanceOp(k);
+    const OpDesc op = instanceOp(job, k);
     if ((r = waitOn(L, reinterpret_cast<CUevent>(op.event), eventShapeOf(op).flags)) != CUDA_SUCCESS) {
       *why = "waiting on the program's event before the graph failed: " + errorName(r);
       return int(r);
@@ -542,7 +533,7 @@ int GraphExecutor::runLaunch(LaunchJob& job, std::string* why) {
   for (size_t i = 0; ok && i < g->otherStreams.size(); ++i)
     ok = (r = waitOn(g->otherStreams[i], g->doneEvent)) == CUDA_SUCCESS;
   for (size_t n = 0; ok && n < g->records.size(); ++n) {
-    const OpDesc op = instanceOp(g->records[n]);
+    const OpDesc op = instanceOp(job, g->records[n]);
     ok = (r = issueOp(op, asStream(op.stream), kernels_, job.pointers)) == CUDA_SUCCESS;
   }
   if (!ok) {
@@ -554,18 +545,12 @@ int GraphExecutor::runLaunch(LaunchJob& job, std::string* why) {
 }
 
 int GraphExecutor::reissueInstance(const LaunchJob& job) {
-  // The instance as the program issued it: the graph's copy of the segment,
-  // this job's patched values and the program's events.
-  GraphHandle* g = job.graph;
+  // The instance as the program issued it: the graph's copy of the segment
+  // with this job's patches applied, and the program's events.
+  applyToInstance(job);
   int first = 0;
-  size_t patch = 0, event = 0;
-  for (uint32_t k = 0; k < g->instance.size(); ++k) {
-    OpDesc op = g->instance.view(k);
-    if (patch < job.patchOps.size() && job.patchOps[patch] == k) {
-      op.value.data = job.bytes.data() + job.patchOffsets[patch];
-      ++patch;
-    }
-    if (event < g->eventOps.size() && g->eventOps[event] == k) op.event = job.events[event++];
+  for (uint32_t k = 0; k < job.graph->instance.size(); ++k) {
+    const OpDesc op = instanceOp(job, k);
     ContextScope scope(orLastContext(contextOf(op)));
     const int rc = int(issueOp(op, asStream(op.stream), kernels_, params_));
     if (rc && !first) first = rc;
@@ -597,10 +582,10 @@ void GraphExecutor::takeOverAfterFailure() {
     }
     // Every later instance of a broken graph is issued eagerly too. Its
     // patches still describe what changed since the instance before (the
-    // engine counted on that), so the instance copy takes them either way.
+    // engine counted on that), so the instance copy takes them either way
+    // (reissueInstance applies them).
     if (const int e = reissueInstance(job))
       GRAFT_WARN("issuing a failed launch's ops eagerly returned driver error {}", e);
-    applyToInstance(job);
     failed_.push_back({g, uint32_t(g->instance.size())});
   }
   worker_->finish();

@@ -88,7 +88,12 @@ class GraphExecutor final : public core::Executor {
   // After a launch failed on the launch thread: issues that job and, in order,
   // every job queued after it (eagerly when its graph failed before).
   void takeOverAfterFailure();
+  // Issues the job's instance eagerly, op by op (its patches applied to the
+  // graph's instance copy first).
   int reissueInstance(const LaunchJob& job);
+  // The graph's copy of op k with the job's event handle (value bytes as the
+  // instance copy holds them).
+  static core::OpDesc instanceOp(const LaunchJob& job, uint32_t k);
   void applyToInstance(const LaunchJob& job);
   bool launchThread() const { return worker_ && LaunchWorker<LaunchJob>::usable(); }
   void waitForLaunches() {

@@ -224,6 +224,16 @@ CUcontext contextOf(const OpDesc& op) {
 bool kernelParamsOf(const OpDesc& op, const KernelRegistry& kernels, std::vector<void*>& pointers,
                     void** extra, size_t* extraSize) {
   const KernelShape& ks = kernelShapeOf(op);
+  if (ks.paramMode == kParamsBuffer)
+    return kernelParamsOf(op, std::span<const uint32_t>{}, pointers, extra, extraSize);
+  const KernelInfo* info = kernels.find(ks.func);
+  if (!info || !info->layoutKnown) return false;
+  return kernelParamsOf(op, info->offsets, pointers, extra, extraSize);
+}
+
+bool kernelParamsOf(const OpDesc& op, std::span<const uint32_t> offsets, std::vector<void*>& pointers,
+                    void** extra, size_t* extraSize) {
+  const KernelShape& ks = kernelShapeOf(op);
   auto* data = const_cast<uint8_t*>(op.value.data);
   if (ks.paramMode == kParamsBuffer) {
     *extraSize = op.value.size;
@@ -235,10 +245,8 @@ bool kernelParamsOf(const OpDesc& op, const KernelRegistry& kernels, std::vector
     pointers.clear();
     return true;
   }
-  const KernelInfo* info = kernels.find(ks.func);
-  if (!info || !info->layoutKnown) return false;
-  pointers.resize(info->offsets.size());
-  for (size_t i = 0; i < info->offsets.size(); ++i) pointers[i] = data + info->offsets[i];
+  pointers.resize(offsets.size());
+  for (size_t i = 0; i < offsets.size(); ++i) pointers[i] = data + offsets[i];
   return true;
 }
 

@@ -137,6 +137,10 @@ CUresult issueOp(const core::OpDesc& op, CUstream stream, const KernelRegistry& 
 
 // Fills `pointers` (kernelParams form) or `extra` (buffer form) for a recorded
 // kernel op; returns false when the layout is unknown.
+// The same with the parameter offsets given (the launch thread's copy of the
+// layout; the registry is not used off the engine lock).
+bool kernelParamsOf(const core::OpDesc& op, std::span<const uint32_t> offsets,
+                    std::vector<void*>& pointers, void** extra, size_t* extraSize);
 bool kernelParamsOf(const core::OpDesc& op, const KernelRegistry& kernels,
                     std::vector<void*>& pointers, void** extra, size_t* extraSize);
 
