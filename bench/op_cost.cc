@@ -12,6 +12,8 @@
 // each time), as an interpreter does between launches, so graft's data and
 // the driver's are no longer in the caches (or the TLB); the thrash costs the
 // same with and without graft, so the difference is still graft's cost.
+// --mark: reads op_cost_marker before each launch, so a memory trace
+// (scripts/footprint) can split graft's accesses by op.
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <dlfcn.h>
@@ -23,14 +25,19 @@
 #include <cstring>
 #include <vector>
 
+// Read before each launch under --mark; its address ends in a known pattern.
+volatile unsigned long long op_cost_marker = 0;
+
 int main(int argc, char** argv) {
   const int ops = argc > 1 ? std::atoi(argv[1]) : 200;
   const int iters = argc > 2 ? std::atoi(argv[2]) : 20000;
   bool vary = false;
+  bool mark = false;
   int bigEvery = 0;
   size_t thrashBytes = 0;
   for (int i = 3; i < argc; ++i) {
     if (std::strcmp(argv[i], "--vary") == 0) vary = true;
+    else if (std::strcmp(argv[i], "--mark") == 0) mark = true;
     else if (std::strcmp(argv[i], "--big") == 0 && i + 1 < argc) bigEvery = std::atoi(argv[++i]);
     else if (std::strcmp(argv[i], "--thrash") == 0 && i + 1 < argc) thrashBytes = size_t(std::atol(argv[++i])) << 10;
   }
@@ -76,6 +83,7 @@ int main(int argc, char** argv) {
       }
       for (int k = 0; k < ops; ++k) {
         if (thrashBytes) thrash();
+        if (mark) sink += unsigned(op_cost_marker);
         const int varying = vary && k % 8 == 0;
         launch(kernels[k], 1 + k % 4, 1, 1, 128, 1, 1, 0, nullptr,
                isBig(k) ? bigParams[varying] : params[varying], nullptr);
@@ -87,6 +95,15 @@ int main(int argc, char** argv) {
   }
   std::sort(reps.begin(), reps.end());
   std::printf("ns_per_op=%.1f\n", reps[reps.size() / 2]);
+  if (mark) {
+    // The mappings, so a trace's addresses can be told apart by library.
+    if (FILE* maps = std::fopen("/proc/self/maps", "r")) {
+      char line[512];
+      while (std::fgets(line, sizeof line, maps)) std::printf("map %s", line);
+      std::fclose(maps);
+    }
+    std::printf("marker=%p\n", static_cast<void*>(const_cast<unsigned long long*>(&op_cost_marker)));
+  }
   if (sink == 12345) std::printf(" \n");
   return 0;
 }

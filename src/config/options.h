@@ -14,7 +14,7 @@
 namespace graft::config {
 
 #define GRAFT_MODE_VALUES(X) \
-  X(Passthrough, "passthrough") X(Graph, "graph") X(Swallow, "swallow")
+  X(Passthrough, "passthrough") X(Graph, "graph") X(Swallow, "swallow") X(Match, "match")
 #define GRAFT_LOGLEVEL_VALUES(X) \
   X(Trace, "trace") X(Debug, "debug") X(Info, "info") X(Warn, "warn") X(Error, "error") X(Off, "off")
 
@@ -26,6 +26,8 @@ enum class LogLevel : uint8_t { GRAFT_LOGLEVEL_VALUES(GRAFT_ENUM_MEMBER) };
 std::string_view toString(Mode m);
 // A GRAFT_MODE value by name ("graph", ...); false for an unknown name.
 bool parseMode(std::string_view text, Mode* out);
+// Modes in which graft matches and replays (graph, and the benchmark's match).
+inline bool replays(Mode m) { return m == Mode::Graph || m == Mode::Match; }
 std::string_view toString(LogLevel l);
 
 struct Options {

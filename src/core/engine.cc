@@ -1,5 +1,6 @@
 #include "core/engine.h"
 
+#include "core/hot_path.h"
 #include "core/stage_clock.h"
 
 #include <algorithm>
@@ -59,7 +60,7 @@ Engine::~Engine() {
 // ---------------------------------------------------------------------------
 // Submission
 
-void Engine::countStream(StreamKey stream) {
+GRAFT_HOT void Engine::countStream(StreamKey stream) {
   // Programs usually issue many ops in a row on one stream: cache its entries.
   // (Pointers into unordered_map values stay valid until the entry is erased.)
   if (stream != last_stream_ || !last_stream_ops_) {
@@ -70,12 +71,12 @@ void Engine::countStream(StreamKey stream) {
   ++*last_stream_ops_;
 }
 
-void Engine::noteActivity(const OpDesc& op) {
+GRAFT_HOT void Engine::noteActivity(const OpDesc& op) {
   *last_stream_activity_ = boundary_generation_;  // countStream() ran first for op.stream
   if (op.kind == OpKind::EventRecord) event_record_generation_[op.event] = boundary_generation_;
 }
 
-Decision Engine::submit(const OpDesc& op) {
+GRAFT_HOT Decision Engine::submit(const OpDesc& op) {
   if (!started_) {
     started_ = true;
     start_ = std::chrono::steady_clock::now();
@@ -109,9 +110,12 @@ Decision Engine::submit(const OpDesc& op) {
   return Decision::IssueNow;
 }
 
-void Engine::drainLaunches() {
+GRAFT_HOT void Engine::drainLaunches() {
   executor_.drain(&failed_launches_);
-  if (failed_launches_.empty()) return;
+  if (!failed_launches_.empty()) [[unlikely]] handleFailedLaunches();
+}
+
+GRAFT_COLD void Engine::handleFailedLaunches() {
   // Each entry is one instance whose ops were issued eagerly instead; its
   // graph is not used again (it may hold some of its updates only).
   for (const FailedLaunch& f : failed_launches_) {
@@ -143,7 +147,7 @@ void Engine::countPassthrough(StreamKey stream) {
   ++stats_.eagerByCause[size_t(EagerCause::NotCaptured)];
 }
 
-void Engine::completeIssued(const OpDesc& op, bool succeeded) {
+GRAFT_HOT void Engine::completeIssued(const OpDesc& op, bool succeeded) {
   ++stats_.eagerByCause[size_t(pending_cause_)];
   if (stepsAside() || !succeeded) return;
   recordEagerOp(op, pending_boundary_);
@@ -152,7 +156,7 @@ void Engine::completeIssued(const OpDesc& op, bool succeeded) {
 // ---------------------------------------------------------------------------
 // Deferred matching
 
-bool Engine::tryStart(const OpDesc& op) {
+GRAFT_HOT bool Engine::tryStart(const OpDesc& op) {
   const std::vector<Segment*>* list = segments_.startingWith(op.shapeHash);
   if (!list) return false;
   num_candidates_ = 0;
@@ -180,7 +184,7 @@ bool Engine::tryStart(const OpDesc& op) {
   return true;
 }
 
-bool Engine::advance(const OpDesc& op) {
+GRAFT_HOT bool Engine::advance(const OpDesc& op) {
   const size_t j = held_.size();
   Segment* matched = nullptr;  // the first candidate still matching
   for (size_t c = 0; c < num_candidates_; ++c) {
@@ -211,7 +215,7 @@ bool Engine::advance(const OpDesc& op) {
   return true;
 }
 
-void Engine::hold(const OpDesc& op, const Segment* matched) {
+GRAFT_HOT void Engine::hold(const OpDesc& op, const Segment* matched) {
   // `op` has the shape of `matched`'s op at this index: borrow those bytes,
   // and its value bytes too when they are equal (no patch needed then).
   // A launch at held index b of a segment of length L overwrites (patches)
@@ -225,7 +229,7 @@ void Engine::hold(const OpDesc& op, const Segment* matched) {
   held_matched_.push_back({matched, valueDiffers});
 }
 
-void Engine::afterHeldGrew() {
+GRAFT_HOT void Engine::afterHeldGrew() {
   const size_t n = held_.size();
   Segment* done = nullptr;
   bool longerAlive = false;
@@ -298,7 +302,7 @@ void Engine::resolveHeld(EagerCause cause, const OpDesc* trigger) {
   heldCleared();
 }
 
-void Engine::launchHeld(Segment* s, size_t begin, size_t length) {
+GRAFT_HOT void Engine::launchHeld(Segment* s, size_t begin, size_t length) {
   if (!s->graph) {  // disabled while its ops were held
     for (size_t k = 0; k < length; ++k) issueHeldEagerly(held_.view(begin + k), EagerCause::LaunchFailed);
     return;
@@ -428,7 +432,7 @@ bool Engine::deferFree(uint64_t pointer, StreamKey stream, uint64_t domain) {
   return true;
 }
 
-void Engine::heldCleared() {
+GRAFT_HOT void Engine::heldCleared() {
   held_.clear();
   held_matched_.clear();
   for (const Deferred& d : deferred_) {

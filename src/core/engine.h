@@ -163,6 +163,8 @@ class Engine {
   void logFallback(Segment* segment, size_t index, EagerCause cause, const OpDesc* expected,
                    const OpDesc* actual, size_t heldCount);
   void noteActivity(const OpDesc& op);
+  // Takes over the instances whose launch failed on the launch thread.
+  void handleFailedLaunches();
   void countStream(StreamKey stream);
   std::vector<size_t> pieceCuts(const OpBuffer& ops, bool endsAtBarrier);
   std::vector<size_t> scheduleCuts(const OpBuffer& ops, size_t begin, size_t end, bool endsAtBarrier) const;
@@ -171,11 +173,19 @@ class Engine {
   Executor& executor_;
   std::mutex mutex_;
 
-  History history_;
-  PeriodDetector detector_;
-  SegmentStore segments_;
-  std::unordered_set<uint64_t> built_runs_;
-
+  // What every op reads or writes, kept together (core/hot_path.h).
+  bool started_ = false;
+  EagerCause pending_cause_ = EagerCause::NotCaptured;
+  bool pending_boundary_ = false;
+  int capture_depth_ = 0;
+  bool paused_ = false;
+  bool expect_launch_hint_ = false;  // a host barrier since the last run began
+  uint64_t submissions_ = 0;
+  uint64_t boundary_generation_ = 1;  // query relevance (see stream_activity_)
+  StreamKey last_stream_ = 0;  // cache for stream_activity_ and ops_by_stream_
+  uint64_t* last_stream_ops_ = nullptr;
+  uint64_t* last_stream_activity_ = nullptr;
+  size_t num_candidates_ = 0;
   OpBuffer held_;
   // Per held op: the candidate it was compared with when held (the same
   // index in that segment) and whether its value bytes differ from it.
@@ -185,9 +195,15 @@ class Engine {
   };
   std::vector<HeldMatch> held_matched_;
   std::array<Candidate, 4> candidates_{};
+  EngineStats stats_;  // opsTotal first
+
+  History history_;
+  PeriodDetector detector_;
+  SegmentStore segments_;
+  std::unordered_set<uint64_t> built_runs_;
+
   std::array<EventInstances, 4> candidate_events_;
   EventInstances scratch_events_;
-  size_t num_candidates_ = 0;
   Mismatch last_mismatch_;
   std::vector<uint32_t> patch_;
   std::vector<FailedLaunch> failed_launches_;
@@ -199,26 +215,14 @@ class Engine {
   };
   std::vector<Deferred> deferred_;
 
-  uint64_t submissions_ = 0;
   uint64_t idle_seen_submissions_ = ~uint64_t(0);
-  EagerCause pending_cause_ = EagerCause::NotCaptured;
-  bool pending_boundary_ = false;
-  int capture_depth_ = 0;
-  bool paused_ = false;
-  bool expect_launch_hint_ = false;  // a host barrier since the last run began
 
   // Query relevance: work issued since the last boundary token.
-  uint64_t boundary_generation_ = 1;
   std::unordered_map<StreamKey, uint64_t> stream_activity_;
   std::unordered_map<StreamKey, uint64_t> ops_by_stream_;
-  StreamKey last_stream_ = 0;          // cache for the two maps above
-  uint64_t* last_stream_ops_ = nullptr;
-  uint64_t* last_stream_activity_ = nullptr;
   std::unordered_map<uint64_t, uint64_t> event_record_generation_;
 
-  EngineStats stats_;
   std::chrono::steady_clock::time_point start_;
-  bool started_ = false;
 };
 
 }  // namespace graft::core

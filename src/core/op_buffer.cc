@@ -1,5 +1,7 @@
 #include "core/op_buffer.h"
 
+#include "core/hot_path.h"
+
 #include <cassert>
 #include <cstring>
 
@@ -7,7 +9,7 @@ namespace graft::core {
 
 uint32_t OpBuffer::push(const OpDesc& op) { return pushBorrowing(op, nullptr, nullptr); }
 
-uint32_t OpBuffer::pushBorrowing(const OpDesc& op, const uint8_t* shape, const uint8_t* value) {
+GRAFT_HOT uint32_t OpBuffer::pushBorrowing(const OpDesc& op, const uint8_t* shape, const uint8_t* value) {
   Stored s{op.kind, op.cause, op.api, op.stream, op.event, op.shapeHash, shape, value,
            0, op.shape.size, 0, op.value.size};
   if (!shape) {
@@ -22,7 +24,7 @@ uint32_t OpBuffer::pushBorrowing(const OpDesc& op, const uint8_t* shape, const u
   return static_cast<uint32_t>(ops_.size() - 1);
 }
 
-OpDesc OpBuffer::view(size_t i) const {
+GRAFT_HOT OpDesc OpBuffer::view(size_t i) const {
   const Stored& s = ops_[i];
   OpDesc d;
   d.kind = s.kind;

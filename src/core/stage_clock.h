@@ -98,24 +98,30 @@ class StageClock {
 // Charges its scope's exclusive time to a stage when the clock is on.
 class StageTimer {
  public:
-  explicit StageTimer(Stage s) : stage_(s) {
-    if (!StageClock::enabled()) return;
-    on_ = true;
-    parent_ = current_;
-    current_ = this;
-    start_ = StageClock::now();
+  // Inline and a single test when the clock is off (the per-op path).
+  [[gnu::always_inline]] explicit StageTimer(Stage s) : stage_(s) {
+    if (StageClock::enabled()) [[unlikely]] begin();
   }
-  ~StageTimer() {
-    if (!on_) return;
-    const uint64_t elapsed = StageClock::now() - start_;
-    StageClock::add(stage_, elapsed > nested_ ? elapsed - nested_ : 0);
-    if (parent_) parent_->nested_ += elapsed;
-    current_ = parent_;
+  [[gnu::always_inline]] ~StageTimer() {
+    if (on_) [[unlikely]] end();
   }
   StageTimer(const StageTimer&) = delete;
   StageTimer& operator=(const StageTimer&) = delete;
 
  private:
+  [[gnu::noinline]] void begin() {
+    on_ = true;
+    parent_ = current_;
+    current_ = this;
+    start_ = StageClock::now();
+  }
+  [[gnu::noinline]] void end() {
+    const uint64_t elapsed = StageClock::now() - start_;
+    StageClock::add(stage_, elapsed > nested_ ? elapsed - nested_ : 0);
+    if (parent_) parent_->nested_ += elapsed;
+    current_ = parent_;
+  }
+
   static inline thread_local StageTimer* current_ __attribute__((tls_model("initial-exec"))) = nullptr;
   Stage stage_;
   bool on_ = false;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/hot_path.h"
 #include "core/stage_clock.h"
 
 #include <fmt/format.h>
@@ -40,6 +41,9 @@ struct GraphHandle {
   // A launch of it failed: it may hold some of its updates only, so it is
   // never launched again (launch() refuses it).
   bool broken = false;
+  // Benchmark-only: a dry-run launch (GraphExecutor::setDryRun) skipped its
+  // updates, so the graph may differ from the segment in any op.
+  bool dryRunSkipped = false;
 };
 
 }  // namespace graft::core
@@ -164,6 +168,7 @@ CUcontext GraphExecutor::orLastContext(CUcontext ctx) {
 
 int GraphExecutor::issue(const OpDesc& op) {
   waitForLaunches();
+  if (dry_run_ && op.kind != OpKind::EventRecord && op.kind != OpKind::EventWait) return 0;
   // Event ops carry no context; another thread (the idle flush) may have none
   // current, so use the last context graft saw.
   ContextScope scope(orLastContext(contextOf(op)));
@@ -408,7 +413,7 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
   return g.release();
 }
 
-int GraphExecutor::launch(GraphHandle* g, const core::OpRange& ops,
+GRAFT_HOT int GraphExecutor::launch(GraphHandle* g, const core::OpRange& ops,
                           std::span<const uint32_t> patch, std::string* why) {
   LaunchJob* job = &sync_job_;
   // The first launch after the host waited finds the GPU idle: it runs here,
@@ -426,6 +431,15 @@ int GraphExecutor::launch(GraphHandle* g, const core::OpRange& ops,
     *why = "an earlier launch of this graph failed";
     return int(CUDA_ERROR_LAUNCH_FAILED);
   }
+  if (g->dryRunSkipped && !dry_run_) [[unlikely]] {
+    // Every op whose value differs from what the graph holds is patched.
+    waitForLaunches();  // the graph's instance copy is current
+    dry_run_patch_.clear();
+    for (uint32_t k = 0; k < ops.size(); ++k)
+      if (!(ops[k].value == g->instance.view(k).value)) dry_run_patch_.push_back(k);
+    patch = dry_run_patch_;
+    g->dryRunSkipped = false;
+  }
   // Copy what this instance changes: the held ops are gone once this returns.
   job->graph = g;
   job->patchOps.clear();
@@ -440,6 +454,10 @@ int GraphExecutor::launch(GraphHandle* g, const core::OpRange& ops,
   }
   job->events.clear();
   for (uint32_t k : g->eventOps) job->events.push_back(ops[k].event);
+  if (dry_run_) [[unlikely]] {
+    g->dryRunSkipped = true;
+    return 0;
+  }
   if (async) {
     worker_->queue();
     return 0;
@@ -591,7 +609,7 @@ void GraphExecutor::takeOverAfterFailure() {
   worker_->finish();
 }
 
-void GraphExecutor::drain(std::vector<core::FailedLaunch>* failed) {
+GRAFT_HOT void GraphExecutor::drain(std::vector<core::FailedLaunch>* failed) {
   waitForLaunches();
   failed->insert(failed->end(), failed_.begin(), failed_.end());
   failed_.clear();

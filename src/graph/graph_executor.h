@@ -49,6 +49,9 @@ class GraphExecutor final : public core::Executor {
              std::span<const uint32_t> patch, std::string* whyNot) override;
   void drain(std::vector<core::FailedLaunch>* failed) override;
   void expectLaunch() override { launch_inline_ = launchThread(); }
+  // Benchmark-only (GRAFT_MODE=match): launches and eager kernels, memsets
+  // and copies are dropped after all of graft's own work on them.
+  void setDryRun(bool on) { dry_run_ = on; }
   void destroy(core::GraphHandle* graph) override;
   void destroyEvent(uint64_t event) override;
   void freeAsync(uint64_t pointer, core::StreamKey stream, uint64_t domain) override;
@@ -104,6 +107,8 @@ class GraphExecutor final : public core::Executor {
   pool::DevicePool* pool_;
   std::unique_ptr<LaunchWorker<LaunchJob>> worker_;
   LaunchJob sync_job_;                         // without the launch thread
+  bool dry_run_ = false;
+  std::vector<uint32_t> dry_run_patch_;
   bool launch_inline_ = false;  // the next launch follows a host barrier: run it here
   std::vector<core::FailedLaunch> failed_;     // launches that failed there, not yet reported
   std::unordered_map<CUcontext, ContextPool> pools_;

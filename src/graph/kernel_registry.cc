@@ -1,7 +1,9 @@
 #include "graph/kernel_registry.h"
 
 #include <algorithm>
+#include <bit>
 
+#include "core/hot_path.h"
 #include "hook/driver_api.h"
 #include "log/log.h"
 
@@ -24,7 +26,7 @@ void KernelRegistry::setEagerPrefixes(const std::string& list) {
   }
 }
 
-KernelInfo* KernelRegistry::resolve(CUfunction f) {
+GRAFT_COLD KernelInfo* KernelRegistry::resolve(CUfunction f) {
   auto info = std::make_unique<KernelInfo>();
   info->handle = reinterpret_cast<uint64_t>(f);
 
@@ -91,7 +93,19 @@ KernelInfo* KernelRegistry::resolve(CUfunction f) {
   }
   KernelInfo* raw = info.get();
   kernels_.emplace(raw->handle, std::move(info));
+  if (raw->handle != 0) addToIndex(raw);
   return raw;
+}
+
+void KernelRegistry::addToIndex(KernelInfo* info) {
+  if (2 * (kernels_.size() + 1) > index_.size()) {
+    index_.assign(std::bit_ceil(std::max<size_t>(256, 4 * kernels_.size())), IndexSlot{0, nullptr});
+    for (const auto& [h, k] : kernels_)
+      if (h != 0 && k.get() != info) addToIndex(k.get());
+  }
+  size_t i = indexSlot(info->handle);
+  while (index_[i].handle != 0) i = (i + 1) & (index_.size() - 1);
+  index_[i] = {info->handle, info};
 }
 
 std::vector<std::pair<std::string, uint64_t>> KernelRegistry::ranked(uint64_t KernelInfo::*count) const {
@@ -114,6 +128,7 @@ void KernelRegistry::retireAll() {
     r.patches += k->patches;
   }
   kernels_.clear();
+  index_.clear();
   last_ = nullptr;
 }
 

@@ -23,16 +23,18 @@
 namespace graft::graph {
 
 struct KernelInfo {
+  // What every launch reads first, together (one cache line).
   uint64_t handle = 0;
-  std::string name;
+  uint64_t launches = 0;
+  core::EagerCause eager = core::EagerCause::None;  // UnknownParams or EagerKernel
   bool layoutKnown = false;
-  uint32_t paramBytes = 0;
   bool paramsOrdered = false;  // offsets increase and parameters do not overlap
+  uint32_t paramBytes = 0;
   std::vector<uint32_t> offsets;
   std::vector<uint32_t> sizes;
-  core::EagerCause eager = core::EagerCause::None;  // UnknownParams or EagerKernel
-  uint64_t launches = 0;
+  // For the report.
   uint64_t patches = 0;  // graph node updates of this kernel's launches
+  std::string name;
 };
 
 class KernelRegistry {
@@ -43,8 +45,15 @@ class KernelRegistry {
   KernelInfo& get(CUfunction f) {
     const uint64_t h = reinterpret_cast<uint64_t>(f);
     if (last_ && last_->handle == h) return *last_;
-    auto it = kernels_.find(h);
-    last_ = it != kernels_.end() ? it->second.get() : resolve(f);
+    // The index: open addressing over a flat array, so a lookup reads one
+    // cache line (the per-op path; see core/hot_path.h).
+    if (h != 0 && !index_.empty()) {
+      for (size_t i = indexSlot(h);; i = (i + 1) & (index_.size() - 1)) {
+        if (index_[i].handle == h) return *(last_ = index_[i].info);
+        if (index_[i].handle == 0) break;
+      }
+    }
+    last_ = resolve(f);
     return *last_;
   }
   const KernelInfo* find(uint64_t handle) const {
@@ -67,9 +76,18 @@ class KernelRegistry {
 
  private:
   KernelInfo* resolve(CUfunction f);
+  size_t indexSlot(uint64_t handle) const {
+    return size_t((handle >> 4) * 0x9e3779b97f4a7c15ull >> 32) & (index_.size() - 1);
+  }
+  void addToIndex(KernelInfo* info);
   std::vector<std::pair<std::string, uint64_t>> ranked(uint64_t KernelInfo::*count) const;
 
   std::unordered_map<uint64_t, std::unique_ptr<KernelInfo>> kernels_;
+  struct IndexSlot {
+    uint64_t handle;  // 0: empty
+    KernelInfo* info;
+  };
+  std::vector<IndexSlot> index_;  // of kernels_ (nonzero handles), at most half full
   KernelInfo* last_ = nullptr;
   std::unordered_map<std::string, KernelInfo> retired_;  // counts only, by kernel name
   std::vector<std::string> eager_prefixes_;

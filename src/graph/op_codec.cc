@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "core/hot_path.h"
 #include "core/hash.h"
 
 namespace graft::graph {
@@ -63,7 +64,7 @@ OpEncoder::OpEncoder() {
   value_.resize(kMaxParamBytes);
 }
 
-const OpDesc& OpEncoder::finish(OpKind kind, ApiId api, core::StreamKey stream, uint64_t event,
+GRAFT_HOT const OpDesc& OpEncoder::finish(OpKind kind, ApiId api, core::StreamKey stream, uint64_t event,
                                 size_t shapeSize, size_t valueSize) {
   op_.kind = kind;
   op_.cause = core::EagerCause::None;
@@ -78,13 +79,13 @@ const OpDesc& OpEncoder::finish(OpKind kind, ApiId api, core::StreamKey stream, 
   return op_;
 }
 
-const OpDesc& OpEncoder::boundary(ApiId api, core::StreamKey stream, core::EagerCause cause) {
+GRAFT_HOT const OpDesc& OpEncoder::boundary(ApiId api, core::StreamKey stream, core::EagerCause cause) {
   finish(OpKind::Boundary, api, stream, 0, 0, 0);
   op_.cause = cause;
   return op_;
 }
 
-const OpDesc& OpEncoder::kernel(ApiId api, core::StreamKey stream, CUcontext ctx, KernelInfo& info,
+GRAFT_HOT const OpDesc& OpEncoder::kernel(ApiId api, core::StreamKey stream, CUcontext ctx, KernelInfo& info,
                                 const LaunchArgs& a) {
   ++info.launches;
   if (info.eager != core::EagerCause::None) return boundary(api, stream, info.eager);
@@ -154,7 +155,7 @@ const OpDesc& OpEncoder::kernel(ApiId api, core::StreamKey stream, CUcontext ctx
                 valueSize);
 }
 
-const OpDesc& OpEncoder::memcpy(ApiId api, core::StreamKey stream, CUcontext ctx, CUdeviceptr dst,
+GRAFT_HOT const OpDesc& OpEncoder::memcpy(ApiId api, core::StreamKey stream, CUcontext ctx, CUdeviceptr dst,
                                 CUdeviceptr src, size_t bytes) {
   const CopyShape s{reinterpret_cast<uint64_t>(ctx), bytes};
   const CopyValue v{dst, src};
@@ -163,7 +164,7 @@ const OpDesc& OpEncoder::memcpy(ApiId api, core::StreamKey stream, CUcontext ctx
   return finish(OpKind::Memcpy, api, stream, 0, sizeof(s), sizeof(v));
 }
 
-const OpDesc& OpEncoder::memset(ApiId api, core::StreamKey stream, CUcontext ctx, CUdeviceptr dst,
+GRAFT_HOT const OpDesc& OpEncoder::memset(ApiId api, core::StreamKey stream, CUcontext ctx, CUdeviceptr dst,
                                 size_t pitch, unsigned value, unsigned elementSize, size_t width,
                                 size_t height) {
   const SetShape s{reinterpret_cast<uint64_t>(ctx), width, height, pitch, elementSize, 0};
@@ -179,7 +180,7 @@ void OpEncoder::noteEventCreated(CUevent event, unsigned flags) {
   else untimed_events_.erase(e);
 }
 
-const OpDesc& OpEncoder::eventRecord(ApiId api, core::StreamKey stream, CUcontext ctx, CUevent event,
+GRAFT_HOT const OpDesc& OpEncoder::eventRecord(ApiId api, core::StreamKey stream, CUcontext ctx, CUevent event,
                                      unsigned flags) {
   if (!isUntimedEvent(event)) return boundary(api, stream, core::EagerCause::TimingEvent);
   const EventShape s{flags, 0, reinterpret_cast<uint64_t>(ctx)};
@@ -187,7 +188,7 @@ const OpDesc& OpEncoder::eventRecord(ApiId api, core::StreamKey stream, CUcontex
   return finish(OpKind::EventRecord, api, stream, reinterpret_cast<uint64_t>(event), sizeof(s), 0);
 }
 
-const OpDesc& OpEncoder::eventWait(ApiId api, core::StreamKey stream, CUcontext ctx, CUevent event,
+GRAFT_HOT const OpDesc& OpEncoder::eventWait(ApiId api, core::StreamKey stream, CUcontext ctx, CUevent event,
                                    unsigned flags) {
   const EventShape s{flags, 0, reinterpret_cast<uint64_t>(ctx)};
   std::memcpy(shape_.data(), &s, sizeof(s));

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "core/hot_path.h"
 #include "core/stage_clock.h"
 #include "hook/driver_api.h"
 #include "hook/generic_forward.h"
@@ -51,14 +52,14 @@ inline StreamKey streamKey(CUstream s, int perThread) {
   return reinterpret_cast<StreamKey>(s);
 }
 
-inline CUcontext currentContext() {
+[[gnu::always_inline]] inline CUcontext currentContext() {
   core::StageTimer timer(core::Stage::Context);
   CUcontext ctx = nullptr;
   real<ApiId::k_cuCtxGetCurrent_4000>()(&ctx);
   return ctx;
 }
 
-inline graph::KernelInfo& kernelInfo(Runtime& rt, CUfunction f) {
+[[gnu::always_inline]] inline graph::KernelInfo& kernelInfo(Runtime& rt, CUfunction f) {
   core::StageTimer timer(core::Stage::KernelLookup);
   return rt.kernels().get(f);
 }
@@ -102,7 +103,7 @@ concept HasEncoder = requires { Encoder<Id>::kGraphable; };
 template <>
 struct Encoder<ApiId::k_cuLaunchKernel_4000> {
   static constexpr bool kGraphable = true;
-  static const OpDesc& encode(Runtime& rt, int pt, CUfunction f, unsigned gx, unsigned gy,
+  GRAFT_HOT static const OpDesc& encode(Runtime& rt, int pt, CUfunction f, unsigned gx, unsigned gy,
                               unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shmem,
                               CUstream s, void** params, void** extra) {
     graph::LaunchArgs a{f, {gx, gy, gz}, {bx, by, bz}, shmem, nullptr, 0, params, extra};
@@ -114,7 +115,7 @@ struct Encoder<ApiId::k_cuLaunchKernel_4000> {
 template <>
 struct Encoder<ApiId::k_cuLaunchKernelEx_11060> {
   static constexpr bool kGraphable = true;
-  static const OpDesc& encode(Runtime& rt, int pt, const CUlaunchConfig* c, CUfunction f,
+  GRAFT_HOT static const OpDesc& encode(Runtime& rt, int pt, const CUlaunchConfig* c, CUfunction f,
                               void** params, void** extra) {
     if (!c)
       return rt.encoder().boundary(ApiId::k_cuLaunchKernelEx_11060, core::kLegacyStream,
@@ -130,7 +131,7 @@ struct Encoder<ApiId::k_cuLaunchKernelEx_11060> {
 template <>
 struct Encoder<ApiId::k_cuLaunchCooperativeKernel_9000> {
   static constexpr bool kGraphable = true;
-  static const OpDesc& encode(Runtime& rt, int pt, CUfunction f, unsigned gx, unsigned gy,
+  GRAFT_HOT static const OpDesc& encode(Runtime& rt, int pt, CUfunction f, unsigned gx, unsigned gy,
                               unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shmem,
                               CUstream s, void** params) {
     graph::LaunchArgs a{f, {gx, gy, gz}, {bx, by, bz}, shmem, nullptr, 0, params, nullptr};
@@ -142,7 +143,7 @@ struct Encoder<ApiId::k_cuLaunchCooperativeKernel_9000> {
 template <>
 struct Encoder<ApiId::k_cuMemcpyDtoDAsync_3020> {
   static constexpr bool kGraphable = true;
-  static const OpDesc& encode(Runtime& rt, int pt, CUdeviceptr dst, CUdeviceptr src, size_t n,
+  GRAFT_HOT static const OpDesc& encode(Runtime& rt, int pt, CUdeviceptr dst, CUdeviceptr src, size_t n,
                               CUstream s) {
     return rt.encoder().memcpy(ApiId::k_cuMemcpyDtoDAsync_3020, streamKey(s, pt), currentContext(),
                                dst, src, n);
@@ -152,7 +153,7 @@ struct Encoder<ApiId::k_cuMemcpyDtoDAsync_3020> {
 template <>
 struct Encoder<ApiId::k_cuMemcpyAsync_4000> {
   static constexpr bool kGraphable = true;
-  static const OpDesc& encode(Runtime& rt, int pt, CUdeviceptr dst, CUdeviceptr src, size_t n,
+  GRAFT_HOT static const OpDesc& encode(Runtime& rt, int pt, CUdeviceptr dst, CUdeviceptr src, size_t n,
                               CUstream s) {
     // Unified addressing: only device-to-device copies are graphed; a copy
     // touching host memory runs eagerly at its position (DESIGN.md §2.6).
@@ -167,11 +168,11 @@ struct Encoder<ApiId::k_cuMemcpyAsync_4000> {
 template <ApiId Id, unsigned ElementSize, typename V>
 struct MemsetEncoder {
   static constexpr bool kGraphable = true;
-  static const OpDesc& encode(Runtime& rt, int pt, CUdeviceptr dst, V value, size_t n, CUstream s) {
+  GRAFT_HOT static const OpDesc& encode(Runtime& rt, int pt, CUdeviceptr dst, V value, size_t n, CUstream s) {
     return rt.encoder().memset(Id, streamKey(s, pt), currentContext(), dst, 0, unsigned(value),
                                ElementSize, n, 1);
   }
-  static const OpDesc& encode(Runtime& rt, int pt, CUdeviceptr dst, size_t pitch, V value,
+  GRAFT_HOT static const OpDesc& encode(Runtime& rt, int pt, CUdeviceptr dst, size_t pitch, V value,
                               size_t width, size_t height, CUstream s) {
     return rt.encoder().memset(Id, streamKey(s, pt), currentContext(), dst, pitch, unsigned(value),
                                ElementSize, width, height);
@@ -193,7 +194,7 @@ template <> struct Encoder<ApiId::k_cuMemsetD2D32Async_3020>
 template <>
 struct Encoder<ApiId::k_cuEventRecord_2000> {
   static constexpr bool kGraphable = true;
-  static const OpDesc& encode(Runtime& rt, int pt, CUevent e, CUstream s) {
+  GRAFT_HOT static const OpDesc& encode(Runtime& rt, int pt, CUevent e, CUstream s) {
     return rt.encoder().eventRecord(ApiId::k_cuEventRecord_2000, streamKey(s, pt), defaultStreamContext(s), e,
                                     0);
   }
@@ -202,7 +203,7 @@ struct Encoder<ApiId::k_cuEventRecord_2000> {
 template <>
 struct Encoder<ApiId::k_cuEventRecordWithFlags_11010> {
   static constexpr bool kGraphable = true;
-  static const OpDesc& encode(Runtime& rt, int pt, CUevent e, CUstream s, unsigned flags) {
+  GRAFT_HOT static const OpDesc& encode(Runtime& rt, int pt, CUevent e, CUstream s, unsigned flags) {
     if (flags != CU_EVENT_RECORD_DEFAULT)
       return rt.encoder().boundary(ApiId::k_cuEventRecordWithFlags_11010, streamKey(s, pt),
                                    EagerCause::OtherStreamOrdered);
@@ -214,7 +215,7 @@ struct Encoder<ApiId::k_cuEventRecordWithFlags_11010> {
 template <>
 struct Encoder<ApiId::k_cuStreamWaitEvent_3020> {
   static constexpr bool kGraphable = true;
-  static const OpDesc& encode(Runtime& rt, int pt, CUstream s, CUevent e, unsigned flags) {
+  GRAFT_HOT static const OpDesc& encode(Runtime& rt, int pt, CUstream s, CUevent e, unsigned flags) {
     if (flags != CU_EVENT_WAIT_DEFAULT)
       return rt.encoder().boundary(ApiId::k_cuStreamWaitEvent_3020, streamKey(s, pt),
                                    EagerCause::OtherStreamOrdered);
@@ -239,17 +240,16 @@ StreamKey streamOfCall(A... a) {
 
 // A stream-ordered op: the engine holds it for a replay or has it issued now.
 template <ApiId Id, int PT, typename Real, typename... A>
-CUresult submitOp(Runtime& rt, Real realFn, A... a) {
+[[gnu::always_inline]] inline CUresult submitOp(Runtime& rt, Real realFn, A... a) {
   if constexpr (apiInfo(Id).klass == ApiClass::Launch || apiInfo(Id).klass == ApiClass::Set) {
     // The benchmark floor drops kernels and memsets before any work of graft's
     // own (not even encoding), so it is the program's CPU time alone.
     if (rt.mode() == config::Mode::Swallow) return CUDA_SUCCESS;
   }
-  std::unique_lock<std::mutex> lock;
-  {
+  std::unique_lock<std::mutex> lock = [&] {
     core::StageTimer timer(core::Stage::Lock);
-    lock = rt.engine().lock();
-  }
+    return rt.engine().lock();
+  }();
   // Read under the lock: a benchmark mode switch (graft_bench_set_mode) takes
   // it too, so no op is held after the switch flushed what was held.
   const config::Mode mode = rt.mode();
@@ -280,6 +280,12 @@ CUresult submitOp(Runtime& rt, Real realFn, A... a) {
     decision = rt.engine().submit(*op);
   }
   if (decision == core::Decision::Held) return CUDA_SUCCESS;
+  if (mode == config::Mode::Match && (op->kind == OpKind::Kernel || op->kind == OpKind::Memset ||
+                                     op->kind == OpKind::Memcpy)) [[unlikely]] {
+    // Benchmark-only: graft's work without the GPU's (see GRAFT_MODE).
+    rt.engine().completeIssued(*op, true);
+    return CUDA_SUCCESS;
+  }
   const CUresult r = realFn(a...);
   core::StageTimer timer(core::Stage::Record);
   rt.engine().completeIssued(*op, r == CUDA_SUCCESS);
@@ -362,7 +368,7 @@ CUresult getProcAddress(const char* symbol, void** pfn, int version, cuuint64_t 
                         CUdriverProcAddressQueryResult* status);
 
 template <ApiId Id, int PT, typename Real, typename... A>
-CUresult dispatch(Real realFn, A... a) {
+[[gnu::always_inline]] inline CUresult dispatch(Real realFn, A... a) {
   constexpr ApiInfo info = apiInfo(Id);
   if constexpr (info.klass == ApiClass::Resolver) {
     if constexpr (Id == ApiId::k_cuGetProcAddress_12000) {
@@ -460,26 +466,40 @@ CUresult dispatch(Real realFn, A... a) {
 template <ApiId Id, int PT, typename Fn>
 struct Wrapper;
 
+// The wrapper's body, shared by the hot (stream-ordered) and the other wrappers.
+template <ApiId Id, int PT, typename Fn, typename... A>
+[[gnu::always_inline]] inline CUresult wrapperBody(A... a) {
+  Fn realFn = reinterpret_cast<Fn>(g_realDriver[size_t(Id)][PT].load(std::memory_order_relaxed));
+  if (!realFn) [[unlikely]] {
+    Runtime::ensureStarted(nullptr);
+    realFn = reinterpret_cast<Fn>(g_realDriver[size_t(Id)][PT].load(std::memory_order_relaxed));
+    if (!realFn) return CUDA_ERROR_NOT_FOUND;
+  }
+  if constexpr (apiInfo(Id).klass == ApiClass::Resolver) {
+    if (Runtime::options().disable) return realFn(a...);
+  } else {
+    if (t_inGraft || !Runtime::active()) [[unlikely]] return realFn(a...);
+  }
+  t_inGraft = true;
+  const CUresult r = dispatch<Id, PT>(realFn, a...);
+  t_inGraft = false;
+  return r;
+}
+
+// The ops a replay can hold (launches, device copies, memsets, event records
+// and waits) are the per-op path: their wrappers are placed with it
+// (core/hot_path.h).
+template <ApiId Id, int PT, typename... A>
+  requires(HasEncoder<Id>)
+struct Wrapper<Id, PT, CUresult(CUDAAPI*)(A...)> {
+  GRAFT_HOT static CUresult CUDAAPI call(A... a) {
+    return wrapperBody<Id, PT, CUresult(CUDAAPI*)(A...)>(a...);
+  }
+};
+
 template <ApiId Id, int PT, typename... A>
 struct Wrapper<Id, PT, CUresult(CUDAAPI*)(A...)> {
-  using Fn = CUresult(CUDAAPI*)(A...);
-  static CUresult CUDAAPI call(A... a) {
-    Fn realFn = reinterpret_cast<Fn>(g_realDriver[size_t(Id)][PT].load(std::memory_order_relaxed));
-    if (!realFn) {
-      Runtime::ensureStarted(nullptr);
-      realFn = reinterpret_cast<Fn>(g_realDriver[size_t(Id)][PT].load(std::memory_order_relaxed));
-      if (!realFn) return CUDA_ERROR_NOT_FOUND;
-    }
-    if constexpr (apiInfo(Id).klass == ApiClass::Resolver) {
-      if (Runtime::options().disable) return realFn(a...);
-    } else {
-      if (t_inGraft || !Runtime::active()) return realFn(a...);
-    }
-    t_inGraft = true;
-    const CUresult r = dispatch<Id, PT>(realFn, a...);
-    t_inGraft = false;
-    return r;
-  }
+  static CUresult CUDAAPI call(A... a) { return wrapperBody<Id, PT, CUresult(CUDAAPI*)(A...)>(a...); }
 };
 
 // Wrapper addresses, [api][variant]; nullptr where graft does not wrap.

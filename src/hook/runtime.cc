@@ -104,7 +104,7 @@ void Runtime::ensureStarted(void* hint) {
     if (missing) GRAFT_DEBUG("{} driver functions of graft's table are not in this driver", missing);
     instance_ = new Runtime();  // lives until process exit
     std::atexit(onExit);
-    if (options().mode == config::Mode::Graph && options().idleFlushMs > 0)
+    if (config::replays(options().mode) && options().idleFlushMs > 0)
       std::thread(idleFlushLoop, instance_, options().idleFlushMs).detach();
     active_.store(true, std::memory_order_release);
     t_inGraft = false;
@@ -132,10 +132,10 @@ Runtime::Runtime() : mode_(options().mode) {
   }
   // graft's launch thread is graft's own: nothing it calls is intercepted.
   executor_ = std::make_unique<graph::GraphExecutor>(kernels_, pool_.get(),
-                                                     o.asyncLaunch && mode_ == config::Mode::Graph,
+                                                     o.asyncLaunch && config::replays(mode_),
                                                      [] { t_inGraft = true; });
   core::EngineConfig c;
-  c.replay = o.mode == config::Mode::Graph;
+  c.replay = config::replays(o.mode);
   c.warmup = uint32_t(o.warmup);
   c.maxPeriod = uint32_t(o.maxPeriod);
   c.minSegmentOps = uint32_t(o.minSegmentOps);
@@ -143,6 +143,7 @@ Runtime::Runtime() : mode_(options().mode) {
   c.maxVariants = uint32_t(o.maxVariants);
   c.maxSegments = uint32_t(o.maxSegments);
   engine_ = std::make_unique<core::Engine>(c, *executor_);
+  executor_->setDryRun(o.mode == config::Mode::Match);
   GRAFT_DEBUG("graft started in {} mode (pid {})", config::toString(mode_), getpid());
 }
 
@@ -155,12 +156,14 @@ bool Runtime::switchModeForBenchmark(std::string_view name) {
   }
   config::Mode next;
   if (!config::parseMode(name, &next)) {
-    GRAFT_ERROR("graft_bench_set_mode(\"{}\"): unknown mode (graph, passthrough, swallow)", name);
+    GRAFT_ERROR("graft_bench_set_mode(\"{}\"): unknown mode (graph, passthrough, swallow, match)", name);
     return false;
   }
   auto lock = engine_->lock();
-  if (next == config::Mode::Graph) engine_->resumeReplay();
+  if (config::replays(next)) engine_->resumeReplay();
   else engine_->pauseReplay();
+  engine_->drainLaunches();  // launches queued in graph mode reach the driver
+  executor_->setDryRun(next == config::Mode::Match);
   mode_.store(next, std::memory_order_relaxed);
   GRAFT_DEBUG("benchmark switch: {} mode", config::toString(next));
   return true;

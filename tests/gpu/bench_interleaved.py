@@ -20,6 +20,12 @@ speedup = e / g, the floor's speedup = e / f. Each is the median over the run's 
 the table gives the median over runs and every run's value.
 Raw blocks go to --out.
 
+With --match a fourth mode is timed in the same rotation: graft's `match` mode (all of
+graft's work in graph mode, but nothing reaches the GPU: eager kernels, memsets and device
+copies and the graph launches are dropped after matching). match - floor is graft's cost on
+the program's thread; graft - match is what launching costs it (the launch thread, the
+driver). The extra columns give both as a share of the eager - floor gap.
+
   python3 tests/gpu/bench_interleaved.py [--libgraft build/src/libgraft.so] [--cases mlp,gpt]
                                          [--runs 5] [--cycles 30] [--block 20] [--out FILE]
 
@@ -37,7 +43,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as H  # noqa: E402
 
 MODES = ("passthrough", "graph", "swallow")
-NAMES = {"passthrough": "eager", "graph": "graft", "swallow": "floor"}
+NAMES = {"passthrough": "eager", "graph": "graft", "swallow": "floor", "match": "match"}
 
 
 def run_once(args, case, rnd, workdir):
@@ -45,7 +51,8 @@ def run_once(args, case, rnd, workdir):
     spath = os.path.join(workdir, tag + ".stats.json")
     jpath = os.path.join(workdir, tag + ".json")
     env = H.graft_env(args.libgraft, "graph", spath, list(args.graft_env) + ["GRAFT_BENCH_SWITCH=1"])
-    cmd = [sys.executable, H.WORKLOADS, case, "--interleave", ",".join(MODES), "--cycles", str(args.cycles),
+    modes = MODES + (("match",) if args.match else ())
+    cmd = [sys.executable, H.WORKLOADS, case, "--interleave", ",".join(modes), "--cycles", str(args.cycles),
            "--block", str(args.block), "--warmup", str(args.warmup), "--json", jpath]
     import subprocess
     try:
@@ -67,11 +74,15 @@ def run_once(args, case, rnd, workdir):
 def per_cycle(out):
     iv = out["interleaved"]
     e, g, f = iv["passthrough"], iv["graph"], iv["swallow"]
+    mt = iv.get("match") or [None] * len(e)
     rows = []
-    for ec, gc, fc in zip(e, g, f):
+    for ec, gc, fc, mc in zip(e, g, f, mt):
+        gap = ec - fc
         rows.append({"eager": ec, "graft": gc, "floor": fc,
-                     "gap": (ec - gc) / (ec - fc) if ec - fc > 1e-9 else None,
-                     "speedup": ec / gc, "ceiling": ec / fc})
+                     "gap": (ec - gc) / gap if gap > 1e-9 else None,
+                     "speedup": ec / gc, "ceiling": ec / fc, "match": mc,
+                     "thread_share": (mc - fc) / gap if mc is not None and gap > 1e-9 else None,
+                     "launch_share": (gc - mc) / gap if mc is not None and gap > 1e-9 else None})
     return rows
 
 
@@ -90,6 +101,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=40)
     ap.add_argument("--timeout", type=int, default=400)
     ap.add_argument("--graft-env", action="append", default=[], help="NAME=VALUE for graft runs")
+    ap.add_argument("--match", action="store_true", help="also time graft's match mode (see above)")
     ap.add_argument("--out", default=None)
     ap.add_argument("--workdir", default=None)
     args = ap.parse_args()
@@ -109,7 +121,8 @@ def main():
             if rc:
                 return 1
             rows = per_cycle(out)
-            run = {m: med(r[m] for r in rows) for m in ("eager", "graft", "floor", "gap", "speedup", "ceiling")}
+            run = {m: med(r[m] for r in rows) for m in ("eager", "graft", "floor", "gap", "speedup", "ceiling",
+                                                          "match", "thread_share", "launch_share")}
             run["cycles"] = rows
             rep = out.get("graft_report") or {}
             tails = out.get("interleaved_tail_ms", {})
@@ -125,6 +138,10 @@ def main():
                       run["speedup"], run["ceiling"], run["graphs_built"],
                       "/".join("%.2f" % (run["tail_ms"].get(n) or 0) for n in ("eager", "graft", "floor"))),
                   flush=True)
+            if args.match:
+                print("run %d %-9s match %.3f ms/step: graft's work on the program's thread %.1f %% of the gap, "
+                      "launching %.1f %%" % (rnd, case, run["match"] or 0, 100 * (run["thread_share"] or 0),
+                                             100 * (run["launch_share"] or 0)), flush=True)
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"args": vars(args), "results": results}, f, indent=1)
@@ -149,6 +166,18 @@ def main():
         print("| %s | %.3f | %.3f | %.3f | %s | %s | %s | %s |" % (
             case, med(r["eager"] for r in runs), med(r["graft"] for r in runs), med(r["floor"] for r in runs),
             cell("gap", "%.0f %%", 100), cell("speedup", "%.2fx"), cell("ceiling", "%.2fx"), pooled))
+    if args.match:
+        print()
+        print("| case | match ms/step | match - floor, share of the gap (graft's work on the program's thread) "
+              "| graft - match, share of the gap (launching) |")
+        print("|---|---|---|---|")
+        for case in cases:
+            runs = results[case]
+            def cell2(key):
+                vals = [r[key] for r in runs]
+                return "%.1f %% [%s]" % (100 * med(vals), ", ".join("%.0f" % (100 * v) for v in vals))
+            print("| %s | %.3f | %s | %s |" % (case, med(r["match"] for r in runs), cell2("thread_share"),
+                                               cell2("launch_share")))
     return 0
 
 
