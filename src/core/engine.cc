@@ -47,8 +47,7 @@ Engine::Engine(const EngineConfig& config, Executor& executor)
   held_matched_.reserve(kHeldReserveOps);
   failed_launches_.reserve(64);
   patch_.reserve(kHeldReserveOps);
-  stream_activity_.reserve(64);
-  ops_by_stream_.reserve(64);
+  streams_.reserve(64);
 }
 
 Engine::~Engine() {
@@ -63,16 +62,15 @@ Engine::~Engine() {
 GRAFT_HOT void Engine::countStream(StreamKey stream) {
   // Programs usually issue many ops in a row on one stream: cache its entries.
   // (Pointers into unordered_map values stay valid until the entry is erased.)
-  if (stream != last_stream_ || !last_stream_ops_) {
+  if (stream != last_stream_ || !last_stream_counters_) {
     last_stream_ = stream;
-    last_stream_ops_ = &ops_by_stream_[stream];
-    last_stream_activity_ = &stream_activity_[stream];
+    last_stream_counters_ = &streams_[stream];
   }
-  ++*last_stream_ops_;
+  ++last_stream_counters_->ops;
 }
 
 GRAFT_HOT void Engine::noteActivity(const OpDesc& op) {
-  *last_stream_activity_ = boundary_generation_;  // countStream() ran first for op.stream
+  last_stream_counters_->activity = boundary_generation_;  // countStream() ran first for op.stream
   if (op.kind == OpKind::EventRecord) event_record_generation_[op.event] = boundary_generation_;
 }
 
@@ -108,6 +106,18 @@ GRAFT_HOT Decision Engine::submit(const OpDesc& op) {
   pending_boundary_ = false;
   drainLaunches();
   return Decision::IssueNow;
+}
+
+GRAFT_HOT bool Engine::expectedNext(OpDesc* out) const {
+  if (held_.empty() || stepsAside()) return false;
+  const size_t j = held_.size();
+  for (size_t c = 0; c < num_candidates_; ++c) {
+    const Candidate& cand = candidates_[c];
+    if (!cand.alive || j >= cand.segment->length()) continue;
+    *out = cand.segment->ops.view(j);
+    return true;
+  }
+  return false;
 }
 
 GRAFT_HOT void Engine::drainLaunches() {
@@ -383,8 +393,8 @@ void Engine::query(StreamKey stream, uint64_t event, uint64_t queryHash) {
       auto it = event_record_generation_.find(event);
       relevant = it != event_record_generation_.end() && it->second == boundary_generation_;
     } else {
-      auto it = stream_activity_.find(stream);
-      relevant = it != stream_activity_.end() && it->second == boundary_generation_;
+      auto it = streams_.find(stream);
+      relevant = it != streams_.end() && it->second.activity == boundary_generation_;
     }
     if (relevant) {
       if (!held_.empty()) resolveHeld(EagerCause::QueryInSegment, nullptr);
@@ -401,8 +411,8 @@ void Engine::releaseStream(StreamKey stream) {
       break;
     }
   }
-  stream_activity_.erase(stream);
-  if (stream == last_stream_) last_stream_ops_ = nullptr;
+  // Its op count stays for the report; a reused handle starts with no activity.
+  if (auto it = streams_.find(stream); it != streams_.end()) it->second.activity = 0;
   drainLaunches();
 }
 
@@ -809,7 +819,7 @@ void Engine::logFallback(Segment* s, size_t index, EagerCause cause, const OpDes
 
 EngineStats Engine::stats() const {
   EngineStats s = stats_;
-  s.opsByStream.assign(ops_by_stream_.begin(), ops_by_stream_.end());
+  for (const auto& [stream, counters] : streams_) s.opsByStream.emplace_back(stream, counters.ops);
   std::sort(s.opsByStream.begin(), s.opsByStream.end(),
             [](const auto& a, const auto& b) { return a.second > b.second; });
   s.liveSegments = segments_.live();

@@ -78,6 +78,10 @@ class Engine {
   // A stream-ordered op. On IssueNow the caller issues the op with its own
   // arguments and then calls completeIssued() before releasing the lock.
   Decision submit(const OpDesc& op);
+  // While ops are held: the op the first live candidate expects next (what
+  // submit() would compare the next op with first). Its bytes stay unchanged
+  // until an op equal to it has been submitted. False when nothing is held.
+  bool expectedNext(OpDesc* out) const;
   void completeIssued(const OpDesc& op, bool succeeded);
   // Pass-through mode: counts an op issued on `stream`, nothing else.
   void countPassthrough(StreamKey stream);
@@ -181,10 +185,13 @@ class Engine {
   bool paused_ = false;
   bool expect_launch_hint_ = false;  // a host barrier since the last run began
   uint64_t submissions_ = 0;
-  uint64_t boundary_generation_ = 1;  // query relevance (see stream_activity_)
-  StreamKey last_stream_ = 0;  // cache for stream_activity_ and ops_by_stream_
-  uint64_t* last_stream_ops_ = nullptr;
-  uint64_t* last_stream_activity_ = nullptr;
+  uint64_t boundary_generation_ = 1;  // query relevance (see StreamCounters)
+  StreamKey last_stream_ = 0;  // cache for streams_ (unordered_map values stay put)
+  struct StreamCounters {
+    uint64_t ops = 0;       // for the report
+    uint64_t activity = 0;  // the boundary generation of its last op (query relevance); 0: none
+  };
+  StreamCounters* last_stream_counters_ = nullptr;
   size_t num_candidates_ = 0;
   OpBuffer held_;
   // Per held op: the candidate it was compared with when held (the same
@@ -218,8 +225,7 @@ class Engine {
   uint64_t idle_seen_submissions_ = ~uint64_t(0);
 
   // Query relevance: work issued since the last boundary token.
-  std::unordered_map<StreamKey, uint64_t> stream_activity_;
-  std::unordered_map<StreamKey, uint64_t> ops_by_stream_;
+  std::unordered_map<StreamKey, StreamCounters> streams_;
   std::unordered_map<uint64_t, uint64_t> event_record_generation_;
 
   std::chrono::steady_clock::time_point start_;

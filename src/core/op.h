@@ -63,7 +63,7 @@ struct Bytes {
   uint32_t size = 0;
 
   bool operator==(const Bytes& o) const {
-    return size == o.size && (size == 0 || std::memcmp(data, o.data, size) == 0);
+    return size == o.size && (size == 0 || data == o.data || std::memcmp(data, o.data, size) == 0);
   }
 };
 

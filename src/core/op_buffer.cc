@@ -13,6 +13,7 @@ GRAFT_HOT uint32_t OpBuffer::pushBorrowing(const OpDesc& op, const uint8_t* shap
   Stored s{op.kind, op.cause, op.api, op.stream, op.event, op.shapeHash, shape, value,
            0, op.shape.size, 0, op.value.size};
   if (!shape) {
+    bytes_.resize((bytes_.size() + kCacheLine - 1) & ~(kCacheLine - 1));
     s.shapeOffset = static_cast<uint32_t>(bytes_.size());
     bytes_.insert(bytes_.end(), op.shape.data, op.shape.data + op.shape.size);
   }

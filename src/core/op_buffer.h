@@ -12,12 +12,30 @@
 // only when it grows past its high-water mark (never in steady state).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <new>
 #include <vector>
 
 #include "core/op.h"
 
 namespace graft::core {
+
+// Cache-line-aligned storage: an op's record and its shape bytes each start a
+// line, so reading one op touches as few lines as possible (core/hot_path.h).
+inline constexpr size_t kCacheLine = 64;
+template <typename T>
+struct LineAlignedAllocator {
+  using value_type = T;
+  LineAlignedAllocator() = default;
+  template <typename U>
+  LineAlignedAllocator(const LineAlignedAllocator<U>&) {}
+  T* allocate(size_t n) {
+    return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(kCacheLine)));
+  }
+  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t(kCacheLine)); }
+  bool operator==(const LineAlignedAllocator&) const { return true; }
+};
 
 class OpBuffer {
  public:
@@ -41,7 +59,7 @@ class OpBuffer {
   void setValue(size_t i, Bytes value);
 
  private:
-  struct Stored {
+  struct alignas(kCacheLine) Stored {
     OpKind kind;
     EagerCause cause;
     uint16_t api;
@@ -52,8 +70,8 @@ class OpBuffer {
     const uint8_t* valueBorrowed;  // nullptr: at valueOffset in bytes_
     uint32_t shapeOffset, shapeSize, valueOffset, valueSize;
   };
-  std::vector<Stored> ops_;
-  std::vector<uint8_t> bytes_;
+  std::vector<Stored, LineAlignedAllocator<Stored>> ops_;
+  std::vector<uint8_t, LineAlignedAllocator<uint8_t>> bytes_;  // each op's shape starts a line
 };
 
 // Ops [begin, begin + size) of an OpBuffer, viewed one at a time (no copies).

@@ -22,8 +22,8 @@
 
 namespace graft::graph {
 
-struct KernelInfo {
-  // What every launch reads first, together (one cache line).
+struct alignas(64) KernelInfo {
+  // What every launch reads, in its first cache line (core/hot_path.h).
   uint64_t handle = 0;
   uint64_t launches = 0;
   core::EagerCause eager = core::EagerCause::None;  // UnknownParams or EagerKernel
@@ -82,13 +82,14 @@ class KernelRegistry {
   void addToIndex(KernelInfo* info);
   std::vector<std::pair<std::string, uint64_t>> ranked(uint64_t KernelInfo::*count) const;
 
-  std::unordered_map<uint64_t, std::unique_ptr<KernelInfo>> kernels_;
+  // The lookup's fields first, together.
+  KernelInfo* last_ = nullptr;
   struct IndexSlot {
     uint64_t handle;  // 0: empty
     KernelInfo* info;
   };
   std::vector<IndexSlot> index_;  // of kernels_ (nonzero handles), at most half full
-  KernelInfo* last_ = nullptr;
+  std::unordered_map<uint64_t, std::unique_ptr<KernelInfo>> kernels_;
   std::unordered_map<std::string, KernelInfo> retired_;  // counts only, by kernel name
   std::vector<std::string> eager_prefixes_;
 };

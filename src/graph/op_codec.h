@@ -111,12 +111,21 @@ class OpEncoder {
   // An op issued eagerly in sequence (never graphed).
   const core::OpDesc& boundary(hook::ApiId api, core::StreamKey stream, core::EagerCause cause);
 
+  // The op a replay expects next (Engine::expectedNext), for the next kernel()
+  // call only, or nullptr; `*expected` must live until then. A launch equal
+  // to it comes back as a view of its bytes (no copy, no hashing); those bytes
+  // must stay unchanged until the op is consumed, which the engine guarantees
+  // for the op it expects.
+  void setExpected(const core::OpDesc* expected) { expected_ = expected; }
+
  private:
   const core::OpDesc& finish(core::OpKind kind, hook::ApiId api, core::StreamKey stream,
                              uint64_t event, size_t shapeSize, size_t valueSize);
+  void writeKernelValue(const KernelInfo& info, const LaunchArgs& args, const void* buffer, size_t valueSize);
   std::vector<uint8_t> shape_;
   std::vector<uint8_t> value_;
   core::OpDesc op_;
+  const core::OpDesc* expected_ = nullptr;
   std::unordered_set<uint64_t> untimed_events_;
 };
 

@@ -262,9 +262,14 @@ template <ApiId Id, int PT, typename Real, typename... A>
     return realFn(a...);
   }
   const OpDesc* op;
+  core::OpDesc expected;  // see OpEncoder::setExpected
   {
     core::StageTimer timer(core::Stage::Encode);
     if constexpr (HasEncoder<Id>) {
+      if constexpr (apiInfo(Id).klass == ApiClass::Launch) {
+        // A replay in progress compares the launch with the op it expects.
+        rt.encoder().setExpected(rt.engine().expectedNext(&expected) ? &expected : nullptr);
+      }
       op = &Encoder<Id>::encode(rt, PT, a...);
     } else {
       op = &rt.encoder().boundary(Id, streamKey(firstOf<CUstream>(a...), PT), boundaryCause(Id));

@@ -77,9 +77,10 @@ class Runtime {
   static std::atomic<bool> active_;
   static Runtime* instance_;
 
+  // Per-op fields first, together (core/hot_path.h).
   std::atomic<config::Mode> mode_;
-  graph::KernelRegistry kernels_;
   graph::OpEncoder encoder_;
+  graph::KernelRegistry kernels_;
   std::unique_ptr<pool::DevicePool> pool_;
   std::unique_ptr<graph::GraphExecutor> executor_;
   std::unique_ptr<core::Engine> engine_;
