@@ -30,8 +30,8 @@ struct alignas(64) KernelInfo {
   bool layoutKnown = false;
   bool paramsOrdered = false;  // offsets increase and parameters do not overlap
   uint32_t paramBytes = 0;
-  std::vector<uint32_t> offsets;
-  std::vector<uint32_t> sizes;
+  std::vector<uint32_t> sizes;    // a launch reads its size() and data(),
+  std::vector<uint32_t> offsets;  // and only data() of this one
   // For the report.
   uint64_t patches = 0;  // graph node updates of this kernel's launches
   std::string name;
@@ -47,7 +47,12 @@ class KernelRegistry {
     if (last_ && last_->handle == h) return *last_;
     // The index: open addressing over a flat array, so a lookup reads one
     // cache line (the per-op path; see core/hot_path.h).
-    if (h != 0 && !index_.empty()) {
+    if (h == 0) {  // not in the index (0 marks its empty slots)
+      auto it = kernels_.find(h);
+      last_ = it != kernels_.end() ? it->second.get() : resolve(f);
+      return *last_;
+    }
+    if (!index_.empty()) {
       for (size_t i = indexSlot(h);; i = (i + 1) & (index_.size() - 1)) {
         if (index_[i].handle == h) return *(last_ = index_[i].info);
         if (index_[i].handle == 0) break;

@@ -1,0 +1,65 @@
+// KernelRegistry's lookup: every handle finds its own entry, through the
+// index and its growth, and after code is unloaded (retireAll) handles are
+// resolved again. With no driver behind it, a kernel has no name or layout.
+#include "graph/kernel_registry.h"
+
+#include <gtest/gtest.h>
+
+#include <unordered_set>
+#include <vector>
+
+namespace graft::graph {
+namespace {
+
+CUfunction handle(uint64_t i) { return reinterpret_cast<CUfunction>(0x7f0000001000ull + 0x40 * i); }
+
+TEST(KernelRegistry, EveryHandleFindsItsOwnEntryAcrossIndexGrowth) {
+  KernelRegistry registry;
+  std::vector<KernelInfo*> first;
+  for (uint64_t i = 0; i < 3000; ++i) {  // the index starts at 256 slots and grows
+    KernelInfo& info = registry.get(handle(i));
+    EXPECT_EQ(info.handle, reinterpret_cast<uint64_t>(handle(i)));
+    first.push_back(&info);
+  }
+  std::unordered_set<KernelInfo*> distinct(first.begin(), first.end());
+  EXPECT_EQ(distinct.size(), first.size());
+  // In another order, each lookup returns the entry made for that handle.
+  for (uint64_t i = 3000; i-- > 0;) {
+    KernelInfo& info = registry.get(handle(i));
+    ASSERT_EQ(&info, first[i]) << "handle " << i;
+    ++info.launches;
+  }
+  EXPECT_EQ(registry.find(reinterpret_cast<uint64_t>(handle(17)))->launches, 1u);
+}
+
+// A null handle (the driver rejects its launch) has one entry like any other.
+TEST(KernelRegistry, NullHandleIsAnEntryToo) {
+  KernelRegistry registry;
+  KernelInfo& a = registry.get(nullptr);
+  registry.get(handle(1));
+  EXPECT_EQ(&registry.get(nullptr), &a);
+}
+
+TEST(KernelRegistry, RetireAllResolvesAgainAndKeepsCounts) {
+  KernelRegistry registry;
+  for (uint64_t i = 0; i < 200; ++i) registry.get(handle(i)).launches += 2;
+  registry.retireAll();
+  EXPECT_EQ(registry.find(reinterpret_cast<uint64_t>(handle(5))), nullptr);
+  KernelInfo& again = registry.get(handle(5));
+  EXPECT_EQ(again.launches, 0u);
+  EXPECT_EQ(again.handle, reinterpret_cast<uint64_t>(handle(5)));
+  uint64_t total = 0;
+  for (const auto& [name, n] : registry.byLaunches()) total += n;
+  EXPECT_EQ(total, 400u);  // the retired counts stay in the report
+}
+
+// What the encoder reads per launch: handle, launches, flags, paramBytes,
+// sizes' begin and end, offsets' begin.
+TEST(KernelRegistry, PerLaunchFieldsShareOneCacheLine) {
+  static_assert(alignof(KernelInfo) == 64);
+  EXPECT_LE(offsetof(KernelInfo, sizes) + sizeof(std::vector<uint32_t>), 64u);
+  EXPECT_LE(offsetof(KernelInfo, offsets) + sizeof(uint32_t*), 64u);
+}
+
+}  // namespace
+}  // namespace graft::graph
