@@ -5,7 +5,13 @@
 // (so one replay patches it and the ones after do not). With QUERY=1 the loop
 // also queries an idle second stream in the middle of each iteration, so graft
 // learns of a failed launch while it holds ops that match its segment.
-//   CHANGE=N QUERY=0|1 sim_launch_failure   exit 0: the accumulator is right
+// With MATCH=M (graft preloaded, GRAFT_BENCH_SWITCH=1) iterations M to M+4 run
+// in graft's benchmark-only match mode, where nothing reaches the GPU (they
+// add nothing); put CHANGE among them and the first replay after them must
+// still add the new k, although its update was skipped while matching.
+//   CHANGE=N QUERY=0|1 [MATCH=M] sim_launch_failure   exit 0: the accumulator is right
+#include <dlfcn.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -29,8 +35,23 @@ int main() {
   cu.cuStreamCreate(&idle, CU_STREAM_NON_BLOCKING);
   const int change = std::getenv("CHANGE") ? std::atoi(std::getenv("CHANGE")) : 30;
   const bool query = std::getenv("QUERY") && std::atoi(std::getenv("QUERY"));
+  const int match = std::getenv("MATCH") ? std::atoi(std::getenv("MATCH")) : 0;
+  using SetModeFn = int (*)(const char*);
+  auto setMode = reinterpret_cast<SetModeFn>(dlsym(RTLD_DEFAULT, "graft_bench_set_mode"));
+  if (match && !setMode) {
+    std::fprintf(stderr, "sim_launch_failure: MATCH needs graft preloaded\n");
+    return 1;
+  }
   uint64_t want = 0;
   for (int it = 1; it <= 60; ++it) {
+    const bool matching = match && it >= match && it < match + 5;
+    if (match && (it == match || it == match + 5)) {
+      cu.cuCtxSynchronize();  // as a benchmark harness does
+      if (setMode(matching ? "match" : "graph") != 0) {
+        std::fprintf(stderr, "sim_launch_failure: graft_bench_set_mode refused\n");
+        return 1;
+      }
+    }
     for (uint64_t k = 0; k < 12; ++k) {
       uint64_t a = k, b = 7, c = 9;
       void* args[] = {&a, &b, &c};
@@ -38,7 +59,7 @@ int main() {
       if (query && k == 5) cu.cuStreamQuery(idle);
     }
     uint64_t kk = it < change ? 1 : 2;
-    want += kk;
+    if (!matching) want += kk;
     void* args[] = {&acc, &acc, &kk};
     cu.cuLaunchKernel(add, 1, 1, 1, 1, 1, 1, 0, s, args, nullptr);
   }
