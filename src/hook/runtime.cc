@@ -160,10 +160,16 @@ bool Runtime::switchModeForBenchmark(std::string_view name) {
     return false;
   }
   auto lock = engine_->lock();
+  const bool dryRun = next == config::Mode::Match;
+  if (dryRun != (mode_.load(std::memory_order_relaxed) == config::Mode::Match)) {
+    // Ops held so far run as the mode they were issued in asked: for real
+    // when leaving graph mode for match, dropped when leaving match.
+    engine_->flushAll();
+  }
   if (config::replays(next)) engine_->resumeReplay();
   else engine_->pauseReplay();
   engine_->drainLaunches();  // launches queued in graph mode reach the driver
-  executor_->setDryRun(next == config::Mode::Match);
+  executor_->setDryRun(dryRun);
   mode_.store(next, std::memory_order_relaxed);
   GRAFT_DEBUG("benchmark switch: {} mode", config::toString(next));
   return true;

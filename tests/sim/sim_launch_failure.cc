@@ -8,8 +8,10 @@
 // With MATCH=M (graft preloaded, GRAFT_BENCH_SWITCH=1) iterations M to M+4 run
 // in graft's benchmark-only match mode, where nothing reaches the GPU (they
 // add nothing); put CHANGE among them and the first replay after them must
-// still add the new k, although its update was skipped while matching.
-//   CHANGE=N QUERY=0|1 [MATCH=M] sim_launch_failure   exit 0: the accumulator is right
+// still add the new k, although its update was skipped while matching. The
+// switches come after a synchronize, as a harness does, or with NOSYNC=1 in
+// the middle of held work, which must run as the mode it was issued in asks.
+//   CHANGE=N QUERY=0|1 [MATCH=M [NOSYNC=1]] sim_launch_failure   exit 0: the accumulator is right
 #include <dlfcn.h>
 
 #include <cstdint>
@@ -46,7 +48,8 @@ int main() {
   for (int it = 1; it <= 60; ++it) {
     const bool matching = match && it >= match && it < match + 5;
     if (match && (it == match || it == match + 5)) {
-      cu.cuCtxSynchronize();  // as a benchmark harness does
+      const char* noSync = std::getenv("NOSYNC");
+      if (!(noSync && std::atoi(noSync))) cu.cuCtxSynchronize();  // as a benchmark harness does
       if (setMode(matching ? "match" : "graph") != 0) {
         std::fprintf(stderr, "sim_launch_failure: graft_bench_set_mode refused\n");
         return 1;
