@@ -60,8 +60,8 @@ Engine::~Engine() {
 // Submission
 
 GRAFT_HOT void Engine::countStream(StreamKey stream) {
-  // Programs usually issue many ops in a row on one stream: cache its entries.
-  // (Pointers into unordered_map values stay valid until the entry is erased.)
+  // Programs usually issue many ops in a row on one stream: cache its entry.
+  // (Pointers into unordered_map values stay valid; entries are never erased.)
   if (stream != last_stream_ || !last_stream_counters_) {
     last_stream_ = stream;
     last_stream_counters_ = &streams_[stream];

@@ -8,8 +8,9 @@
 // elsewhere), converted with a rate calibrated between enable() and report().
 //
 // Threading: timers run under the engine lock or on graft's launch thread;
-// totals are relaxed atomics, the nesting pointer is thread-local. Off (the default): one predictable
-// branch per timer. No allocation, no logging, no driver calls.
+// totals are relaxed atomics, the nesting pointer is thread-local. Off (the
+// default): one predictable branch per timer. No allocation, no logging, no
+// driver calls.
 #pragma once
 
 #include <array>

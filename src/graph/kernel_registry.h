@@ -45,34 +45,18 @@ class KernelRegistry {
   KernelInfo& get(CUfunction f) {
     const uint64_t h = reinterpret_cast<uint64_t>(f);
     if (last_ && last_->handle == h) return *last_;
-    // The index: open addressing over a flat array, so a lookup reads one
-    // cache line (the per-op path; see core/hot_path.h).
-    if (h == 0) {  // not in the index (0 marks its empty slots)
-      auto it = kernels_.find(h);
-      last_ = it != kernels_.end() ? it->second.get() : resolve(f);
-      return *last_;
-    }
-    if (!index_.empty()) {
-      for (size_t i = indexSlot(h);; i = (i + 1) & (index_.size() - 1)) {
-        if (index_[i].handle == h) return *(last_ = index_[i].info);
-        if (index_[i].handle == 0) break;
-      }
-    }
-    last_ = resolve(f);
+    KernelInfo* info = lookup(h);
+    last_ = info ? info : resolve(f);
     return *last_;
   }
-  const KernelInfo* find(uint64_t handle) const {
-    auto it = kernels_.find(handle);
-    return it == kernels_.end() ? nullptr : it->second.get();
-  }
+  const KernelInfo* find(uint64_t handle) const { return lookup(handle); }
   // Counts by kernel name, largest first (retired kernels included): of
   // launches, or of graph node updates.
   std::vector<std::pair<std::string, uint64_t>> byLaunches() const { return ranked(&KernelInfo::launches); }
   std::vector<std::pair<std::string, uint64_t>> byPatches() const { return ranked(&KernelInfo::patches); }
   // A replay updated a graph node of this kernel's (no-op for an unknown handle).
   void notePatched(uint64_t handle) {
-    if (last_ && last_->handle == handle) ++last_->patches;
-    else if (auto it = kernels_.find(handle); it != kernels_.end()) ++it->second->patches;
+    if (KernelInfo* info = last_ && last_->handle == handle ? last_ : lookup(handle)) ++info->patches;
   }
   // Code was unloaded: a handle seen before may name another kernel now. Every
   // entry is resolved again on next use (no KernelInfo is held across calls);
@@ -81,6 +65,21 @@ class KernelRegistry {
 
  private:
   KernelInfo* resolve(CUfunction f);
+  // The entry of a handle seen before, or nullptr. The index is open
+  // addressing over a flat array, so a lookup reads one cache line (the
+  // per-op path; see core/hot_path.h); handle 0, which marks its empty
+  // slots, is found in the map.
+  KernelInfo* lookup(uint64_t handle) const {
+    if (handle == 0) {
+      auto it = kernels_.find(handle);
+      return it == kernels_.end() ? nullptr : it->second.get();
+    }
+    if (index_.empty()) return nullptr;
+    for (size_t i = indexSlot(handle);; i = (i + 1) & (index_.size() - 1)) {
+      if (index_[i].handle == handle) return index_[i].info;
+      if (index_[i].handle == 0) return nullptr;
+    }
+  }
   size_t indexSlot(uint64_t handle) const {
     return size_t((handle >> 4) * 0x9e3779b97f4a7c15ull >> 32) & (index_.size() - 1);
   }

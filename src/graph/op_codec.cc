@@ -87,8 +87,7 @@ GRAFT_HOT const OpDesc& OpEncoder::boundary(ApiId api, core::StreamKey stream, c
 
 GRAFT_HOT const OpDesc& OpEncoder::kernel(ApiId api, core::StreamKey stream, CUcontext ctx, KernelInfo& info,
                                           const LaunchArgs& a) {
-  const core::OpDesc* expected = expected_;  // for this call only
-  expected_ = nullptr;
+  const core::OpDesc* expected = expected_;
   ++info.launches;
   if (info.eager != core::EagerCause::None) return boundary(api, stream, info.eager);
   if (a.numAttrs > kMaxLaunchAttrs) return boundary(api, stream, core::EagerCause::UnsupportedLaunch);
@@ -164,7 +163,7 @@ GRAFT_HOT const OpDesc& OpEncoder::kernel(ApiId api, core::StreamKey stream, CUc
   return finish(OpKind::Kernel, api, stream, 0, shapeSize, valueSize);
 }
 
-void OpEncoder::writeKernelValue(const KernelInfo& info, const LaunchArgs& a, const void* buffer,
+GRAFT_HOT void OpEncoder::writeKernelValue(const KernelInfo& info, const LaunchArgs& a, const void* buffer,
                                  size_t valueSize) {
   if (!valueSize) return;
   uint8_t* out = value_.data();
@@ -179,7 +178,6 @@ void OpEncoder::writeKernelValue(const KernelInfo& info, const LaunchArgs& a, co
       std::memcpy(out + info.offsets[i], a.kernelParams[i], info.sizes[i]);
       end = info.offsets[i] + info.sizes[i];
     }
-    if (valueSize > end) std::memset(out + end, 0, valueSize - end);
   } else {
     std::memset(out, 0, valueSize);
     for (size_t i = 0; i < info.sizes.size(); ++i)

@@ -111,11 +111,11 @@ class OpEncoder {
   // An op issued eagerly in sequence (never graphed).
   const core::OpDesc& boundary(hook::ApiId api, core::StreamKey stream, core::EagerCause cause);
 
-  // The op a replay expects next (Engine::expectedNext), for the next kernel()
-  // call only, or nullptr; `*expected` must live until then. A launch equal
-  // to it comes back as a view of its bytes (no copy, no hashing); those bytes
-  // must stay unchanged until the op is consumed, which the engine guarantees
-  // for the op it expects.
+  // The op a replay expects next (Engine::expectedNext), or nullptr; the
+  // caller resets it to nullptr before `*expected` ends. A kernel() launch
+  // equal to it comes back as a view of its bytes (no copy, no hashing);
+  // those bytes must stay unchanged until the op is consumed, which the
+  // engine guarantees for the op it expects.
   void setExpected(const core::OpDesc* expected) { expected_ = expected; }
 
  private:

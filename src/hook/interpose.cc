@@ -269,8 +269,11 @@ template <ApiId Id, int PT, typename Real, typename... A>
       if constexpr (apiInfo(Id).klass == ApiClass::Launch) {
         // A replay in progress compares the launch with the op it expects.
         rt.encoder().setExpected(rt.engine().expectedNext(&expected) ? &expected : nullptr);
+        op = &Encoder<Id>::encode(rt, PT, a...);
+        rt.encoder().setExpected(nullptr);  // `expected` ends with this call
+      } else {
+        op = &Encoder<Id>::encode(rt, PT, a...);
       }
-      op = &Encoder<Id>::encode(rt, PT, a...);
     } else {
       op = &rt.encoder().boundary(Id, streamKey(firstOf<CUstream>(a...), PT), boundaryCause(Id));
     }
