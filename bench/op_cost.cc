@@ -4,7 +4,7 @@
 // then times ITERS iterations of OPS kernel launches followed by a stream
 // synchronize. Run it with and without LD_PRELOAD=libgraft.so; the difference
 // per op is graft's cost. Prints: ns_per_op=<median over 5 repetitions>.
-//   op_cost [OPS] [ITERS] [--vary] [--big N] [--thrash KB]
+//   op_cost [OPS] [ITERS] [--vary] [--big N] [--thrash KB [--stride B]] [--mark]
 // --vary: one parameter of every eighth kernel changes every iteration (as
 // RNG offsets and optimizer scalars do in a training step). --big N: every
 // N-th of the 64 kernels has a 4 KiB parameter (multi-tensor-apply style). --thrash KB: between two
@@ -12,6 +12,8 @@
 // each time), as an interpreter does between launches, so graft's data and
 // the driver's are no longer in the caches (or the TLB); the thrash costs the
 // same with and without graft, so the difference is still graft's cost.
+// --stride B: the thrash's step (default 4160: a new page every touch; 64
+// evicts cache lines without touching more pages than it must).
 // --mark: reads op_cost_marker before each launch, so a memory trace
 // (scripts/footprint) can split graft's accesses by op.
 #include <cuda.h>
@@ -35,11 +37,13 @@ int main(int argc, char** argv) {
   bool mark = false;
   int bigEvery = 0;
   size_t thrashBytes = 0;
+  size_t thrashStride = 4096 + 64;
   for (int i = 3; i < argc; ++i) {
     if (std::strcmp(argv[i], "--vary") == 0) vary = true;
     else if (std::strcmp(argv[i], "--mark") == 0) mark = true;
     else if (std::strcmp(argv[i], "--big") == 0 && i + 1 < argc) bigEvery = std::atoi(argv[++i]);
     else if (std::strcmp(argv[i], "--thrash") == 0 && i + 1 < argc) thrashBytes = size_t(std::atol(argv[++i])) << 10;
+    else if (std::strcmp(argv[i], "--stride") == 0 && i + 1 < argc) thrashStride = size_t(std::atol(argv[++i]));
   }
   const size_t poolBytes = size_t(256) << 20;
   std::vector<unsigned char> pool(thrashBytes ? poolBytes : 0, 1);
@@ -48,7 +52,7 @@ int main(int argc, char** argv) {
   auto thrash = [&] {
     for (size_t n = 0; n < thrashBytes; n += 64) {
       sink += pool[cursor];
-      cursor = (cursor + 4096 + 64) % poolBytes;  // a new page every touch
+      cursor = (cursor + thrashStride) % poolBytes;  // by default a new page every touch
     }
   };
   void* lib = dlopen("libcuda.so.1", RTLD_NOW);

@@ -39,10 +39,10 @@ std::string_view toString(EagerCause c) {
 
 Engine::Engine(const EngineConfig& config, Executor& executor)
     : config_(config),
-      executor_(executor),
       history_(nextPow2(size_t(config.maxPeriod) + 1), nextPow2(size_t(config.maxPeriod) * 2 + 1),
                size_t(32) << 20),
-      detector_(config.warmup, config.maxPeriod) {
+      detector_(config.warmup, config.maxPeriod),
+      executor_(executor) {
   held_.reserve(kHeldReserveOps, kHeldReserveBytes);
   held_matched_.reserve(kHeldReserveOps);
   failed_launches_.reserve(64);
@@ -108,6 +108,38 @@ GRAFT_HOT Decision Engine::submit(const OpDesc& op) {
   return Decision::IssueNow;
 }
 
+GRAFT_HOT void Engine::holdSoleExpected(Bytes value) {
+  // What submit() does for an op that advance() holds while one candidate is
+  // live, it expects this op and no completed candidate waits (see
+  // refreshSoleExpected): the same counts, and the same hold.
+  ++stats_.opsTotal;
+  ++submissions_;
+  ++stats_.opsSoleExpected;
+  OpDesc op = sole_expected_;
+  op.value = value;
+  countStream(op.stream);
+  noteActivity(op);
+  hold(op, candidates_[sole_candidate_].segment, sole_expected_);
+  afterHeldGrew();
+}
+
+GRAFT_HOT void Engine::refreshSoleExpected() {
+  sole_expected_ready_ = false;
+  if (held_.empty() || stepsAside()) return;
+  const size_t j = held_.size();
+  size_t live = 0;
+  for (size_t c = 0; c < num_candidates_; ++c) {
+    if (!candidates_[c].alive) continue;
+    // A live candidate that is complete (j == length) is retired by the next
+    // advance(); the fast lane does not do that, so it is not taken then.
+    if (++live > 1 || j >= candidates_[c].segment->length()) return;
+    sole_candidate_ = c;
+  }
+  if (live != 1) return;
+  sole_expected_ = candidates_[sole_candidate_].segment->ops.view(j);
+  sole_expected_ready_ = sole_expected_.kind == OpKind::Kernel;
+}
+
 GRAFT_HOT bool Engine::expectedNext(OpDesc* out) const {
   if (held_.empty() || stepsAside()) return false;
   const size_t j = held_.size();
@@ -149,6 +181,7 @@ GRAFT_COLD void Engine::handleFailedLaunches() {
     }
   }
   failed_launches_.clear();
+  refreshSoleExpected();  // candidates may have died
 }
 
 void Engine::countPassthrough(StreamKey stream) {
@@ -189,7 +222,7 @@ GRAFT_HOT bool Engine::tryStart(const OpDesc& op) {
     expect_launch_hint_ = false;
     executor_.expectLaunch();
   }
-  hold(op, candidates_[0].segment);
+  hold(op, candidates_[0].segment, candidates_[0].segment->ops.view(0));
   afterHeldGrew();
   return true;
 }
@@ -197,6 +230,7 @@ GRAFT_HOT bool Engine::tryStart(const OpDesc& op) {
 GRAFT_HOT bool Engine::advance(const OpDesc& op) {
   const size_t j = held_.size();
   Segment* matched = nullptr;  // the first candidate still matching
+  OpDesc matchedExpected;       // its op at j
   for (size_t c = 0; c < num_candidates_; ++c) {
     Candidate& cand = candidates_[c];
     if (!cand.alive) continue;
@@ -217,23 +251,24 @@ GRAFT_HOT bool Engine::advance(const OpDesc& op) {
         last_mismatch_ = {s, j};
       continue;
     }
-    if (!matched) matched = s;
+    if (!matched) {
+      matched = s;
+      matchedExpected = expected;
+    }
   }
   if (!matched) return false;
-  hold(op, matched);
+  hold(op, matched, matchedExpected);
   afterHeldGrew();
   return true;
 }
 
-GRAFT_HOT void Engine::hold(const OpDesc& op, const Segment* matched) {
+GRAFT_HOT void Engine::hold(const OpDesc& op, const Segment* matched, const OpDesc& expected) {
   // `op` has the shape of `matched`'s op at this index: borrow those bytes,
   // and its value bytes too when they are equal (no patch needed then).
   // A launch at held index b of a segment of length L overwrites (patches)
   // only that segment's ops below L and consumes held ops up to b + L - 1, so
   // held op j, which borrows op j, is consumed no later than any launch that
   // could overwrite what it borrows.
-  const size_t j = held_.size();
-  const OpDesc expected = matched->ops.view(j);
   const bool valueDiffers = !(op.value == expected.value);
   held_.pushBorrowing(op, expected.shape.data, valueDiffers ? nullptr : expected.value.data);
   held_matched_.push_back({matched, valueDiffers});
@@ -249,7 +284,10 @@ GRAFT_HOT void Engine::afterHeldGrew() {
     if (cand.segment->length() == n && !done) done = cand.segment;
     else if (cand.segment->length() > n) longerAlive = true;
   }
-  if (!done || longerAlive) return;
+  if (!done || longerAlive) {
+    refreshSoleExpected();
+    return;
+  }
   num_candidates_ = 0;
   launchHeld(done, 0, n);
   heldCleared();
@@ -443,6 +481,7 @@ bool Engine::deferFree(uint64_t pointer, StreamKey stream, uint64_t domain) {
 }
 
 GRAFT_HOT void Engine::heldCleared() {
+  sole_expected_ready_ = false;
   held_.clear();
   held_matched_.clear();
   for (const Deferred& d : deferred_) {

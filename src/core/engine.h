@@ -24,6 +24,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "core/engine_mutex.h"
 #include "core/event_instances.h"
 #include "core/executor.h"
 #include "core/history.h"
@@ -55,6 +56,7 @@ struct EngineStats {
   uint64_t replays = 0;
   uint64_t patches = 0;
   uint64_t reissueErrors = 0;
+  uint64_t opsSoleExpected = 0;  // held through the fast lane (holdSoleExpected)
   double firstReplaySeconds = -1;
   size_t liveSegments = 0;
   std::vector<std::pair<StreamKey, uint64_t>> opsByStream;
@@ -73,7 +75,7 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  std::unique_lock<std::mutex> lock() { return std::unique_lock<std::mutex>(mutex_); }
+  std::unique_lock<EngineMutex> lock() { return std::unique_lock<EngineMutex>(mutex_); }
 
   // A stream-ordered op. On IssueNow the caller issues the op with its own
   // arguments and then calls completeIssued() before releasing the lock.
@@ -82,6 +84,14 @@ class Engine {
   // submit() would compare the next op with first). Its bytes stay unchanged
   // until an op equal to it has been submitted. False when nothing is held.
   bool expectedNext(OpDesc* out) const;
+  // The fast lane for launches, which a replay spends most of its ops on.
+  // While ops are held and exactly one candidate is live: the op it expects
+  // next, a kernel op (else nullptr). An op equal to it in shape is handed to
+  // holdSoleExpected() instead of submit(), with the same effect as submit()
+  // returning Held, minus the work of finding that out.
+  const OpDesc* soleExpected() const { return sole_expected_ready_ ? &sole_expected_ : nullptr; }
+  // `value`: the op's value bytes, sole_expected's own when equal to them.
+  void holdSoleExpected(Bytes value);
   void completeIssued(const OpDesc& op, bool succeeded);
   // Pass-through mode: counts an op issued on `stream`, nothing else.
   void countPassthrough(StreamKey stream);
@@ -149,9 +159,12 @@ class Engine {
   // capture in progress, or a benchmark pause.
   bool stepsAside() const { return !config_.replay || capture_depth_ > 0 || paused_; }
   bool advance(const OpDesc& op);
-  void hold(const OpDesc& op, const Segment* matched);
+  // `expected`: `matched`'s op at this index.
+  void hold(const OpDesc& op, const Segment* matched, const OpDesc& expected);
   bool tryStart(const OpDesc& op);
   void afterHeldGrew();
+  // Sets soleExpected() for the held ops as they are now.
+  void refreshSoleExpected();
   void resolveHeld(EagerCause cause, const OpDesc* trigger);
   Segment* longestCompleteMatch(size_t begin, size_t end);
   bool matchesAt(Segment* segment, size_t begin, EventInstances& events);
@@ -173,17 +186,18 @@ class Engine {
   std::vector<size_t> pieceCuts(const OpBuffer& ops, bool endsAtBarrier);
   std::vector<size_t> scheduleCuts(const OpBuffer& ops, size_t begin, size_t end, bool endsAtBarrier) const;
 
-  EngineConfig config_;
-  Executor& executor_;
-  std::mutex mutex_;
-
-  // What every op reads or writes, kept together (core/hot_path.h).
+  // What every op reads or writes, kept together from the lock on, in as few
+  // cache lines as they fit (core/hot_path.h).
+  alignas(64) EngineMutex mutex_;
   bool started_ = false;
   EagerCause pending_cause_ = EagerCause::NotCaptured;
   bool pending_boundary_ = false;
-  int capture_depth_ = 0;
   bool paused_ = false;
   bool expect_launch_hint_ = false;  // a host barrier since the last run began
+  // soleExpected(): valid while held_ is unchanged and sole_expected_ready_.
+  bool sole_expected_ready_ = false;
+  int capture_depth_ = 0;
+  EngineConfig config_;
   uint64_t submissions_ = 0;
   uint64_t boundary_generation_ = 1;  // query relevance (see StreamCounters)
   StreamKey last_stream_ = 0;  // cache for streams_ (unordered_map values stay put)
@@ -193,6 +207,8 @@ class Engine {
   };
   StreamCounters* last_stream_counters_ = nullptr;
   size_t num_candidates_ = 0;
+  size_t sole_candidate_ = 0;
+  OpDesc sole_expected_;
   OpBuffer held_;
   // Per held op: the candidate it was compared with when held (the same
   // index in that segment) and whether its value bytes differ from it.
@@ -207,6 +223,7 @@ class Engine {
   History history_;
   PeriodDetector detector_;
   SegmentStore segments_;
+  Executor& executor_;
   std::unordered_set<uint64_t> built_runs_;
 
   std::array<EventInstances, 4> candidate_events_;

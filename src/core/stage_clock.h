@@ -31,6 +31,7 @@ namespace graft::core {
   X(Context, "context")              /* asking the driver for the current context */      \
   X(KernelLookup, "kernel_lookup")   /* finding the kernel's parameter layout */          \
   X(Match, "match")                  /* matching, holding, the patch list (engine) */     \
+  X(FastLane, "fast_lane")           /* a launch compared in place and held (fast lane) */ \
   X(Record, "record")                /* recording an op the program's call issued */      \
   X(Build, "build")                  /* building one piece's graph */                     \
   X(Launch, "launch")                /* a segment's graph launch: stream joins, events */ \

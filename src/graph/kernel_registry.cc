@@ -73,6 +73,13 @@ GRAFT_COLD KernelInfo* KernelRegistry::resolve(CUfunction f) {
         end = std::max(end, info->offsets[i] + info->sizes[i]);
       }
       info->paramBytes = end;
+      if (info->sizes.size() <= kCompactParams && end <= 0xffff) {
+        info->compactCount = uint8_t(info->sizes.size());
+        for (size_t i = 0; i < info->sizes.size(); ++i) {
+          info->compactOffsets[i] = uint16_t(info->offsets[i]);
+          info->compactSizes[i] = uint16_t(info->sizes[i]);
+        }
+      }
     }
   }
   if (!info->layoutKnown) {
@@ -129,7 +136,6 @@ void KernelRegistry::retireAll() {
   }
   kernels_.clear();
   index_.clear();
-  last_ = nullptr;
 }
 
 }  // namespace graft::graph

@@ -22,6 +22,11 @@
 
 namespace graft::graph {
 
+// Kernels of up to this many parameters (each under 64 KiB, as every kernel's
+// are) also keep their layout in KernelInfo's first cache line.
+inline constexpr unsigned kCompactParams = 10;
+inline constexpr uint8_t kNotCompact = 0xff;
+
 struct alignas(64) KernelInfo {
   // What every launch reads, in its first cache line (core/hot_path.h).
   uint64_t handle = 0;
@@ -29,9 +34,13 @@ struct alignas(64) KernelInfo {
   core::EagerCause eager = core::EagerCause::None;  // UnknownParams or EagerKernel
   bool layoutKnown = false;
   bool paramsOrdered = false;  // offsets increase and parameters do not overlap
+  uint8_t compactCount = kNotCompact;  // number of parameters if the compact layout holds them
   uint32_t paramBytes = 0;
-  std::vector<uint32_t> sizes;    // a launch reads its size() and data(),
-  std::vector<uint32_t> offsets;  // and only data() of this one
+  uint16_t compactOffsets[kCompactParams] = {};  // == offsets, when compactCount != kNotCompact
+  uint16_t compactSizes[kCompactParams] = {};    // == sizes, likewise
+  // The layout of any kernel (second line).
+  std::vector<uint32_t> sizes;
+  std::vector<uint32_t> offsets;
   // For the report.
   uint64_t patches = 0;  // graph node updates of this kernel's launches
   std::string name;
@@ -42,12 +51,12 @@ class KernelRegistry {
   // Comma-separated kernel-name prefixes that always run eagerly (GRAFT_EAGER_KERNELS).
   void setEagerPrefixes(const std::string& commaSeparated);
 
+  // One line of the index, then the entry's first line (no "last kernel"
+  // cache: consecutive launches are mostly of different kernels, and its check
+  // would read the previous kernel's entry as well).
   KernelInfo& get(CUfunction f) {
-    const uint64_t h = reinterpret_cast<uint64_t>(f);
-    if (last_ && last_->handle == h) return *last_;
-    KernelInfo* info = lookup(h);
-    last_ = info ? info : resolve(f);
-    return *last_;
+    KernelInfo* info = lookup(reinterpret_cast<uint64_t>(f));
+    return info ? *info : *resolve(f);
   }
   const KernelInfo* find(uint64_t handle) const { return lookup(handle); }
   // Counts by kernel name, largest first (retired kernels included): of
@@ -56,7 +65,7 @@ class KernelRegistry {
   std::vector<std::pair<std::string, uint64_t>> byPatches() const { return ranked(&KernelInfo::patches); }
   // A replay updated a graph node of this kernel's (no-op for an unknown handle).
   void notePatched(uint64_t handle) {
-    if (KernelInfo* info = last_ && last_->handle == handle ? last_ : lookup(handle)) ++info->patches;
+    if (KernelInfo* info = lookup(handle)) ++info->patches;
   }
   // Code was unloaded: a handle seen before may name another kernel now. Every
   // entry is resolved again on next use (no KernelInfo is held across calls);
@@ -87,7 +96,6 @@ class KernelRegistry {
   std::vector<std::pair<std::string, uint64_t>> ranked(uint64_t KernelInfo::*count) const;
 
   // The lookup's fields first, together.
-  KernelInfo* last_ = nullptr;
   struct IndexSlot {
     uint64_t handle;  // 0: empty
     KernelInfo* info;

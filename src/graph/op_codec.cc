@@ -85,82 +85,155 @@ GRAFT_HOT const OpDesc& OpEncoder::boundary(ApiId api, core::StreamKey stream, c
   return op_;
 }
 
-GRAFT_HOT const OpDesc& OpEncoder::kernel(ApiId api, core::StreamKey stream, CUcontext ctx, KernelInfo& info,
-                                          const LaunchArgs& a) {
-  const core::OpDesc* expected = expected_;
-  ++info.launches;
-  if (info.eager != core::EagerCause::None) return boundary(api, stream, info.eager);
-  if (a.numAttrs > kMaxLaunchAttrs) return boundary(api, stream, core::EagerCause::UnsupportedLaunch);
-
-  KernelShape ks;
-  std::memset(&ks, 0, sizeof(ks));
-  ks.func = reinterpret_cast<uint64_t>(a.func);
-  ks.ctx = reinterpret_cast<uint64_t>(ctx);
-  for (int d = 0; d < 3; ++d) {
-    ks.grid[d] = a.grid[d];
-    ks.block[d] = a.block[d];
+// Each parameter of the launch (kernelParams form) equals its bytes in `recorded`,
+// a value encoded by writeKernelValue (gaps zeroed, as this launch's would be).
+GRAFT_HOT static bool paramsEqual(const KernelInfo& info, void* const* params, const uint8_t* recorded) {
+  auto same = [](const uint8_t* r, const void* p, size_t n) {
+    if (n == 8) {  // most parameters: a pointer or a 64-bit scalar
+      uint64_t x, y;
+      std::memcpy(&x, r, 8);
+      std::memcpy(&y, p, 8);
+      return x == y;
+    }
+    return std::memcmp(r, p, n) == 0;
+  };
+  if (info.compactCount != kNotCompact) {
+    for (unsigned i = 0; i < info.compactCount; ++i)
+      if (!same(recorded + info.compactOffsets[i], params[i], info.compactSizes[i])) return false;
+    return true;
   }
-  ks.sharedMem = a.sharedMem;
-  ks.numAttrs = uint8_t(a.numAttrs);
-  auto* attrs = reinterpret_cast<CUlaunchAttribute*>(shape_.data() + sizeof(KernelShape));
-  for (unsigned i = 0; i < a.numAttrs; ++i) {
-    if (!normalizeAttr(a.attrs[i], &attrs[i]))
-      return boundary(api, stream, core::EagerCause::UnsupportedLaunch);
+  for (size_t i = 0; i < info.sizes.size(); ++i)
+    if (!same(recorded + info.offsets[i], params[i], info.sizes[i])) return false;
+  return true;
+}
+
+GRAFT_HOT core::EagerCause OpEncoder::describeLaunch(CUcontext ctx, const KernelInfo& info,
+                                                     const LaunchArgs& a, KernelShape* ks,
+                                                     const void** buffer) {
+  if (info.eager != core::EagerCause::None) return info.eager;
+  if (a.numAttrs > kMaxLaunchAttrs) return core::EagerCause::UnsupportedLaunch;
+  std::memset(ks, 0, sizeof(*ks));
+  ks->func = reinterpret_cast<uint64_t>(a.func);
+  ks->ctx = reinterpret_cast<uint64_t>(ctx);
+  for (int d = 0; d < 3; ++d) {
+    ks->grid[d] = a.grid[d];
+    ks->block[d] = a.block[d];
+  }
+  ks->sharedMem = a.sharedMem;
+  ks->numAttrs = uint8_t(a.numAttrs);
+  if (a.numAttrs) {
+    auto* attrs = reinterpret_cast<CUlaunchAttribute*>(shape_.data() + sizeof(KernelShape));
+    for (unsigned i = 0; i < a.numAttrs; ++i) {
+      if (!normalizeAttr(a.attrs[i], &attrs[i])) return core::EagerCause::UnsupportedLaunch;
+    }
   }
 
   // Parameters: the `extra` buffer form, or one pointer per parameter.
-  const void* buffer = nullptr;
+  *buffer = nullptr;
   size_t bufferSize = 0;
   bool extraOk = true;
   if (a.extra) {
     for (void** e = a.extra; *e != CU_LAUNCH_PARAM_END; e += 2) {
-      if (e[0] == CU_LAUNCH_PARAM_BUFFER_POINTER) buffer = e[1];
+      if (e[0] == CU_LAUNCH_PARAM_BUFFER_POINTER) *buffer = e[1];
       else if (e[0] == CU_LAUNCH_PARAM_BUFFER_SIZE) bufferSize = *static_cast<size_t*>(e[1]);
       else extraOk = false;
     }
   }
   size_t valueSize = 0;
   if (a.kernelParams || !a.extra) {
-    if (a.kernelParams && !info.layoutKnown)
-      return boundary(api, stream, core::EagerCause::UnknownParams);
-    ks.paramMode = kParamsArray;
+    if (a.kernelParams && !info.layoutKnown) return core::EagerCause::UnknownParams;
+    ks->paramMode = kParamsArray;
     valueSize = a.kernelParams ? info.paramBytes : 0;
+    *buffer = nullptr;
   } else {
-    if (!extraOk || !buffer) return boundary(api, stream, core::EagerCause::UnsupportedLaunch);
-    ks.paramMode = kParamsBuffer;
+    if (!extraOk || !*buffer) return core::EagerCause::UnsupportedLaunch;
+    ks->paramMode = kParamsBuffer;
     valueSize = bufferSize;
   }
-  if (valueSize > value_.size()) return boundary(api, stream, core::EagerCause::UnsupportedLaunch);
-  ks.paramBytes = uint32_t(valueSize);
-  const size_t shapeSize = sizeof(ks) + a.numAttrs * sizeof(CUlaunchAttribute);
+  if (valueSize > kMaxParamBytes) return core::EagerCause::UnsupportedLaunch;  // value_'s size
+  ks->paramBytes = uint32_t(valueSize);
+  return core::EagerCause::None;
+}
+
+GRAFT_HOT OpEncoder::Sameness OpEncoder::compareDescribed(const OpDesc& expected, const KernelShape& ks,
+                                                          const KernelInfo& info, const LaunchArgs& a,
+                                                          const void* buffer, core::Bytes* value) {
+  // Equal shape bytes: the KernelShape, then the normalized attributes.
+  const size_t attrBytes = ks.numAttrs * sizeof(CUlaunchAttribute);
+  if (expected.kind != OpKind::Kernel || expected.shape.size != sizeof(ks) + attrBytes ||
+      expected.value.size != ks.paramBytes || std::memcmp(&ks, expected.shape.data, sizeof(ks)) != 0 ||
+      (attrBytes && std::memcmp(shape_.data() + sizeof(ks), expected.shape.data + sizeof(ks), attrBytes) != 0))
+    return Sameness::Differs;
+  const size_t valueSize = ks.paramBytes;
+  const bool valueEqual = valueSize == 0 ||
+                          (ks.paramMode == kParamsBuffer
+                               ? std::memcmp(expected.value.data, buffer, valueSize) == 0
+                               : paramsEqual(info, a.kernelParams, expected.value.data));
+  if (valueEqual) {
+    *value = expected.value;
+    return Sameness::Equal;
+  }
+  writeKernelValue(info, a, buffer, valueSize);
+  *value = {value_.data(), uint32_t(valueSize)};
+  return Sameness::ValueDiffers;
+}
+
+GRAFT_HOT OpEncoder::Sameness OpEncoder::compareLaunch(const OpDesc& expected, CUcontext ctx,
+                                                       const KernelInfo& info, const LaunchArgs& a,
+                                                       core::Bytes* value) {
+  if (a.numAttrs || a.extra || !a.kernelParams || info.eager != core::EagerCause::None ||
+      !info.layoutKnown) [[unlikely]] {
+    KernelShape ks;
+    const void* buffer;
+    if (describeLaunch(ctx, info, a, &ks, &buffer) != core::EagerCause::None) return Sameness::Differs;
+    return compareDescribed(expected, ks, info, a, buffer, value);
+  }
+  // The common launch (parameter pointers, no attributes), field by field:
+  // describeLaunch would make exactly these fields, with zeroed padding, as
+  // it made the recorded ones.
+  const KernelShape& ks = kernelShapeOf(expected);
+  if (expected.kind != OpKind::Kernel || expected.shape.size != sizeof(KernelShape) ||
+      ks.func != reinterpret_cast<uint64_t>(a.func) || ks.ctx != reinterpret_cast<uint64_t>(ctx) ||
+      ks.grid[0] != a.grid[0] || ks.grid[1] != a.grid[1] || ks.grid[2] != a.grid[2] ||
+      ks.block[0] != a.block[0] || ks.block[1] != a.block[1] || ks.block[2] != a.block[2] ||
+      ks.sharedMem != a.sharedMem || ks.paramMode != kParamsArray || ks.numAttrs != 0 ||
+      ks.paramBytes != info.paramBytes || expected.value.size != info.paramBytes)
+    return Sameness::Differs;
+  if (info.paramBytes == 0 || paramsEqual(info, a.kernelParams, expected.value.data)) {
+    *value = expected.value;
+    return Sameness::Equal;
+  }
+  writeKernelValue(info, a, nullptr, info.paramBytes);
+  *value = {value_.data(), info.paramBytes};
+  return Sameness::ValueDiffers;
+}
+
+GRAFT_HOT const OpDesc& OpEncoder::kernel(ApiId api, core::StreamKey stream, CUcontext ctx, KernelInfo& info,
+                                          const LaunchArgs& a) {
+  ++info.launches;
+  KernelShape ks;
+  const void* buffer;
+  if (const core::EagerCause why = describeLaunch(ctx, info, a, &ks, &buffer); why != core::EagerCause::None)
+    return boundary(api, stream, why);
 
   // The op a replay expects here (setExpected): when the launch equals it,
   // its bytes are used in place, with no copy and no hashing. Equal bytes are
   // the same op, so this only saves work.
-  if (expected && a.numAttrs == 0 && expected->kind == OpKind::Kernel && expected->api == uint16_t(api) &&
-      expected->stream == stream && expected->shape.size == shapeSize && expected->value.size == valueSize &&
-      std::memcmp(&ks, expected->shape.data, sizeof(ks)) == 0) {
-    bool valueEqual;
-    if (ks.paramMode == kParamsBuffer) {
-      valueEqual = std::memcmp(expected->value.data, buffer, valueSize) == 0;
-    } else {
-      // Recorded values have zeroed gaps, as this launch's would: comparing
-      // each parameter compares every byte.
-      valueEqual = true;
-      for (size_t i = 0; valueSize && i < info.sizes.size() && valueEqual; ++i)
-        valueEqual = std::memcmp(expected->value.data + info.offsets[i], a.kernelParams[i], info.sizes[i]) == 0;
+  if (const core::OpDesc* expected = expected_;
+      expected && expected->api == uint16_t(api) && expected->stream == stream) {
+    core::Bytes value;
+    if (compareDescribed(*expected, ks, info, a, buffer, &value) != Sameness::Differs) {
+      op_ = *expected;
+      op_.cause = core::EagerCause::None;
+      op_.value = value;
+      return op_;
     }
-    op_ = *expected;
-    op_.cause = core::EagerCause::None;
-    if (valueEqual) return op_;
-    writeKernelValue(info, a, buffer, valueSize);
-    op_.value = {value_.data(), uint32_t(valueSize)};
-    return op_;
   }
 
-  writeKernelValue(info, a, buffer, valueSize);
+  writeKernelValue(info, a, buffer, ks.paramBytes);
   std::memcpy(shape_.data(), &ks, sizeof(ks));
-  return finish(OpKind::Kernel, api, stream, 0, shapeSize, valueSize);
+  return finish(OpKind::Kernel, api, stream, 0, sizeof(ks) + ks.numAttrs * sizeof(CUlaunchAttribute),
+                ks.paramBytes);
 }
 
 GRAFT_HOT void OpEncoder::writeKernelValue(const KernelInfo& info, const LaunchArgs& a, const void* buffer,

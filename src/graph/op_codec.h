@@ -111,6 +111,16 @@ class OpEncoder {
   // An op issued eagerly in sequence (never graphed).
   const core::OpDesc& boundary(hook::ApiId api, core::StreamKey stream, core::EagerCause cause);
 
+  // A launch compared in place with `expected`, a recorded kernel op of the
+  // same api and stream: is it that op (Equal), that op with other parameter
+  // values (ValueDiffers: *value views them, in this encoder's scratch until
+  // the next call), or another op (Differs, also for a launch that must run
+  // eagerly)? Decides exactly as kernel() followed by a comparison of the
+  // encoded bytes would, without encoding. Counts nothing.
+  enum class Sameness : uint8_t { Differs, ValueDiffers, Equal };
+  Sameness compareLaunch(const core::OpDesc& expected, CUcontext ctx, const KernelInfo& info,
+                         const LaunchArgs& args, core::Bytes* value);
+
   // The op a replay expects next (Engine::expectedNext), or nullptr; the
   // caller resets it to nullptr before `*expected` ends. A kernel() launch
   // equal to it comes back as a view of its bytes (no copy, no hashing);
@@ -121,6 +131,14 @@ class OpEncoder {
  private:
   const core::OpDesc& finish(core::OpKind kind, hook::ApiId api, core::StreamKey stream,
                              uint64_t event, size_t shapeSize, size_t valueSize);
+  // A launch's shape bytes: *ks, then its normalized attributes written into
+  // the scratch after it; *buffer: the `extra` form's parameter buffer.
+  // Returns why the launch must run eagerly, or EagerCause::None.
+  core::EagerCause describeLaunch(CUcontext ctx, const KernelInfo& info, const LaunchArgs& args,
+                                  KernelShape* ks, const void** buffer);
+  Sameness compareDescribed(const core::OpDesc& expected, const KernelShape& ks,
+                            const KernelInfo& info, const LaunchArgs& args, const void* buffer,
+                            core::Bytes* value);
   void writeKernelValue(const KernelInfo& info, const LaunchArgs& args, const void* buffer, size_t valueSize);
   std::vector<uint8_t> shape_;
   std::vector<uint8_t> value_;

@@ -103,6 +103,15 @@ concept HasEncoder = requires { Encoder<Id>::kGraphable; };
 template <>
 struct Encoder<ApiId::k_cuLaunchKernel_4000> {
   static constexpr bool kGraphable = true;
+  // The launch's arguments and stream; false if it has none (see Ex).
+  [[gnu::always_inline]] static bool launch(int pt, CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                            unsigned bx, unsigned by, unsigned bz, unsigned shmem,
+                                            CUstream s, void** params, void** extra,
+                                            graph::LaunchArgs* out, StreamKey* stream) {
+    *out = {f, {gx, gy, gz}, {bx, by, bz}, shmem, nullptr, 0, params, extra};
+    *stream = streamKey(s, pt);
+    return true;
+  }
   GRAFT_HOT static const OpDesc& encode(Runtime& rt, int pt, CUfunction f, unsigned gx, unsigned gy,
                               unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shmem,
                               CUstream s, void** params, void** extra) {
@@ -115,6 +124,15 @@ struct Encoder<ApiId::k_cuLaunchKernel_4000> {
 template <>
 struct Encoder<ApiId::k_cuLaunchKernelEx_11060> {
   static constexpr bool kGraphable = true;
+  [[gnu::always_inline]] static bool launch(int pt, const CUlaunchConfig* c, CUfunction f, void** params,
+                                            void** extra, graph::LaunchArgs* out, StreamKey* stream) {
+    if (!c) return false;
+    *out = {f,           {c->gridDimX, c->gridDimY, c->gridDimZ},
+            {c->blockDimX, c->blockDimY, c->blockDimZ},
+            c->sharedMemBytes, c->attrs, c->numAttrs, params, extra};
+    *stream = streamKey(c->hStream, pt);
+    return true;
+  }
   GRAFT_HOT static const OpDesc& encode(Runtime& rt, int pt, const CUlaunchConfig* c, CUfunction f,
                               void** params, void** extra) {
     if (!c)
@@ -131,6 +149,14 @@ struct Encoder<ApiId::k_cuLaunchKernelEx_11060> {
 template <>
 struct Encoder<ApiId::k_cuLaunchCooperativeKernel_9000> {
   static constexpr bool kGraphable = true;
+  [[gnu::always_inline]] static bool launch(int pt, CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                            unsigned bx, unsigned by, unsigned bz, unsigned shmem,
+                                            CUstream s, void** params, graph::LaunchArgs* out,
+                                            StreamKey* stream) {
+    *out = {f, {gx, gy, gz}, {bx, by, bz}, shmem, nullptr, 0, params, nullptr};
+    *stream = streamKey(s, pt);
+    return true;
+  }
   GRAFT_HOT static const OpDesc& encode(Runtime& rt, int pt, CUfunction f, unsigned gx, unsigned gy,
                               unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shmem,
                               CUstream s, void** params) {
@@ -238,6 +264,36 @@ StreamKey streamOfCall(A... a) {
   }
 }
 
+// Kernel launches, which have a fast lane (holdIfExpected).
+template <ApiId Id>
+concept IsKernelLaunch = requires { Encoder<Id>::launch; };
+
+// The fast lane (Engine::soleExpected): while a replay holds ops and one
+// candidate is live, a launch is compared in place with the op it expects
+// and, when it is that op (its parameter values may differ), held at once,
+// without encoding or matching. False: take the general path. Under the
+// engine lock.
+template <ApiId Id, int PT, typename... A>
+[[gnu::always_inline]] inline bool holdIfExpected(Runtime& rt, A... a) {
+  const OpDesc* expected = rt.engine().soleExpected();
+  if (!expected) return false;
+  core::StageTimer timer(core::Stage::FastLane);
+  graph::LaunchArgs args;
+  StreamKey stream;
+  if (!Encoder<Id>::launch(PT, a..., &args, &stream) || expected->api != uint16_t(Id) ||
+      expected->stream != stream ||
+      graph::kernelShapeOf(*expected).func != reinterpret_cast<uint64_t>(args.func))
+    return false;
+  graph::KernelInfo& info = kernelInfo(rt, args.func);
+  core::Bytes value;
+  if (rt.encoder().compareLaunch(*expected, currentContext(), info, args, &value) ==
+      graph::OpEncoder::Sameness::Differs)
+    return false;
+  ++info.launches;
+  rt.engine().holdSoleExpected(value);
+  return true;
+}
+
 // A stream-ordered op: the engine holds it for a replay or has it issued now.
 template <ApiId Id, int PT, typename Real, typename... A>
 [[gnu::always_inline]] inline CUresult submitOp(Runtime& rt, Real realFn, A... a) {
@@ -246,7 +302,7 @@ template <ApiId Id, int PT, typename Real, typename... A>
     // own (not even encoding), so it is the program's CPU time alone.
     if (rt.mode() == config::Mode::Swallow) return CUDA_SUCCESS;
   }
-  std::unique_lock<std::mutex> lock = [&] {
+  std::unique_lock<core::EngineMutex> lock = [&] {
     core::StageTimer timer(core::Stage::Lock);
     return rt.engine().lock();
   }();
@@ -260,6 +316,9 @@ template <ApiId Id, int PT, typename Real, typename... A>
     rt.engine().countPassthrough(streamOfCall<Id, PT>(a...));
     lock.unlock();
     return realFn(a...);
+  }
+  if constexpr (IsKernelLaunch<Id>) {
+    if (holdIfExpected<Id, PT>(rt, a...)) return CUDA_SUCCESS;
   }
   const OpDesc* op;
   core::OpDesc expected;  // see OpEncoder::setExpected

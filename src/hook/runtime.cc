@@ -17,7 +17,7 @@ extern char** environ;
 
 namespace graft::hook {
 
-thread_local bool t_inGraft __attribute__((tls_model("initial-exec"))) = false;
+thread_local constinit bool t_inGraft __attribute__((tls_model("initial-exec"))) = false;
 
 std::atomic<bool> Runtime::active_{false};
 Runtime* Runtime::instance_ = nullptr;
@@ -223,6 +223,7 @@ void Runtime::writeExitReport() {
   r.replay.patches = s.patches;
   r.replay.firstReplaySeconds = s.firstReplaySeconds;
   r.replay.segments = s.liveSegments;
+  r.replay.opsFastLane = s.opsSoleExpected;
   for (size_t c = 1; c < size_t(core::EagerCause::Count); ++c) {
     if (s.eagerByCause[c])
       r.replay.fallbacks.emplace_back(std::string(core::toString(core::EagerCause(c))),

@@ -77,14 +77,17 @@ class Runtime {
   static std::atomic<bool> active_;
   static Runtime* instance_;
 
-  // Per-op fields first, together (core/hot_path.h).
-  std::atomic<config::Mode> mode_;
-  graph::OpEncoder encoder_;
+  // Per-op fields first, together (core/hot_path.h): a launch reads the mode,
+  // the engine, the kernel index (first in KernelRegistry) and counts its
+  // class (launches first), all in the first cache line. (The Runtime is never
+  // destroyed; were it, engine_ would have to go before executor_.)
+  alignas(64) std::atomic<config::Mode> mode_;
+  std::unique_ptr<core::Engine> engine_;
   graph::KernelRegistry kernels_;
+  std::atomic<uint64_t> class_counts_[size_t(ApiClass::Count)] = {};
+  graph::OpEncoder encoder_;
   std::unique_ptr<pool::DevicePool> pool_;
   std::unique_ptr<graph::GraphExecutor> executor_;
-  std::unique_ptr<core::Engine> engine_;
-  std::atomic<uint64_t> class_counts_[size_t(ApiClass::Count)] = {};
   std::atomic<bool> unwrapped_noted_{false};
   bool exiting_ = false;
 };
@@ -94,6 +97,7 @@ bool insideGraft(const void* address);
 
 // Set while graft itself is running on this thread: its own driver calls (and
 // anything the driver calls back) are forwarded untouched.
-extern thread_local bool t_inGraft;
+// constinit: no dynamic initialization, so no TLS wrapper call per access.
+extern thread_local constinit bool t_inGraft __attribute__((tls_model("initial-exec")));
 
 }  // namespace graft::hook

@@ -63,11 +63,11 @@ std::string reportJson(const Report& r) {
       "\"ops_total\": {}, \"ops_via_graph\": {}, \"ops_eager\": {}, \"coverage_pct\": {:.3f}, "
       "\"graphs_built\": {}, \"build_failures\": {}, \"segments\": {}, \"replays\": {}, "
       "\"patches\": {}, \"patches_per_replay\": {:.3f}, \"first_replay_s\": {:.6f}, "
-      "\"fallbacks\": {}",
+      "\"ops_fast_lane\": {}, \"fallbacks\": {}",
       p.opsTotal, p.opsViaGraph, p.opsEager, pct(p.opsViaGraph, p.opsTotal), p.graphsBuilt,
       p.buildFailures, p.segments, p.replays, p.patches,
       p.replays ? double(p.patches) / double(p.replays) : 0.0, p.firstReplaySeconds,
-      jsonObject(p.fallbacks));
+      p.opsFastLane, jsonObject(p.fallbacks));
   j += "}";
   if (r.cpuTime.enabled) {
     j += ",\n  \"cpu_time\": {";

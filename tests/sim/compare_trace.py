@@ -39,6 +39,8 @@ def main():
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--expect-difference", action="store_true")
     ap.add_argument("--graft-stats", action="store_true")
+    ap.add_argument("--require-fast-lane", action="store_true",
+                    help="with --graft-stats: launches must have been held on the fast lane")
     ap.add_argument("--require-replays", action="store_true",
                     help="with --graft-stats: fail unless graft replayed graphs")
     ap.add_argument("--require-profile", action="store_true",
@@ -73,14 +75,22 @@ def main():
         if args.require_replays and not replay.get("replays"):
             print("graft replayed no graph (--require-replays)")
             return 1
+        if args.require_fast_lane and not replay.get("ops_fast_lane"):
+            print("graft held no launch on the fast lane (--require-fast-lane)")
+            return 1
         if args.require_profile:
             cpu = report.get("cpu_time") or {}
             calls = {k: v.get("calls") for k, v in cpu.items()}
-            want = {"encode": replay.get("ops_total"), "match": replay.get("ops_total"),
+            # A launch held on the fast lane is neither encoded nor matched.
+            general = replay.get("ops_total", 0) - replay.get("ops_fast_lane", 0)
+            want = {"encode": general, "match": general,
                     "launch": replay.get("replays"), "cuGraphLaunch": replay.get("replays"),
                     "node_update": replay.get("patches"),
                     "build": (replay.get("graphs_built") or 0) + (replay.get("build_failures") or 0)}
             bad = {k: (calls.get(k), v) for k, v in want.items() if calls.get(k) != v}
+            # Each fast-lane hit was timed there; misses went on to encode.
+            if (calls.get("fast_lane") or 0) < replay.get("ops_fast_lane", 0):
+                bad["fast_lane"] = (calls.get("fast_lane"), ">= %d" % replay.get("ops_fast_lane", 0))
             if bad:
                 print("cpu_time calls differ from the replay counts (got, want): %s" % bad)
                 return 1

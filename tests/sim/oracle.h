@@ -89,6 +89,7 @@ struct KernelSpec {
   SimKernelFamily family = SIM_KERNEL_LIBRARY;
   int effect = 0;  // 0 none, 1 sim_add, 2 sim_mix
   std::vector<size_t> sizes, offsets;
+  size_t padFrom = 0;  // parameters from here on hold fixed bytes (see makeKernel)
   size_t bytes = 0;
   struct Config {
     unsigned grid[3], block[3], shmem;

@@ -53,12 +53,13 @@ TEST(KernelRegistry, RetireAllResolvesAgainAndKeepsCounts) {
   EXPECT_EQ(total, 400u);  // the retired counts stay in the report
 }
 
-// What the encoder reads per launch: handle, launches, flags, paramBytes,
-// sizes' begin and end, offsets' begin.
+// What a launch reads (the encoder, and the fast lane's in-place comparison
+// of up to kCompactParams parameters): handle, launches, flags, paramBytes and
+// the compact layout, all in the first cache line.
 TEST(KernelRegistry, PerLaunchFieldsShareOneCacheLine) {
   static_assert(alignof(KernelInfo) == 64);
-  EXPECT_LE(offsetof(KernelInfo, sizes) + sizeof(std::vector<uint32_t>), 64u);
-  EXPECT_LE(offsetof(KernelInfo, offsets) + sizeof(uint32_t*), 64u);
+  EXPECT_LE(offsetof(KernelInfo, compactSizes) + sizeof(KernelInfo::compactSizes), 64u);
+  EXPECT_LE(offsetof(KernelInfo, paramBytes) + sizeof(uint32_t), 64u);
 }
 
 }  // namespace

@@ -1,0 +1,211 @@
+// OpEncoder's in-place comparison of a launch with the op a replay expects
+// (compareLaunch, the fast lane's; kernel() with setExpected, the general
+// path's) must decide exactly as encoding the launch and comparing bytes
+// would: same shape and value -> Equal, same shape -> ValueDiffers with the
+// launch's value bytes, else Differs. A differential test over random pairs of
+// launches that differ in one field at a time (no driver behind it).
+#include "graph/op_codec.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+namespace graft::graph {
+namespace {
+
+using core::OpDesc;
+
+// A kernel with a known layout: `sizes` parameters in order, naturally aligned.
+KernelInfo makeKernel(uint64_t handle, std::vector<uint32_t> sizes) {
+  KernelInfo k;
+  k.handle = handle;
+  k.layoutKnown = true;
+  k.paramsOrdered = true;
+  uint32_t end = 0;
+  for (uint32_t s : sizes) {
+    const uint32_t align = s >= 8 ? 8 : s;
+    end = (end + align - 1) / align * align;
+    k.offsets.push_back(end);
+    k.sizes.push_back(s);
+    end += s;
+  }
+  k.paramBytes = end;
+  if (sizes.size() <= kCompactParams) {
+    k.compactCount = uint8_t(sizes.size());
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      k.compactOffsets[i] = uint16_t(k.offsets[i]);
+      k.compactSizes[i] = uint16_t(k.sizes[i]);
+    }
+  }
+  return k;
+}
+
+// One launch, owning its parameter storage.
+struct Launch {
+  KernelInfo* info;
+  CUcontext ctx;
+  core::StreamKey stream;
+  hook::ApiId api = hook::ApiId::k_cuLaunchKernelEx_11060;
+  unsigned grid[3], block[3], shmem;
+  std::vector<CUlaunchAttribute> attrs;
+  std::vector<std::vector<uint8_t>> params;  // one buffer per parameter
+  bool bufferForm = false;                   // `extra` with one packed buffer
+  std::vector<uint8_t> packed;
+  size_t packedSize = 0;
+  std::vector<void*> pointers;
+  std::vector<void*> extra;
+
+  LaunchArgs args() {
+    pointers.clear();
+    for (auto& p : params) pointers.push_back(p.data());
+    LaunchArgs a{reinterpret_cast<CUfunction>(info->handle), {grid[0], grid[1], grid[2]},
+                 {block[0], block[1], block[2]}, shmem, attrs.data(), unsigned(attrs.size()),
+                 nullptr, nullptr};
+    if (bufferForm) {
+      packed.assign(info->paramBytes, 0);
+      for (size_t i = 0; i < params.size(); ++i)
+        std::memcpy(packed.data() + info->offsets[i], params[i].data(), info->sizes[i]);
+      packedSize = packed.size();
+      extra = {CU_LAUNCH_PARAM_BUFFER_POINTER, packed.data(), CU_LAUNCH_PARAM_BUFFER_SIZE, &packedSize,
+               CU_LAUNCH_PARAM_END};
+      a.extra = extra.data();
+    } else {
+      a.kernelParams = pointers.data();
+    }
+    return a;
+  }
+};
+
+// An encoded op with its own copy of the bytes (the encoder's scratch is reused).
+struct Owned {
+  OpDesc op;
+  std::vector<uint8_t> shape, value;
+  explicit Owned(const OpDesc& d) : op(d), shape(d.shape.data, d.shape.data + d.shape.size),
+                                    value(d.value.data, d.value.data + d.value.size) {
+    op.shape = {shape.data(), uint32_t(shape.size())};
+    op.value = {value.data(), uint32_t(value.size())};
+  }
+};
+
+TEST(OpCodec, InPlaceComparisonDecidesAsEncodingDoes) {
+  std::mt19937_64 rng(12345);
+  auto pick = [&](uint64_t n) { return rng() % n; };
+  std::vector<KernelInfo> kernels = {
+      makeKernel(0x1000, {8, 8, 4}),                               // compact
+      makeKernel(0x2000, {8, 8, 8, 8, 4, 8, 16, 1, 8, 8, 2, 8}),   // more than kCompactParams
+      makeKernel(0x3000, {}),                                      // no parameters
+      makeKernel(0x4000, {8, 24, 8})};
+  KernelInfo unknown;  // layout unknown: always Differs (runs eagerly)
+  unknown.handle = 0x5000;
+  unknown.eager = core::EagerCause::UnknownParams;
+  const CUcontext contexts[] = {reinterpret_cast<CUcontext>(0xc0), reinterpret_cast<CUcontext>(0xc1)};
+
+  auto randomLaunch = [&]() {
+    Launch l;
+    l.info = &kernels[pick(kernels.size())];
+    l.ctx = contexts[pick(2)];
+    l.stream = 0x100 + pick(2);
+    for (int d = 0; d < 3; ++d) {
+      l.grid[d] = d == 0 ? 1 + unsigned(pick(4)) : 1;
+      l.block[d] = d == 0 ? 128 : 1;
+    }
+    l.shmem = pick(4) == 0 ? 1024 : 0;
+    if (pick(6) == 0) {
+      CUlaunchAttribute at;
+      std::memset(&at, 0x5a, sizeof at);  // bytes normalizing must clear
+      at.id = CU_LAUNCH_ATTRIBUTE_PRIORITY;
+      at.value.priority = int(pick(2));
+      l.attrs.push_back(at);
+    }
+    l.bufferForm = l.info->paramBytes > 0 && pick(6) == 0;  // (an empty buffer runs eagerly)
+    for (uint32_t s : l.info->sizes) {
+      std::vector<uint8_t> p(s);
+      for (auto& b : p) b = uint8_t(pick(3));  // often equal, sometimes not
+      l.params.push_back(p);
+    }
+    return l;
+  };
+  // `b` is `a` with one thing changed (or nothing).
+  auto mutate = [&](Launch b) {
+    switch (pick(12)) {
+      case 0: b.grid[pick(3)] += 1; break;
+      case 1: b.block[pick(3)] += 32; break;
+      case 2: b.shmem += 16; break;
+      case 3: b.ctx = b.ctx == contexts[0] ? contexts[1] : contexts[0]; break;
+      case 4: b.info = &kernels[pick(kernels.size())]; break;
+      case 5:
+        if (!b.params.empty()) {
+          auto& p = b.params[pick(b.params.size())];
+          p[pick(p.size())] ^= 1;
+        }
+        break;
+      case 6:
+        if (!b.attrs.empty()) {
+          b.attrs[0].value.priority ^= 1;
+        } else {
+          CUlaunchAttribute at;
+          std::memset(&at, 0, sizeof at);
+          at.id = CU_LAUNCH_ATTRIBUTE_PRIORITY;
+          b.attrs.push_back(at);
+        }
+        break;
+      case 7: b.bufferForm = !b.bufferForm; break;
+      case 8: b.info = &unknown; break;
+      default: break;  // unchanged: Equal
+    }
+    if (b.params.size() != b.info->sizes.size()) {  // another kernel: its own parameters
+      b.params.clear();
+      for (uint32_t s : b.info->sizes) b.params.emplace_back(s, uint8_t(1));
+    }
+    return b;
+  };
+
+  int counts[3] = {};
+  for (int trial = 0; trial < 20000; ++trial) {
+    OpEncoder encoder;
+    Launch a = randomLaunch();
+    if (a.info->eager != core::EagerCause::None) continue;
+    LaunchArgs aa = a.args();
+    const Owned recorded(encoder.kernel(a.api, a.stream, a.ctx, *a.info, aa));
+    ASSERT_EQ(recorded.op.kind, core::OpKind::Kernel) << core::toString(recorded.op.cause);
+
+    Launch b = mutate(a);
+    LaunchArgs ba = b.args();
+    // What encoding says.
+    const Owned encoded(encoder.kernel(b.api, b.stream, b.ctx, *b.info, ba));
+    OpEncoder::Sameness want = OpEncoder::Sameness::Differs;
+    if (encoded.op.kind == core::OpKind::Kernel && core::sameShape(recorded.op, encoded.op))
+      want = encoded.value == recorded.value ? OpEncoder::Sameness::Equal : OpEncoder::Sameness::ValueDiffers;
+
+    // The fast lane's answer.
+    core::Bytes value;
+    const OpEncoder::Sameness got = encoder.compareLaunch(recorded.op, b.ctx, *b.info, ba, &value);
+    ASSERT_EQ(int(got), int(want)) << "trial " << trial;
+    if (got != OpEncoder::Sameness::Differs) {
+      ASSERT_EQ(value.size, encoded.value.size());
+      ASSERT_EQ(std::memcmp(value.data, encoded.value.data(), value.size), 0) << "trial " << trial;
+    }
+    if (got == OpEncoder::Sameness::Equal) {
+      EXPECT_EQ(value.data, recorded.op.value.data);  // borrowed
+    }
+    ++counts[int(got)];
+
+    // The general path with the expected op set: the same op as encoding.
+    encoder.setExpected(&recorded.op);
+    const Owned viaExpected(encoder.kernel(b.api, b.stream, b.ctx, *b.info, ba));
+    encoder.setExpected(nullptr);
+    EXPECT_EQ(viaExpected.op.kind, encoded.op.kind);
+    EXPECT_EQ(viaExpected.op.shapeHash, encoded.op.shapeHash) << "trial " << trial;
+    EXPECT_EQ(viaExpected.shape, encoded.shape) << "trial " << trial;
+    EXPECT_EQ(viaExpected.value, encoded.value) << "trial " << trial;
+  }
+  // Every answer occurred often enough to have been tested.
+  EXPECT_GT(counts[0], 1000);
+  EXPECT_GT(counts[1], 500);
+  EXPECT_GT(counts[2], 1000);
+}
+
+}  // namespace
+}  // namespace graft::graph
