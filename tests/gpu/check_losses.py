@@ -122,12 +122,13 @@ def main():
         g_ms = H.get(r, "graft", "result", "ms_per_step_median")
         rows.append((r["case"], r["verdict"],
                      H.fmt(H.get(r, "compare", "first_diff"), "{}"),
-                     H.fmt(gs.get("coverage_pct"), "{:.1f}"), H.fmt(gs.get("replays"), "{}"),
+                     H.fmt(gs.get("coverage_pct"), "{:.1f}"), H.fmt(gs.get("fast_lane_pct"), "{:.1f}"),
+                     H.fmt(gs.get("replays"), "{}"),
                      H.fmt(gs.get("graphs_built"), "{}"), H.fmt(gs.get("patches_per_replay")),
                      H.fmt(gs.get("first_replay_s"), "{:.2f}"),
                      H.fmt(e_ms, "{:.3f}"), H.fmt(g_ms, "{:.3f}"),
                      H.fmt_fallbacks(gs.get("fallbacks"), 3)))
-    for line in H.table(("case", "result", "1st-diff", "cover%", "replays", "graphs", "patch/rep",
+    for line in H.table(("case", "result", "1st-diff", "cover%", "fast%", "replays", "graphs", "patch/rep",
                          "1st-rep-s", "eager-ms", "graft-ms", "fallbacks"), rows):
         print(line)
     for r in results:

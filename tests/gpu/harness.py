@@ -189,6 +189,10 @@ def graft_summary(stats):
         "graphs_built": get(stats, "replay", "graphs_built"),
         "patches_per_replay": get(stats, "replay", "patches_per_replay"),
         "first_replay_s": get(stats, "replay", "first_replay_s"),
+        # Launches held on the fast lane, as a share of the ops graft saw.
+        "fast_lane_pct": (100.0 * get(stats, "replay", "ops_fast_lane") / get(stats, "replay", "ops_total")
+                          if get(stats, "replay", "ops_fast_lane") is not None and get(stats, "replay", "ops_total")
+                          else None),
         "fallbacks": fb if isinstance(fb, dict) else {},
     }
 
