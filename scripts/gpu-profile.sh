@@ -19,6 +19,12 @@ ca, cb = a.get("cpu_time") or {}, b.get("cpu_time") or {}
 d = lambda key: (b["replay"][key] - a["replay"][key]) / steps
 print("%s, steady state (difference of two runs, per step): %.1f stream-ordered ops, %.2f replays, %.1f node "
       "updates" % (sys.argv[3], d("ops_total"), d("replays"), d("patches")))
+ka, kb = a["ops"]["by_class"], b["ops"]["by_class"]
+print("intercepted calls per step by class: " + ", ".join(
+    "%s %.1f" % (k, (v - ka.get(k, 0)) / steps) for k, v in kb.items() if v - ka.get(k, 0)))
+if "ops_fast_lane" in b["replay"]:
+    print("fast lane: %.1f ops/step (%.0f %% of stream-ordered ops)" % (
+        d("ops_fast_lane"), 100 * d("ops_fast_lane") / max(d("ops_total"), 1e-9)))
 print("| stage | calls/step | us/call | us/step |")
 print("|---|---|---|---|")
 total = 0.0

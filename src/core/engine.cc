@@ -395,7 +395,7 @@ GRAFT_HOT void Engine::launchHeld(Segment* s, size_t begin, size_t length) {
   GRAFT_TRACE("token {:#018x} segment #{} ({} ops, {} patched)", s->tokenHash, s->id, length,
               patch_.size());
   history_.pushSegment(s->id, s->tokenHash);
-  feedDetector(s->tokenHash);
+  feedDetector(s->tokenHash, length, false);
 }
 
 void Engine::issueHeldEagerly(const OpDesc& op, EagerCause cause) {
@@ -572,30 +572,31 @@ void Engine::recordEagerOp(const OpDesc& op, bool boundary) {
               boundary ? " (boundary)" : "");
   history_.pushOp(op, hash, boundary);
   if (boundary) ++boundary_generation_;
-  feedDetector(hash);
+  feedDetector(hash, 1, boundary);
 }
 
 void Engine::pushBoundaryToken(uint64_t hash) {
   GRAFT_TRACE("token {:#018x} barrier", hash);
   history_.pushBarrier(hash);
   ++boundary_generation_;
-  feedDetector(hash);
+  feedDetector(hash, 0, true);
 }
 
-void Engine::feedDetector(uint64_t tokenHash) {
-  const uint32_t period = detector_.push(tokenHash);
-  if (!period) return;
+void Engine::feedDetector(uint64_t tokenHash, uint64_t ops, bool boundary) {
+  const PeriodDetector::Confirmation confirmed = detector_.push(tokenHash, ops, boundary);
+  if (!confirmed.period) return;
   // Building allocates; running out of memory must not reach the program.
   try {
-    buildFromPeriod(period);
+    buildFromPeriod(confirmed);
   } catch (const std::exception& e) {
     ++stats_.buildFailures;
-    GRAFT_WARN("building graphs for a period of {} ops failed ({}); those ops stay eager", period,
+    GRAFT_WARN("building graphs for a period of {} ops failed ({}); those ops stay eager", confirmed.period,
                e.what());
   }
 }
 
-void Engine::buildFromPeriod(uint32_t period) {
+void Engine::buildFromPeriod(const PeriodDetector::Confirmation& confirmed) {
+  const uint32_t period = confirmed.period;
   const uint64_t end = history_.tokenCount();
   if (period > end) return;
   std::vector<const Token*> tokens;
@@ -626,32 +627,36 @@ void Engine::buildFromPeriod(uint32_t period) {
       }
     }
   }
-  GRAFT_DEBUG("period of {} tokens confirmed", period);
+  // The second report of a short period without a boundary (a loop of a few
+  // kernels, no sync) builds it unrolled (PeriodDetector::unrollFor).
+  const size_t unroll = haveBoundary ? 1 : confirmed.unroll;
+  GRAFT_DEBUG("period of {} tokens confirmed (built {} time(s) unrolled)", period, unroll);
   std::vector<const Token*> run;
-  for (size_t k = 0; k < tokens.size(); ++k) {
+  for (size_t k = 0; k < tokens.size() * unroll; ++k) {
     const Token* t = tokens[(start + k) % tokens.size()];
     if (t->boundary) {
-      buildRun(run, true);
+      buildRun(run, true, false);
       run.clear();
     } else {
       run.push_back(t);
     }
   }
-  buildRun(run, haveBoundary);
+  buildRun(run, haveBoundary, unroll > 1);
 }
 
-void Engine::buildRun(const std::vector<const Token*>& run, bool delimited) {
+void Engine::buildRun(const std::vector<const Token*>& run, bool delimited, bool unrolled) {
   // A run with ops not yet in any graph is worth building. A run made only of
   // replayed segments is merged into one sequence (fewer launches, no per-layer
-  // patches) only when boundaries delimit it: without them the period's phase
-  // is arbitrary and re-cutting a rotated copy would churn.
+  // patches) only when boundaries delimit it, or when it is a short period
+  // unrolled: otherwise the period's phase is arbitrary and re-cutting a
+  // rotated copy would churn.
   bool anyEagerOp = false;
   size_t segmentTokens = 0;
   for (const Token* t : run) {
     anyEagerOp |= t->kind == TokenKind::Op;
     segmentTokens += t->kind == TokenKind::Segment;
   }
-  if (!anyEagerOp && !(delimited && segmentTokens >= 2)) return;
+  if (!anyEagerOp && !unrolled && !(delimited && segmentTokens >= 2)) return;
 
   OpBuffer ops;
   for (const Token* t : run) {

@@ -173,9 +173,9 @@ class Engine {
   void issueHeldEagerly(const OpDesc& op, EagerCause cause);
   void recordEagerOp(const OpDesc& op, bool boundary);
   void pushBoundaryToken(uint64_t hash);
-  void feedDetector(uint64_t tokenHash);
-  void buildFromPeriod(uint32_t period);
-  void buildRun(const std::vector<const Token*>& run, bool delimited);
+  void feedDetector(uint64_t tokenHash, uint64_t ops, bool boundary);
+  void buildFromPeriod(const PeriodDetector::Confirmation& confirmed);
+  void buildRun(const std::vector<const Token*>& run, bool delimited, bool unrolled);
   void buildPiece(const OpBuffer& ops, size_t begin, size_t end);
   void logFallback(Segment* segment, size_t index, EagerCause cause, const OpDesc* expected,
                    const OpDesc* actual, size_t heldCount);

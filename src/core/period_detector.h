@@ -8,9 +8,17 @@
 // i.e. run >= (warmup - 1) * period (at least one period). A confirmed
 // candidate is reported once, and stays quiet until its run breaks.
 //
+// Short periods: a period without a boundary token and with fewer than
+// kShortRunOps ops (a loop of a few kernels and no sync) is best replayed
+// unrolled, unrollFor(ops) periods per graph. Such a candidate is reported a
+// second time, with that unroll factor, once its run covers `warmup`
+// instances of the unrolled sequence; a short repeat inside a longer
+// iteration (A B A B A B C) never gets there.
+//
 // Threading: not thread-safe (engine lock). Allocates only in the constructor.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -22,12 +30,25 @@ class PeriodDetector {
  public:
   static constexpr uint32_t kGram = 4;
   static constexpr size_t kMaxCandidates = 8;
+  static constexpr uint64_t kShortRunOps = 32;
 
   PeriodDetector(uint32_t warmup, uint32_t maxPeriod);
 
-  // Feeds the next token hash. Returns the period newly confirmed at this
-  // token (the largest, if several), or 0.
-  uint32_t push(uint64_t tokenHash);
+  // How many periods of `opsInPeriod` ops make one unrolled sequence of at
+  // least kShortRunOps ops (1 for periods that long already).
+  static uint64_t unrollFor(uint64_t opsInPeriod) {
+    return opsInPeriod >= kShortRunOps ? 1 : (kShortRunOps + opsInPeriod - 1) / std::max<uint64_t>(opsInPeriod, 1);
+  }
+
+  struct Confirmation {
+    uint32_t period = 0;  // 0: nothing confirmed at this token
+    uint32_t unroll = 1;  // periods per graph (> 1: the second report of a short period)
+  };
+
+  // Feeds the next token hash: `ops` ops it stands for (a replayed segment
+  // stands for its length), `boundary` if it splits segments. Returns the
+  // period newly confirmed at this token (the largest, if several).
+  Confirmation push(uint64_t tokenHash, uint64_t ops = 1, bool boundary = false);
   void reset();
 
 
@@ -35,14 +56,20 @@ class PeriodDetector {
   struct Candidate {
     uint32_t period = 0;
     uint64_t run = 0;
-    bool reported = false;
+    uint8_t reports = 0;  // 0, 1 (at warmup periods), 2 (unrolled as well, or no unroll needed)
   };
   uint64_t at(uint64_t index) const { return ring_[index & ring_mask_]; }
-  uint64_t required(uint32_t period) const;
+  // Ops in the period that ends at token `last`, and whether a boundary token
+  // is among them.
+  uint64_t opsInPeriod(uint32_t period, uint64_t last) const;
+  bool delimited(uint32_t period, uint64_t last) const;
 
   uint32_t warmup_;
   uint32_t max_period_;
   std::vector<uint64_t> ring_;
+  std::vector<uint64_t> ops_before_;  // ops pushed before the token at each position (same ring)
+  uint64_t ops_pushed_ = 0;
+  uint64_t last_boundary_ = 0;  // position + 1 of the last boundary token; 0: none
   uint64_t ring_mask_;
   uint64_t pushed_ = 0;
   std::vector<uint64_t> gram_keys_;

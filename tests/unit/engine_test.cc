@@ -3,6 +3,7 @@
 // graphs after the warm-up.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 
@@ -115,6 +116,43 @@ TEST(Engine, RepeatingLoopWithoutSyncReplaysThroughGraphs) {
     EXPECT_EQ(h.engine.stats().opsSoleExpected, h.fastLaneOps);
     EXPECT_EQ(h.engine.stats().opsTotal, size_t(20 * 50));
   }
+}
+
+TEST(Engine, LoopOfAFewKernelsWithoutSyncReplaysUnrolled) {
+  // Three launches per iteration, two of the same shape on one stream and one
+  // on another (a solver loop), thousands of times, a sync now and then: the
+  // period is short, so graphs hold several iterations each.
+  core::EngineConfig c = Harness::defaultConfig();
+  c.minSegmentOps = 4;
+  Harness h(c);
+  for (int it = 0; it < 600; ++it) {
+    h.op(TestOp{OpKind::Kernel, 0x100, 1000, uint64_t(it)});
+    h.op(TestOp{OpKind::Kernel, 0x200, 1001, uint64_t(it) * 3});
+    h.op(TestOp{OpKind::Kernel, 0x100, 1000, uint64_t(it) + 7});
+    if (it % 200 == 199) h.sync();
+  }
+  h.expectEquivalent();
+  ASSERT_FALSE(h.exec.builtSizes.empty());
+  for (size_t sz : h.exec.builtSizes) EXPECT_EQ(sz, size_t(33));  // 11 iterations of 3
+  EXPECT_GT(h.viaGraph(), size_t(600 * 3 * 8 / 10));
+}
+
+TEST(Engine, ShortRepeatInsideALongerIterationIsNotUnrolled) {
+  // A B A B A B C per iteration: the pair must not become a graph of 16 pairs
+  // (it never occurs 16 times in a row); the whole iteration does (5 times
+  // unrolled: 35 ops). Graphs of one pair or one iteration come first.
+  Harness h;
+  for (int it = 0; it < 80; ++it) {
+    for (int k = 0; k < 3; ++k) {
+      h.op(TestOp{OpKind::Kernel, 0x100, 1000, uint64_t(it)});
+      h.op(TestOp{OpKind::Kernel, 0x100, 1001, 7});
+    }
+    h.op(TestOp{OpKind::Kernel, 0x100, 1002, 7});
+  }
+  h.expectEquivalent();
+  for (size_t sz : h.exec.builtSizes) EXPECT_TRUE(sz <= 7 || sz % 7 == 0) << "a graph of " << sz << " ops";
+  EXPECT_NE(std::find(h.exec.builtSizes.begin(), h.exec.builtSizes.end(), size_t(35)), h.exec.builtSizes.end());
+  EXPECT_GE(h.viaGraph(), size_t(60 * 7));
 }
 
 TEST(Engine, RecurringSyncIsASegmentBoundaryNotAFallback) {
@@ -448,7 +486,10 @@ TEST(Engine, PiecesCoverEveryOpOfAnyLengthExactlyOnce) {
       c.minSegmentOps = minOps;
       c.maxPeriod = 8192;
       Harness h(c);
-      for (int it = 0; it < 8; ++it) {
+      // Without a sync a run shorter than PeriodDetector::kShortRunOps is
+      // built as it is, then unrolled once `warmup` unrolled instances ran.
+      const size_t unroll = sync ? 1 : core::PeriodDetector::unrollFor(uint64_t(n));
+      for (size_t it = 0; it < 8 * unroll; ++it) {
         // mostly repeating shapes (layers), a unique one every 13 ops: cuts
         // move to the unique ops
         for (int k = 0; k < n; ++k)
@@ -461,7 +502,8 @@ TEST(Engine, PiecesCoverEveryOpOfAnyLengthExactlyOnce) {
         EXPECT_GE(sz, minOps) << "n=" << n << " min=" << minOps;
         total += sz;
       }
-      EXPECT_EQ(total, size_t(n)) << "n=" << n << " min=" << minOps << " sync=" << sync;
+      EXPECT_EQ(total, size_t(n) + (unroll > 1 ? size_t(n) * unroll : 0))
+          << "n=" << n << " min=" << minOps << " sync=" << sync;
       }
     }
   }

@@ -6,7 +6,10 @@
 namespace graft::core {
 namespace {
 
-uint32_t feed(PeriodDetector& d, uint64_t token) { return d.push(token * 0x9e3779b97f4a7c15ull + 1); }
+PeriodDetector::Confirmation feedFull(PeriodDetector& d, uint64_t token) {
+  return d.push(token * 0x9e3779b97f4a7c15ull + 1);
+}
+uint32_t feed(PeriodDetector& d, uint64_t token) { return feedFull(d, token).period; }
 
 TEST(PeriodDetector, ConfirmsAfterWarmupRepeats) {
   PeriodDetector d(/*warmup=*/3, /*maxPeriod=*/1000);
@@ -22,13 +25,30 @@ TEST(PeriodDetector, ConfirmsAfterWarmupRepeats) {
 }
 
 TEST(PeriodDetector, ReportsOnceUntilTheRunBreaks) {
+  // A period of 40 ops: one report per run.
   PeriodDetector d(2, 1000);
   int reports = 0;
-  for (uint32_t i = 0; i < 50 * 10; ++i) reports += feed(d, i % 10) != 0;
+  for (uint32_t i = 0; i < 50 * 40; ++i) reports += feed(d, i % 40) != 0;
   EXPECT_EQ(reports, 1);
   for (uint32_t i = 0; i < 7; ++i) feed(d, 999 + i);  // break
-  for (uint32_t i = 0; i < 50 * 10; ++i) reports += feed(d, i % 10) != 0;
+  for (uint32_t i = 0; i < 50 * 40; ++i) reports += feed(d, i % 40) != 0;
   EXPECT_EQ(reports, 2);
+}
+
+TEST(PeriodDetector, ShortPeriodsAreReportedAgainUnrolled) {
+  // A period of 10 ops: at warmup periods (unroll 1), then once the run
+  // covers warmup instances of 4 periods (unroll 4), then not again.
+  PeriodDetector d(3, 1000);
+  std::vector<std::pair<uint32_t, PeriodDetector::Confirmation>> reports;
+  for (uint32_t i = 0; i < 50 * 10; ++i)
+    if (auto c = feedFull(d, i % 10); c.period) reports.push_back({i + 1, c});
+  ASSERT_EQ(reports.size(), 2u);
+  EXPECT_EQ(reports[0].second.period, 10u);
+  EXPECT_EQ(reports[0].second.unroll, 1u);
+  EXPECT_LE(reports[0].first, 3u * 10u);
+  EXPECT_EQ(reports[1].second.period, 10u);
+  EXPECT_EQ(reports[1].second.unroll, 4u);
+  EXPECT_EQ(reports[1].first, 10u + 2u * 40u);
 }
 
 TEST(PeriodDetector, NoiseNeverConfirms) {
@@ -53,6 +73,42 @@ TEST(PeriodDetector, FindsTheWholeIterationAroundInnerRepeats) {
     for (uint64_t t : seq) sawWhole |= feed(d, t) == seq.size();
   }
   EXPECT_TRUE(sawWhole);
+}
+
+TEST(PeriodDetector, ShortPeriodsAreUnrolledOnlyOverWarmupUnrolledInstances) {
+  // 3 tokens of one op each, no boundary: unrolled 11 times (33 ops), so the
+  // run must cover 2 x 33 ops past the first instance.
+  PeriodDetector d(3, 1000);
+  EXPECT_EQ(PeriodDetector::unrollFor(3), 11u);
+  EXPECT_EQ(PeriodDetector::unrollFor(32), 1u);
+  uint32_t confirmedAt = 0;
+  for (uint32_t i = 0; i < 300 && !confirmedAt; ++i)
+    if (feedFull(d, i % 3).unroll == 11) confirmedAt = i + 1;
+  EXPECT_EQ(confirmedAt, 3u + 2u * 33u);
+  // A period of 2 replayed segments of 40 ops each is long already: one
+  // report, not unrolled.
+  PeriodDetector e(3, 1000);
+  int reports = 0;
+  for (uint32_t i = 0; i < 300; ++i) {
+    const auto c = e.push(0x1234567 + (i % 2), 40, false);
+    reports += c.period != 0;
+    EXPECT_EQ(c.unroll, 1u);
+  }
+  EXPECT_EQ(reports, 1);
+}
+
+TEST(PeriodDetector, ShortPeriodsWithABoundaryConfirmAfterWarmupPeriods) {
+  // 3 ops and a sync: the runs between syncs cannot be unrolled.
+  PeriodDetector d(3, 1000);
+  uint32_t confirmedAt = 0;
+  for (uint32_t i = 0; i < 300 && !confirmedAt; ++i) {
+    const bool sync = i % 4 == 3;
+    const auto c = d.push(0x777 + i % 4, sync ? 0 : 1, sync);
+    EXPECT_EQ(c.unroll, 1u);
+    if (c.period && !confirmedAt) confirmedAt = i + 1;
+  }
+  EXPECT_GT(confirmedAt, 0u);
+  EXPECT_LE(confirmedAt, 3u * 4u + 1u);
 }
 
 TEST(PeriodDetector, RespectsMaxPeriod) {

@@ -1,0 +1,789 @@
+// traps: odd but legal CUDA patterns, each a small loop that repeats often
+// enough for graft to capture and replay it. Every scenario is deterministic
+// in eager (no races: integer kernels, fixed orders), and prints digests of
+// its device buffers at checkpoints and at the end; check_traps.py requires
+// the output under graft to equal eager's, line for line.
+//
+//   traps NAME [--iters N]      one scenario (see kScenarios)
+//   traps --list                the scenario names
+//
+// Exit codes: 0 ok, 1 CUDA error or broken invariant, 2 usage, 77 no device.
+
+#include <cooperative_groups.h>
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace cg = cooperative_groups;
+
+#define CK(call)                                                                        \
+  do {                                                                                  \
+    cudaError_t err_ = (call);                                                          \
+    if (err_ != cudaSuccess) {                                                          \
+      std::fprintf(stderr, "traps: %s:%d: %s -> %s\n", __FILE__, __LINE__, #call,       \
+                   cudaGetErrorName(err_));                                             \
+      std::exit(1);                                                                     \
+    }                                                                                   \
+  } while (0)
+#define CKD(call)                                                                       \
+  do {                                                                                  \
+    CUresult r_ = (call);                                                               \
+    if (r_ != CUDA_SUCCESS) {                                                           \
+      const char* n_ = nullptr;                                                         \
+      cuGetErrorName(r_, &n_);                                                          \
+      std::fprintf(stderr, "traps: %s:%d: %s -> %s\n", __FILE__, __LINE__, #call, n_);   \
+      std::exit(1);                                                                     \
+    }                                                                                   \
+  } while (0)
+#define CKL() CK(cudaGetLastError())
+
+namespace {
+
+int g_iters = 300;
+constexpr int kN = 1 << 14;  // elements per buffer
+constexpr int kBlock = 128;
+constexpr int kGrid = kN / kBlock;
+
+// ---------------------------------------------------------------- digests
+
+struct Digest {
+  uint64_t h = 1469598103934665603ull;
+  void add(const void* p, size_t n) {
+    const auto* b = static_cast<const unsigned char*>(p);
+    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  }
+  void add(uint64_t v) { add(&v, sizeof v); }
+};
+
+// Synchronous copy of a device buffer (on the legacy stream: waits for all
+// blocking streams' work) into a digest.
+uint64_t deviceDigest(const void* d, size_t bytes) {
+  std::vector<unsigned char> h(bytes);
+  CK(cudaMemcpy(h.data(), d, bytes, cudaMemcpyDeviceToHost));
+  Digest g;
+  g.add(h.data(), bytes);
+  return g.h;
+}
+
+void print(const char* what, int at, uint64_t h) {
+  std::printf("%s %d %016llx\n", what, at, static_cast<unsigned long long>(h));
+}
+
+uint32_t* deviceBuffer(uint32_t seed, int n = kN) {
+  std::vector<uint32_t> h(n);
+  for (int i = 0; i < n; ++i) h[i] = seed * 2654435761u + uint32_t(i) * 40503u;
+  uint32_t* d = nullptr;
+  CK(cudaMalloc(&d, n * sizeof(uint32_t)));
+  CK(cudaMemcpy(d, h.data(), n * sizeof(uint32_t), cudaMemcpyHostToDevice));
+  return d;
+}
+
+// ---------------------------------------------------------------- kernels
+
+__host__ __device__ inline uint32_t rotl(uint32_t x, int r) { return (x << r) | (x >> (32 - r)); }
+
+// dst[k] mixes with src at another block's index: a launch that overlaps the
+// one before it, or runs before it, changes the result.
+__global__ void mix(uint32_t* dst, const uint32_t* src, int n, uint32_t salt) {
+  const int k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k < n) dst[k] = rotl(dst[k], 5) ^ (src[(k * 7 + 4099) % n] + salt + uint32_t(k));
+}
+
+__global__ void mix2(uint32_t* dst, const uint32_t* a, const uint32_t* b, int n, uint32_t salt) {
+  const int k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k < n) dst[k] = rotl(dst[k], 3) + (a[(k * 5 + 77) % n] ^ rotl(b[(k * 3 + 11) % n], 7)) + salt;
+}
+
+// Adds a device-resident scalar (written by a copy or a memset just before).
+__global__ void addScalar(uint32_t* dst, const uint32_t* scalar, int n) {
+  const int k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k < n) dst[k] = rotl(dst[k], 9) + scalar[0] * 2654435761u + uint32_t(k);
+}
+
+struct Big {
+  uint32_t v[1024];  // 4 KiB by value
+};
+struct Huge {
+  uint32_t v[7000];  // 28000 bytes by value (parameter limit 32764 since CUDA 12.1)
+};
+
+__global__ void withBig(uint32_t* dst, Big p, int n) {
+  const int k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k < n) dst[k] = rotl(dst[k], 11) ^ (p.v[k % 1024] + uint32_t(k));
+}
+__global__ void withHuge(uint32_t* dst, Huge p, int n) {
+  const int k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k < n) dst[k] = rotl(dst[k], 13) + p.v[(k * 3) % 7000];
+}
+// Parameters of mixed sizes and alignments (padding between them).
+__global__ void withOdd(uint32_t* dst, char c, double d, short s, const uint32_t* src, int n, float f) {
+  const int k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k < n)
+    dst[k] = rotl(dst[k], 7) ^ (uint32_t(c) * 131u + uint32_t(d * 8.0) * 7u + uint32_t(s) * 3u +
+                                src[(k + 1) % n] + __float_as_uint(f));
+}
+
+__constant__ uint32_t c_table[64];
+__global__ void withConstant(uint32_t* dst, int n) {
+  const int k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k < n) dst[k] = rotl(dst[k], 3) ^ (c_table[k % 64] + uint32_t(k));
+}
+
+// Every block adds its sum to partial[block]; after grid.sync() block 0 folds
+// them in block order into out[slot].
+__global__ void cooperativeSum(const uint32_t* src, uint32_t* partial, uint32_t* out, int n, int slot) {
+  cg::grid_group grid = cg::this_grid();
+  __shared__ uint32_t s[kBlock];
+  uint32_t acc = 0;
+  for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x) acc += src[k] * 3u + 1u;
+  s[threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    uint32_t t = 0;
+    for (int i = 0; i < blockDim.x; ++i) t = rotl(t, 1) ^ s[i];
+    partial[blockIdx.x] = t;
+  }
+  grid.sync();
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    uint32_t t = 0;
+    for (unsigned b = 0; b < gridDim.x; ++b) t = t * 31u + partial[b];
+    out[slot] = t;
+  }
+}
+
+// Each block reads its cluster neighbour's shared memory.
+__global__ void clusterExchange(uint32_t* dst, const uint32_t* src, int n, uint32_t salt) {
+  cg::cluster_group cluster = cg::this_cluster();
+  __shared__ uint32_t s[kBlock];
+  const int k = blockIdx.x * blockDim.x + threadIdx.x;
+  s[threadIdx.x] = k < n ? src[k] + salt : 0;
+  cluster.sync();
+  const unsigned peer = (cluster.block_rank() + 1) % cluster.num_blocks();
+  const uint32_t* ps = cluster.map_shared_rank(s, peer);
+  const uint32_t v = ps[(threadIdx.x + 1) % blockDim.x];
+  cluster.sync();
+  if (k < n) dst[k] = rotl(dst[k], 6) ^ v;
+}
+
+__global__ void writeMapped(volatile uint32_t* flag, uint32_t value, uint32_t* dst, int n) {
+  const int k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k < n) dst[k] += value;
+  if (k == 0) {
+    __threadfence_system();
+    *flag = value;
+  }
+}
+
+__global__ void readMapped(uint32_t* dst, const uint32_t* mapped, int n) {
+  const int k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k < n) dst[k] = rotl(dst[k], 1) + mapped[k % 256];
+}
+
+// ---------------------------------------------------------------- scenarios
+
+// Blocking stream and legacy default stream, interleaved: only the legacy
+// stream's implicit synchronization orders these launches.
+void legacyOrder() {
+  cudaStream_t s1;
+  CK(cudaStreamCreate(&s1));
+  uint32_t *a = deviceBuffer(1), *b = deviceBuffer(2);
+  for (int i = 0; i < g_iters; ++i) {
+    mix<<<kGrid, kBlock, 0, s1>>>(a, b, kN, i);
+    mix<<<kGrid, kBlock, 0, 0>>>(b, a, kN, i * 3);
+    mix<<<kGrid, kBlock, 0, s1>>>(a, b, kN, i + 7);
+    CKL();
+    if (i % 100 == 99) print("a", i, deviceDigest(a, kN * 4)), print("b", i, deviceDigest(b, kN * 4));
+  }
+  print("end", 0, deviceDigest(a, kN * 4) ^ deviceDigest(b, kN * 4));
+}
+
+// The per-thread default stream against the legacy stream: they synchronize
+// with each other implicitly.
+void perThreadStream() {
+  uint32_t *a = deviceBuffer(3), *b = deviceBuffer(4);
+  for (int i = 0; i < g_iters; ++i) {
+    mix<<<kGrid, kBlock, 0, cudaStreamPerThread>>>(a, b, kN, i);
+    mix<<<kGrid, kBlock, 0, cudaStreamLegacy>>>(b, a, kN, i ^ 5);
+    mix<<<kGrid, kBlock, 0, cudaStreamPerThread>>>(a, b, kN, i * 11);
+    CKL();
+    if (i % 100 == 99) {
+      CK(cudaStreamSynchronize(cudaStreamPerThread));
+      print("a", i, deviceDigest(a, kN * 4));
+    }
+  }
+  print("end", 0, deviceDigest(a, kN * 4) ^ deviceDigest(b, kN * 4));
+}
+
+// Fork and join over three non-blocking streams with events.
+void eventForkJoin() {
+  cudaStream_t s0, s1, s2;
+  for (cudaStream_t* s : {&s0, &s1, &s2}) CK(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking));
+  cudaEvent_t fork, j1, j2;
+  CK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+  CK(cudaEventCreateWithFlags(&j1, cudaEventDisableTiming));
+  CK(cudaEventCreate(&j2));  // timing enabled on purpose
+  uint32_t *a = deviceBuffer(5), *b1 = deviceBuffer(6), *b2 = deviceBuffer(7);
+  for (int i = 0; i < g_iters; ++i) {
+    mix<<<kGrid, kBlock, 0, s0>>>(a, b1, kN, i);
+    CK(cudaEventRecord(fork, s0));
+    CK(cudaStreamWaitEvent(s1, fork, 0));
+    CK(cudaStreamWaitEvent(s2, fork, 0));
+    mix<<<kGrid, kBlock, 0, s1>>>(b1, a, kN, i + 1);
+    mix<<<kGrid, kBlock, 0, s2>>>(b2, a, kN, i + 2);
+    mix<<<kGrid, kBlock, 0, s2>>>(b2, a, kN, i + 3);
+    CK(cudaEventRecord(j1, s1));
+    CK(cudaEventRecord(j2, s2));
+    CK(cudaStreamWaitEvent(s0, j1, 0));
+    CK(cudaStreamWaitEvent(s0, j2, 0));
+    mix2<<<kGrid, kBlock, 0, s0>>>(a, b1, b2, kN, i);
+    CKL();
+    if (i % 100 == 99) {
+      CK(cudaStreamSynchronize(s0));
+      print("a", i, deviceDigest(a, kN * 4));
+    }
+  }
+  CK(cudaDeviceSynchronize());
+  print("end", 0, deviceDigest(a, kN * 4) ^ deviceDigest(b1, kN * 4) ^ deviceDigest(b2, kN * 4));
+}
+
+// Memsets whose value changes every iteration (runtime and driver API).
+void memsetValues() {
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  uint32_t *a = deviceBuffer(8), *scalar = deviceBuffer(9, 64);
+  for (int i = 0; i < g_iters; ++i) {
+    CK(cudaMemsetAsync(scalar, i & 0xff, 4, s));
+    addScalar<<<kGrid, kBlock, 0, s>>>(a, scalar, kN);
+    CKD(cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(scalar), uint32_t(i) * 977u + 1u, 16, s));
+    addScalar<<<kGrid, kBlock, 0, s>>>(a, scalar, kN);
+    CKD(cuMemsetD16Async(reinterpret_cast<CUdeviceptr>(scalar), uint16_t(i * 31), 2, s));
+    addScalar<<<kGrid, kBlock, 0, s>>>(a, scalar, kN);
+    CKL();
+    if (i % 100 == 99) {
+      CK(cudaStreamSynchronize(s));
+      print("a", i, deviceDigest(a, kN * 4));
+    }
+  }
+  CK(cudaStreamSynchronize(s));
+  print("end", 0, deviceDigest(a, kN * 4));
+}
+
+// Parameters by value: 4 KiB and 28000-byte structs whose contents change in
+// a few words, and mixed sizes with padding.
+void bigParams() {
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  uint32_t *a = deviceBuffer(10), *b = deviceBuffer(11);
+  auto* big = new Big;
+  auto* huge = new Huge;
+  for (int i = 0; i < 1024; ++i) big->v[i] = i * 7u;
+  for (int i = 0; i < 7000; ++i) huge->v[i] = i * 13u;
+  for (int i = 0; i < g_iters; ++i) {
+    big->v[i % 1024] += uint32_t(i);
+    huge->v[(i * 37) % 7000] ^= 0xdead0000u + uint32_t(i);
+    withBig<<<kGrid, kBlock, 0, s>>>(a, *big, kN);
+    withHuge<<<kGrid, kBlock, 0, s>>>(b, *huge, kN);
+    withOdd<<<kGrid, kBlock, 0, s>>>(a, char(i), i * 0.5, short(-i), b, kN, i % 3 ? 1.5f : -0.0f);
+    withOdd<<<kGrid, kBlock, 0, s>>>(b, 'x', 2.0, short(7), a, kN, 0.25f);
+    CKL();
+    if (i % 100 == 99) {
+      CK(cudaStreamSynchronize(s));
+      print("a", i, deviceDigest(a, kN * 4));
+    }
+  }
+  CK(cudaStreamSynchronize(s));
+  print("end", 0, deviceDigest(a, kN * 4) ^ deviceDigest(b, kN * 4));
+  delete big;
+  delete huge;
+}
+
+// Launch shapes that change on an irregular schedule, and a short last batch.
+void gridChange() {
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  uint32_t *a = deviceBuffer(12), *b = deviceBuffer(13);
+  for (int i = 0; i < g_iters; ++i) {
+    const int grid = (i % 5 == 4) ? kGrid / 2 : (i % 50 == 49 ? 17 : kGrid);
+    const int n = grid * kBlock;
+    mix<<<grid, kBlock, 0, s>>>(a, b, n, i);
+    mix<<<kGrid, kBlock, (i % 7 == 0) ? 1024 : 0, s>>>(b, a, kN, i);  // dynamic shared memory varies
+    mix<<<grid, kBlock / (i % 3 == 0 ? 2 : 1), 0, s>>>(a, b, n / (i % 3 == 0 ? 2 : 1), i * 3);
+    CKL();
+    if (i % 100 == 99) {
+      CK(cudaStreamSynchronize(s));
+      print("a", i, deviceDigest(a, kN * 4));
+    }
+  }
+  CK(cudaStreamSynchronize(s));
+  print("end", 0, deviceDigest(a, kN * 4) ^ deviceDigest(b, kN * 4));
+}
+
+void CUDART_CB bumpCounter(void* p) { ++*static_cast<uint32_t*>(p); }
+
+// A host function in stream order, then a copy from the pinned word it
+// writes: the copy must read the value the host function left.
+void hostFunc() {
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  uint32_t* counter = nullptr;
+  CK(cudaMallocHost(&counter, 64));
+  *counter = 0;
+  uint32_t *a = deviceBuffer(14), *b = deviceBuffer(44), *scalar = deviceBuffer(15, 64);
+  for (int i = 0; i < g_iters; ++i) {
+    CK(cudaLaunchHostFunc(s, bumpCounter, counter));
+    CK(cudaMemcpyAsync(scalar, counter, 4, cudaMemcpyHostToDevice, s));
+    addScalar<<<kGrid, kBlock, 0, s>>>(a, scalar, kN);
+    mix<<<kGrid, kBlock, 0, s>>>(b, a, kN, i);
+    CKL();
+    if (i % 100 == 99) {
+      CK(cudaStreamSynchronize(s));
+      print("a", i, deviceDigest(a, kN * 4));
+      print("counter", i, *counter);
+    }
+  }
+  CK(cudaStreamSynchronize(s));
+  print("end", *counter, deviceDigest(a, kN * 4) ^ deviceDigest(b, kN * 4));
+}
+
+// The classic loop: host writes pinned input, copies in, kernels, copies out,
+// synchronizes and computes the next input from the output.
+void pinnedRoundTrip() {
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  uint32_t *in = nullptr, *out = nullptr;
+  CK(cudaMallocHost(&in, 256 * 4));
+  CK(cudaMallocHost(&out, 256 * 4));
+  for (int k = 0; k < 256; ++k) in[k] = k;
+  uint32_t *a = deviceBuffer(16), *b = deviceBuffer(45), *din = deviceBuffer(17, 256);
+  Digest d;
+  for (int i = 0; i < g_iters; ++i) {
+    CK(cudaMemcpyAsync(din, in, 256 * 4, cudaMemcpyHostToDevice, s));
+    readMapped<<<kGrid, kBlock, 0, s>>>(a, din, kN);
+    mix<<<kGrid, kBlock, 0, s>>>(b, a, kN, i);
+    CK(cudaMemcpyAsync(out, b + (i % 64) * 256, 256 * 4, cudaMemcpyDeviceToHost, s));
+    CK(cudaStreamSynchronize(s));
+    d.add(out, 256 * 4);
+    for (int k = 0; k < 256; ++k) in[k] = out[k] ^ uint32_t(i);
+    if (i % 100 == 99) print("out", i, d.h);
+  }
+  print("end", 0, d.h ^ deviceDigest(a, kN * 4) ^ deviceDigest(b, kN * 4));
+}
+
+// Zero-copy: kernels read host-mapped memory the host rewrites after each
+// synchronize, and write a mapped flag the host reads.
+void mappedMemory() {
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  uint32_t* host = nullptr;
+  CK(cudaHostAlloc(&host, 4096, cudaHostAllocMapped));
+  uint32_t* dev = nullptr;
+  CK(cudaHostGetDevicePointer(&dev, host, 0));
+  for (int k = 0; k < 1024; ++k) host[k] = k;
+  uint32_t* a = deviceBuffer(18);
+  for (int i = 0; i < g_iters; ++i) {
+    readMapped<<<kGrid, kBlock, 0, s>>>(a, dev, kN);
+    writeMapped<<<kGrid, kBlock, 0, s>>>(dev + 512, uint32_t(i + 1), a, kN);
+    CKL();
+    if (i % 3 == 0) {
+      CK(cudaDeviceSynchronize());
+    } else {
+      CK(cudaStreamSynchronize(s));
+    }
+    if (host[512] != uint32_t(i + 1)) {
+      std::fprintf(stderr, "traps: mapped flag %u after synchronize, expected %d\n", host[512], i + 1);
+      std::exit(1);
+    }
+    for (int k = 0; k < 256; ++k) host[k] = host[k] * 3u + uint32_t(i);
+    if (i % 100 == 99) print("a", i, deviceDigest(a, kN * 4));
+  }
+  print("end", 0, deviceDigest(a, kN * 4));
+}
+
+// Polls an event and a stream with queries until done, then reads what the
+// kernel wrote to mapped memory: the query must not report work done that
+// graft still holds.
+void queryPoll() {
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaEvent_t e;
+  CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  uint32_t* host = nullptr;
+  CK(cudaHostAlloc(&host, 64, cudaHostAllocMapped));
+  uint32_t* dev = nullptr;
+  CK(cudaHostGetDevicePointer(&dev, host, 0));
+  *host = 0;
+  uint32_t *a = deviceBuffer(19), *b = deviceBuffer(20);
+  for (int i = 0; i < g_iters; ++i) {
+    mix<<<kGrid, kBlock, 0, s>>>(a, b, kN, i);
+    mix<<<kGrid, kBlock, 0, s>>>(b, a, kN, i);
+    writeMapped<<<kGrid, kBlock, 0, s>>>(dev, uint32_t(i + 1), a, kN);
+    CKL();
+    if (i % 2 == 0) {
+      CK(cudaEventRecord(e, s));
+      cudaError_t q;
+      while ((q = cudaEventQuery(e)) == cudaErrorNotReady) {}
+      CK(q);
+    } else {
+      cudaError_t q;
+      while ((q = cudaStreamQuery(s)) == cudaErrorNotReady) {}
+      CK(q);
+    }
+    if (*reinterpret_cast<volatile uint32_t*>(host) != uint32_t(i + 1)) {
+      std::fprintf(stderr, "traps: query said done at iteration %d but the kernel's write is missing (%u)\n", i,
+                   *host);
+      std::exit(1);
+    }
+  }
+  print("end", 0, deviceDigest(a, kN * 4) ^ deviceDigest(b, kN * 4));
+}
+
+// The host waits on a mapped flag without any CUDA call: graft must issue
+// held work on its own (idle flush), or the program hangs.
+void spinFlag() {
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  uint32_t* host = nullptr;
+  CK(cudaHostAlloc(&host, 64, cudaHostAllocMapped));
+  uint32_t* dev = nullptr;
+  CK(cudaHostGetDevicePointer(&dev, host, 0));
+  *host = 0;
+  uint32_t *a = deviceBuffer(21), *b = deviceBuffer(22);
+  const int iters = g_iters / 5;
+  for (int i = 0; i < iters; ++i) {
+    mix<<<kGrid, kBlock, 0, s>>>(a, b, kN, i);
+    mix<<<kGrid, kBlock, 0, s>>>(b, a, kN, i);
+    writeMapped<<<kGrid, kBlock, 0, s>>>(dev, uint32_t(i + 1), a, kN);
+    CKL();
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (*reinterpret_cast<volatile uint32_t*>(host) != uint32_t(i + 1)) {
+      if (std::chrono::steady_clock::now() > until) {
+        std::fprintf(stderr, "traps: spin on a mapped flag never ended (iteration %d)\n", i);
+        std::exit(1);
+      }
+    }
+  }
+  print("end", 0, deviceDigest(a, kN * 4) ^ deviceDigest(b, kN * 4));
+}
+
+// Copies to a __constant__ symbol from pageable memory the host rewrites at
+// once (legal: a pageable copy has read its source when it returns).
+void constantSymbol() {
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  std::vector<uint32_t> table(64);
+  uint32_t* a = deviceBuffer(23);
+  for (int i = 0; i < g_iters; ++i) {
+    for (int k = 0; k < 64; ++k) table[k] = uint32_t(i * 64 + k) * 2246822519u;
+    CK(cudaMemcpyToSymbolAsync(c_table, table.data(), 64 * 4, 0, cudaMemcpyHostToDevice, s));
+    withConstant<<<kGrid, kBlock, 0, s>>>(a, kN);
+    for (int k = 0; k < 64; ++k) table[k] = 0xffffffffu;  // overwritten right away
+    CKL();
+    if (i % 100 == 99) {
+      CK(cudaStreamSynchronize(s));
+      print("a", i, deviceDigest(a, kN * 4));
+    }
+  }
+  CK(cudaStreamSynchronize(s));
+  print("end", 0, deviceDigest(a, kN * 4));
+}
+
+// Device-to-device copies of several shapes between kernels.
+void copyKinds() {
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  uint32_t *a = deviceBuffer(24), *b = deviceBuffer(25);
+  for (int i = 0; i < g_iters; ++i) {
+    mix<<<kGrid, kBlock, 0, s>>>(a, b, kN, i);
+    CK(cudaMemcpyAsync(b, a + (i % 16) * 64, 4096 * 4, cudaMemcpyDeviceToDevice, s));
+    // 64 rows of 32 words out of a 128-word pitch
+    CK(cudaMemcpy2DAsync(b + 8192, 64 * 4, a + 4096, 128 * 4, 32 * 4, 64, cudaMemcpyDeviceToDevice, s));
+    CKD(cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(b + 12000), reinterpret_cast<CUdeviceptr>(a + (i % 3)),
+                          100 * 4, s));
+    mix<<<kGrid, kBlock, 0, s>>>(a, b, kN, i * 5);
+    CKL();
+    if (i % 100 == 99) {
+      CK(cudaStreamSynchronize(s));
+      print("b", i, deviceDigest(b, kN * 4));
+    }
+  }
+  CK(cudaStreamSynchronize(s));
+  print("end", 0, deviceDigest(a, kN * 4) ^ deviceDigest(b, kN * 4));
+}
+
+// Cooperative launches (grid-wide sync) and thread-block clusters.
+void cooperativeAndCluster() {
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  uint32_t *a = deviceBuffer(26), *b = deviceBuffer(27), *partial = deviceBuffer(28, 64), *out = deviceBuffer(29, 64);
+  int coop = 0;
+  CK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, 0));
+  for (int i = 0; i < g_iters; ++i) {
+    mix<<<kGrid, kBlock, 0, s>>>(a, b, kN, i);
+    if (coop) {
+      const uint32_t* src = a;
+      int n = kN, slot = i % 64;
+      void* args[] = {&src, &partial, &out, &n, &slot};
+      CK(cudaLaunchCooperativeKernel(reinterpret_cast<void*>(cooperativeSum), dim3(32), dim3(kBlock), args, 0, s));
+    }
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(kGrid);
+    cfg.blockDim = dim3(kBlock);
+    cfg.stream = s;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = (i % 4 == 3) ? 4 : 2;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    CK(cudaLaunchKernelEx(&cfg, clusterExchange, b, static_cast<const uint32_t*>(a), kN, uint32_t(i)));
+    CKL();
+    if (i % 100 == 99) {
+      CK(cudaStreamSynchronize(s));
+      print("out", i, deviceDigest(out, 64 * 4));
+    }
+  }
+  CK(cudaStreamSynchronize(s));
+  print("end", coop, deviceDigest(a, kN * 4) ^ deviceDigest(b, kN * 4) ^ deviceDigest(out, 64 * 4));
+}
+
+// Driver-API launches: kernel parameters packed in one buffer (`extra`), and
+// cuLaunchKernelEx, next to runtime launches of the same kernel.
+void driverLaunches() {
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaFunction_t rf;
+  CK(cudaGetFuncBySymbol(&rf, reinterpret_cast<const void*>(mix)));
+  CUfunction f = reinterpret_cast<CUfunction>(rf);
+  uint32_t *a = deviceBuffer(30), *b = deviceBuffer(31);
+  for (int i = 0; i < g_iters; ++i) {
+    mix<<<kGrid, kBlock, 0, s>>>(a, b, kN, i);
+    struct alignas(8) Packed {
+      uint32_t* dst;
+      const uint32_t* src;
+      int n;
+      uint32_t salt;
+    } packed{b, a, kN, uint32_t(i * 9)};
+    size_t size = sizeof packed;
+    void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &packed, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
+    CKD(cuLaunchKernel(f, kGrid, 1, 1, kBlock, 1, 1, 0, s, nullptr, extra));
+    uint32_t* dst = a;
+    const uint32_t* src = b;
+    int n = kN;
+    uint32_t salt = uint32_t(i ^ 0x55);
+    void* params[] = {&dst, &src, &n, &salt};
+    CUlaunchConfig cfg = {};
+    cfg.gridDimX = kGrid;
+    cfg.gridDimY = cfg.gridDimZ = 1;
+    cfg.blockDimX = kBlock;
+    cfg.blockDimY = cfg.blockDimZ = 1;
+    cfg.hStream = s;
+    CKD(cuLaunchKernelEx(&cfg, f, params, nullptr));
+    if (i % 100 == 99) {
+      CK(cudaStreamSynchronize(s));
+      print("a", i, deviceDigest(a, kN * 4));
+    }
+  }
+  CK(cudaStreamSynchronize(s));
+  print("end", 0, deviceDigest(a, kN * 4) ^ deviceDigest(b, kN * 4));
+}
+
+// Stream-ordered allocation inside the loop (sizes change every third step).
+void mallocAsync() {
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  uint32_t *a = deviceBuffer(32), *b = deviceBuffer(33);
+  for (int i = 0; i < g_iters; ++i) {
+    const size_t bytes = (i % 3 == 2 ? 2 : 1) * kN * 4;
+    uint32_t* t = nullptr;
+    CK(cudaMallocAsync(&t, bytes, s));
+    CK(cudaMemsetAsync(t, 0, bytes, s));
+    mix<<<kGrid, kBlock, 0, s>>>(t, a, kN, i);
+    mix<<<kGrid, kBlock, 0, s>>>(b, t, kN, i);
+    CK(cudaFreeAsync(t, s));
+    mix<<<kGrid, kBlock, 0, s>>>(a, b, kN, i);
+    CKL();
+    if (i % 100 == 99) {
+      CK(cudaStreamSynchronize(s));
+      print("a", i, deviceDigest(a, kN * 4));
+    }
+  }
+  CK(cudaStreamSynchronize(s));
+  print("end", 0, deviceDigest(a, kN * 4) ^ deviceDigest(b, kN * 4));
+}
+
+// Several host threads, each looping on its own stream and buffers.
+void threads() {
+  constexpr int kThreads = 3;
+  uint64_t results[kThreads] = {};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < kThreads; ++t) {
+    pool.emplace_back([t, &results] {
+      cudaStream_t s;
+      CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+      uint32_t *a = deviceBuffer(40 + t), *b = deviceBuffer(50 + t);
+      for (int i = 0; i < g_iters; ++i) {
+        mix<<<kGrid, kBlock, 0, s>>>(a, b, kN, i + t);
+        mix<<<kGrid, kBlock, 0, s>>>(b, a, kN, i * (t + 2));
+        if (t == 1) mix<<<kGrid / 2, kBlock, 0, s>>>(a, b, kN / 2, i);
+        CKL();
+        if (i % 25 == 24) CK(cudaStreamSynchronize(s));
+      }
+      CK(cudaStreamSynchronize(s));
+      results[t] = deviceDigest(a, kN * 4) ^ deviceDigest(b, kN * 4);
+    });
+  }
+  for (auto& th : pool) th.join();
+  for (int t = 0; t < kThreads; ++t) print("thread", t, results[t]);
+}
+
+// The program captures part of its step itself and launches that graph
+// between eager kernels; every 100 steps it captures again and updates the
+// executable graph in place.
+void programGraph() {
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  uint32_t *a = deviceBuffer(34), *b = deviceBuffer(35);
+  cudaGraphExec_t exec = nullptr;
+  auto capture = [&](uint32_t salt) {
+    cudaGraph_t g;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    mix<<<kGrid, kBlock, 0, s>>>(b, a, kN, salt);
+    mix<<<kGrid, kBlock, 0, s>>>(a, b, kN, salt + 1);
+    CK(cudaStreamEndCapture(s, &g));
+    if (!exec) {
+      CK(cudaGraphInstantiate(&exec, g, 0));
+    } else {
+      cudaGraphExecUpdateResultInfo info;
+      CK(cudaGraphExecUpdate(exec, g, &info));
+    }
+    CK(cudaGraphDestroy(g));
+  };
+  for (int i = 0; i < g_iters; ++i) {
+    if (i % 100 == 0) capture(uint32_t(i));
+    mix<<<kGrid, kBlock, 0, s>>>(a, b, kN, i);
+    CK(cudaGraphLaunch(exec, s));
+    mix<<<kGrid, kBlock, 0, s>>>(b, a, kN, i);
+    CKL();
+    if (i % 100 == 99) {
+      CK(cudaStreamSynchronize(s));
+      print("a", i, deviceDigest(a, kN * 4));
+    }
+  }
+  CK(cudaStreamSynchronize(s));
+  print("end", 0, deviceDigest(a, kN * 4) ^ deviceDigest(b, kN * 4));
+  CK(cudaGraphExecDestroy(exec));
+}
+
+// A launch that fails on every tenth step (too many threads per block): the
+// program sees the error at the call, as in eager, and goes on.
+void launchErrors() {
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  uint32_t *a = deviceBuffer(36), *b = deviceBuffer(37);
+  Digest errors;
+  for (int i = 0; i < g_iters; ++i) {
+    mix<<<kGrid, kBlock, 0, s>>>(a, b, kN, i);
+    mix<<<kGrid, (i % 10 == 9) ? 4096 : kBlock, 0, s>>>(b, a, kN, i);
+    const cudaError_t e = cudaGetLastError();
+    errors.add(uint64_t(e));
+    mix<<<kGrid, kBlock, 0, s>>>(a, b, kN, i + 1);
+    CKL();
+    if (i % 100 == 99) {
+      CK(cudaStreamSynchronize(s));
+      print("a", i, deviceDigest(a, kN * 4));
+      print("errors", i, errors.h);
+    }
+  }
+  CK(cudaStreamSynchronize(s));
+  print("end", 0, deviceDigest(a, kN * 4) ^ deviceDigest(b, kN * 4));
+}
+
+// Synchronization of every kind at irregular points, with reads of results
+// in between.
+void syncKinds() {
+  cudaStream_t s;
+  CK(cudaStreamCreate(&s));  // blocking: the legacy-stream copies below wait for it
+  cudaEvent_t e;
+  CK(cudaEventCreate(&e));
+  uint32_t *a = deviceBuffer(38), *b = deviceBuffer(39);
+  Digest d;
+  for (int i = 0; i < g_iters; ++i) {
+    mix<<<kGrid, kBlock, 0, s>>>(a, b, kN, i);
+    mix<<<kGrid, kBlock, 0, s>>>(b, a, kN, i);
+    CKL();
+    switch (i % 4) {
+      case 0: CK(cudaDeviceSynchronize()); break;
+      case 1: CK(cudaStreamSynchronize(s)); break;
+      case 2: CK(cudaEventRecord(e, s)); CK(cudaEventSynchronize(e)); break;
+      default: break;  // the copy below (legacy stream) orders after s
+    }
+    uint32_t v[4];
+    CK(cudaMemcpy(v, a + (i * 131) % (kN - 4), sizeof v, cudaMemcpyDeviceToHost));
+    d.add(v, sizeof v);
+    if (i % 100 == 99) print("reads", i, d.h);
+  }
+  print("end", 0, d.h ^ deviceDigest(a, kN * 4));
+}
+
+struct Scenario {
+  const char* name;
+  void (*run)();
+};
+constexpr Scenario kScenarios[] = {
+    {"legacy_order", legacyOrder},       {"per_thread_stream", perThreadStream},
+    {"event_fork_join", eventForkJoin},  {"memset_values", memsetValues},
+    {"big_params", bigParams},           {"grid_change", gridChange},
+    {"host_func", hostFunc},             {"pinned_round_trip", pinnedRoundTrip},
+    {"mapped_memory", mappedMemory},     {"query_poll", queryPoll},
+    {"spin_flag", spinFlag},             {"constant_symbol", constantSymbol},
+    {"copy_kinds", copyKinds},           {"cooperative_cluster", cooperativeAndCluster},
+    {"driver_launches", driverLaunches}, {"malloc_async", mallocAsync},
+    {"threads", threads},                {"program_graph", programGraph},
+    {"launch_errors", launchErrors},     {"sync_kinds", syncKinds},
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const char* name = nullptr;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--list")) {
+      for (const Scenario& s : kScenarios) std::printf("%s\n", s.name);
+      return 0;
+    } else if (!std::strcmp(argv[i], "--iters") && i + 1 < argc) {
+      g_iters = std::atoi(argv[++i]);
+    } else if (argv[i][0] != '-' && !name) {
+      name = argv[i];
+    } else {
+      std::fprintf(stderr, "usage: traps NAME [--iters N] | --list\n");
+      return 2;
+    }
+  }
+  if (!name || g_iters < 10) {
+    std::fprintf(stderr, "usage: traps NAME [--iters N>=10] | --list\n");
+    return 2;
+  }
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("traps: no CUDA device\n");
+    return 77;
+  }
+  for (const Scenario& s : kScenarios) {
+    if (std::strcmp(s.name, name)) continue;
+    s.run();
+    CK(cudaDeviceSynchronize());
+    return 0;
+  }
+  std::fprintf(stderr, "traps: unknown scenario '%s' (--list names them)\n", name);
+  return 2;
+}
