@@ -200,6 +200,21 @@ CUresult instantiate(CUgraphExec* pexec, CUgraph g) {
   for (auto& n : graph->nodes) {
     // A kernel whose module/library was unloaded cannot be instantiated.
     if (n->params.kind == NodeKind::Kernel && n->params.kernel.kernel->unloaded) return CUDA_ERROR_INVALID_HANDLE;
+    // As the real driver (measured on an H100, docs/PERF.md): a memset or copy
+    // node naming memory that is no longer allocated (a stream-ordered free
+    // ran) does not instantiate.
+    if (n->params.kind == NodeKind::Memset) {
+      const MemsetOp& m = n->params.memset;
+      if (classify(m.dst, copyExtent(m.width * m.elementSize, m.height, 1, m.pitch, 0)) == MemClass::Invalid)
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (n->params.kind == NodeKind::Memcpy) {
+      const CopyOp& c = n->params.copy;
+      if (classify(c.dst, copyExtent(c.width, c.height, c.depth, c.dstPitch, c.dstHeight)) == MemClass::Invalid ||
+          (!c.staged && classify(c.src, copyExtent(c.width, c.height, c.depth, c.srcPitch, c.srcHeight)) ==
+                            MemClass::Invalid))
+        return CUDA_ERROR_INVALID_VALUE;
+    }
     Context* c = n->params.ctx;
     if (!c) continue;
     if (c->destroyed) return CUDA_ERROR_INVALID_CONTEXT;
