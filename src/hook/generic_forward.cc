@@ -17,20 +17,27 @@ namespace {
 
 constexpr size_t kSlots = 64;
 std::atomic<void*> g_real[kSlots];
+std::atomic<bool> g_unloads[kSlots];
 std::string g_names[kSlots];
 size_t g_used = 0;
 std::mutex g_mutex;
 
 }  // namespace
 
-void* flushingForwarder(void* real, std::string_view name) {
+void* flushingForwarder(void* real, std::string_view name, bool unloads) {
   std::lock_guard<std::mutex> guard(g_mutex);
-  for (size_t i = 0; i < g_used; ++i)
-    if (g_real[i].load(std::memory_order_relaxed) == real) return graft_generic_trampolines[i];
+  for (size_t i = 0; i < g_used; ++i) {
+    if (g_real[i].load(std::memory_order_relaxed) == real) {
+      if (unloads) g_unloads[i].store(true, std::memory_order_relaxed);
+      return graft_generic_trampolines[i];
+    }
+  }
   if (g_used == kSlots || g_used >= graft_generic_trampoline_count) return nullptr;
   g_names[g_used] = std::string(name);
+  g_unloads[g_used].store(unloads, std::memory_order_relaxed);
   g_real[g_used].store(real, std::memory_order_release);
-  GRAFT_DEBUG("{}: not decoded by graft; it flushes held work and is issued as the program asked", name);
+  GRAFT_DEBUG("{}: not decoded by graft; it flushes held work{} and is issued as the program asked", name,
+              unloads ? " and makes graft forget its graphs" : "");
   return graft_generic_trampolines[g_used++];
 }
 
@@ -53,8 +60,19 @@ extern "C" __attribute__((visibility("hidden"))) void* graft_generic_enter(unsig
   if (!t_inGraft && Runtime::active()) {
     t_inGraft = true;
     {
-      auto lock = Runtime::get().engine().lock();
-      Runtime::get().engine().hostBarrier(graft::core::hashCombine(0xf1a5, index));
+      Runtime& rt = Runtime::get();
+      auto lock = rt.engine().lock();
+      rt.engine().hostBarrier(graft::core::hashCombine(0xf1a5, index));
+      if (g_unloads[index].load(std::memory_order_relaxed)) {
+        // As the wrapper of an UNLOADS function does (interpose.cc): the code
+        // or context goes away with the handles graft's graphs name.
+        if (rt.exiting()) {
+          rt.engine().stopReplay();
+          rt.kernels().retireAll();
+        } else {
+          rt.engine().forgetRecordedCode();
+        }
+      }
     }
     t_inGraft = false;
   }

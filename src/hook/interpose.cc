@@ -621,7 +621,8 @@ void* undecodable(ApiId id, std::string_view name, void* real, int version) {
     flush = looksStreamOrdered(name);
   }
   if (!flush) return real;
-  if (void* forwarder = flushingForwarder(real, name)) return forwarder;
+  const bool unloads = id != ApiId::Count && (apiInfo(id).traits & trait::UNLOADS);
+  if (void* forwarder = flushingForwarder(real, name, unloads)) return forwarder;
   Runtime::ensureStarted(nullptr);
   if (Runtime::active()) Runtime::get().noteUnwrapped(name, version);
   return real;

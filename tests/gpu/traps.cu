@@ -188,6 +188,16 @@ __global__ void readMapped(uint32_t* dst, const uint32_t* mapped, int n) {
   if (k < n) dst[k] = rotl(dst[k], 1) + mapped[k % 256];
 }
 
+// One thread prints a line per launch (device printf is flushed at syncs).
+__global__ void printStep(const uint32_t* a, int step) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) printf("device: step %d value %08x\n", step, a[step % 64]);
+}
+
+// Writes through a pointer the host made invalid on purpose (a fault).
+__global__ void writeThrough(uint32_t* p, uint32_t v) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) *p = v;
+}
+
 // ---------------------------------------------------------------- scenarios
 
 // Blocking stream and legacy default stream, interleaved: only the legacy
@@ -735,6 +745,110 @@ void syncKinds() {
   print("end", 0, d.h ^ deviceDigest(a, kN * 4));
 }
 
+// Device printf in every step: its lines come out at the syncs, in order.
+void devicePrintf() {
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  uint32_t *a = deviceBuffer(60), *b = deviceBuffer(61);
+  for (int i = 0; i < g_iters; ++i) {
+    mix<<<kGrid, kBlock, 0, s>>>(a, b, kN, i);
+    printStep<<<1, 32, 0, s>>>(a, i);
+    mix<<<kGrid, kBlock, 0, s>>>(b, a, kN, i);
+    mix<<<kGrid, kBlock, 0, s>>>(a, b, kN, i + 1);
+    CKL();
+    if (i % 50 == 49) {
+      CK(cudaStreamSynchronize(s));
+      std::fflush(stdout);
+    }
+  }
+  CK(cudaStreamSynchronize(s));
+  std::fflush(stdout);
+  print("end", 0, deviceDigest(a, kN * 4));
+}
+
+// The same events recorded several times per step and waited on in between
+// from another stream: each wait must see the record issued just before it.
+void eventReuse() {
+  cudaStream_t s0, s1;
+  CK(cudaStreamCreateWithFlags(&s0, cudaStreamNonBlocking));
+  CK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+  cudaEvent_t e;
+  CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  uint32_t *a = deviceBuffer(62), *b = deviceBuffer(63), *c = deviceBuffer(64);
+  for (int i = 0; i < g_iters; ++i) {
+    mix<<<kGrid, kBlock, 0, s0>>>(a, c, kN, i);
+    CK(cudaEventRecord(e, s0));
+    CK(cudaStreamWaitEvent(s1, e, 0));
+    mix<<<kGrid, kBlock, 0, s1>>>(b, a, kN, i);  // after the first a
+    mix<<<kGrid, kBlock, 0, s0>>>(c, a, kN, i);  // concurrent with s1, which reads a too
+    CK(cudaEventRecord(e, s1));
+    CK(cudaStreamWaitEvent(s0, e, 0));
+    mix<<<kGrid, kBlock, 0, s0>>>(a, b, kN, i + 1);  // after s1's b
+    CK(cudaEventRecord(e, s0));
+    CK(cudaStreamWaitEvent(s1, e, 0));
+    mix<<<kGrid, kBlock, 0, s1>>>(b, a, kN, i + 2);  // after the second a
+    CK(cudaEventRecord(e, s1));
+    CK(cudaStreamWaitEvent(s0, e, 0));
+    CKL();
+    if (i % 100 == 99) {
+      CK(cudaStreamSynchronize(s0));
+      print("a", i, deviceDigest(a, kN * 4));
+    }
+  }
+  CK(cudaDeviceSynchronize());
+  print("end", 0, deviceDigest(a, kN * 4) ^ deviceDigest(b, kN * 4));
+}
+
+// A kernel faults (a write through an invalid pointer) in the middle of the
+// run; the program checks only its syncs. The error must show at the same
+// sync, with the same name, and the process must exit as it does eagerly.
+void stickyFault() {
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  uint32_t *a = deviceBuffer(65), *b = deviceBuffer(66);
+  uint32_t* bad = reinterpret_cast<uint32_t*>(uintptr_t(0x10));  // never mapped
+  for (int i = 0; i < g_iters; ++i) {
+    mix<<<kGrid, kBlock, 0, s>>>(a, b, kN, i);
+    writeThrough<<<1, 32, 0, s>>>(i == g_iters / 2 ? bad : b, uint32_t(i));
+    mix<<<kGrid, kBlock, 0, s>>>(b, a, kN, i);
+    cudaGetLastError();  // launches may or may not report the fault yet: not checked
+    if (i % 10 == 9) {
+      const cudaError_t e = cudaStreamSynchronize(s);
+      if (e != cudaSuccess) {
+        std::printf("sync after step %d: %s\n", i, cudaGetErrorName(e));
+        std::fflush(stdout);
+        std::exit(3);  // atexit handlers run with the context broken (graft's exit report too)
+      }
+      print("a", i, deviceDigest(a, kN * 4));
+    }
+  }
+  print("end", 0, 0);
+}
+
+// The program resets the device halfway and starts over with new memory and
+// streams: nothing graft learned before may be used after.
+void deviceReset() {
+  for (int round = 0; round < 2; ++round) {
+    cudaStream_t s;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    uint32_t *a = deviceBuffer(67 + round), *b = deviceBuffer(69 + round);
+    for (int i = 0; i < g_iters / 2; ++i) {
+      mix<<<kGrid, kBlock, 0, s>>>(a, b, kN, i + round);
+      mix<<<kGrid, kBlock, 0, s>>>(b, a, kN, i);
+      mix<<<kGrid, kBlock, 0, s>>>(a, b, kN, i * 3);
+      mix<<<kGrid, kBlock, 0, s>>>(b, a, kN, i ^ 9);
+      CKL();
+      if (i % 50 == 49) {
+        CK(cudaStreamSynchronize(s));
+        print("a", i, deviceDigest(a, kN * 4));
+      }
+    }
+    CK(cudaStreamSynchronize(s));
+    print("round", round, deviceDigest(a, kN * 4) ^ deviceDigest(b, kN * 4));
+    if (round == 0) CK(cudaDeviceReset());
+  }
+}
+
 struct Scenario {
   const char* name;
   void (*run)();
@@ -750,6 +864,8 @@ constexpr Scenario kScenarios[] = {
     {"driver_launches", driverLaunches}, {"malloc_async", mallocAsync},
     {"threads", threads},                {"program_graph", programGraph},
     {"launch_errors", launchErrors},     {"sync_kinds", syncKinds},
+    {"device_printf", devicePrintf},     {"event_reuse", eventReuse},
+    {"sticky_fault", stickyFault},       {"device_reset", deviceReset},
 };
 
 }  // namespace
