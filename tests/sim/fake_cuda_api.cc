@@ -846,8 +846,18 @@ CUresult CUDAAPI cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* params, unsi
 
 // A created context: its work is drained, then it is gone (its streams and events
 // become invalid handles). A primary context's handle only drops a reference.
+static CUresult ctxDestroy(Lock& lk, CUcontext ctx);
 CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx) {
   SIM_ENTRY("cuCtxDestroy_v2", kNoSticky);
+  return ctxDestroy(SIM_LOCK, ctx);
+}
+// The CUDA 2.0 ABI of the same call (cuGetProcAddress below version 4000): what
+// a program gets when it asks for an older ABI than graft's table describes.
+CUresult CUDAAPI cuCtxDestroy(CUcontext ctx) {
+  SIM_ENTRY("cuCtxDestroy", kNoSticky);
+  return ctxDestroy(SIM_LOCK, ctx);
+}
+static CUresult ctxDestroy(Lock& lk, CUcontext ctx) {
   Context* c = lookupContext(ctx);
   if (!c) return CUDA_ERROR_INVALID_CONTEXT;
   if (!tlsCtxStack.empty() && tlsCtxStack.back() == ctx) tlsCtxStack.pop_back();
@@ -856,7 +866,7 @@ CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx) {
     return CUDA_SUCCESS;
   }
   drainUntil(
-      SIM_LOCK,
+      lk,
       [c] {
         for (auto& s : state().streams) {
           if (s->ctx == c && !streamIdle(s.get())) return false;
