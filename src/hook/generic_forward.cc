@@ -24,7 +24,7 @@ std::mutex g_mutex;
 
 }  // namespace
 
-void* flushingForwarder(void* real, std::string_view name, bool unloads) {
+void* flushingForwarder(void* real, std::string_view name, int version, bool unloads) {
   std::lock_guard<std::mutex> guard(g_mutex);
   for (size_t i = 0; i < g_used; ++i) {
     if (g_real[i].load(std::memory_order_relaxed) == real) {
@@ -36,8 +36,8 @@ void* flushingForwarder(void* real, std::string_view name, bool unloads) {
   g_names[g_used] = std::string(name);
   g_unloads[g_used].store(unloads, std::memory_order_relaxed);
   g_real[g_used].store(real, std::memory_order_release);
-  GRAFT_DEBUG("{}: not decoded by graft; it flushes held work{} and is issued as the program asked", name,
-              unloads ? " and makes graft forget its graphs" : "");
+  GRAFT_DEBUG("{} (ABI asked for: {}): not decoded by graft; it flushes held work{} and is issued as the program "
+              "asked", name, version, unloads ? " and makes graft forget its graphs" : "");
   return graft_generic_trampolines[g_used++];
 }
 

@@ -13,11 +13,12 @@
 
 namespace graft::hook {
 
-// A forwarder for `real`, or nullptr when all forwarders are in use.
+// A forwarder for `real` (`name` as asked for under `version`, 0 if by symbol;
+// both only for the log), or nullptr when all forwarders are in use.
 // `unloads`: the function unloads code or destroys a context (an UNLOADS row
 // of driver_api.def under another ABI): after the flush graft also forgets
 // every graph and what it learned per kernel, as its own wrapper would.
-void* flushingForwarder(void* real, std::string_view name, bool unloads = false);
+void* flushingForwarder(void* real, std::string_view name, int version, bool unloads = false);
 
 // True for an unknown driver function name that may enqueue work or wait for
 // it (…Async, cuLaunch…, cuMemcpy…, cuMemset…, …Synchronize, …): such a

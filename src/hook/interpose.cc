@@ -622,7 +622,7 @@ void* undecodable(ApiId id, std::string_view name, void* real, int version) {
   }
   if (!flush) return real;
   const bool unloads = id != ApiId::Count && (apiInfo(id).traits & trait::UNLOADS);
-  if (void* forwarder = flushingForwarder(real, name, unloads)) return forwarder;
+  if (void* forwarder = flushingForwarder(real, name, version, unloads)) return forwarder;
   Runtime::ensureStarted(nullptr);
   if (Runtime::active()) Runtime::get().noteUnwrapped(name, version);
   return real;
