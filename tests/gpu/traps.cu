@@ -198,6 +198,28 @@ __global__ void writeThrough(uint32_t* p, uint32_t v) {
   if (blockIdx.x == 0 && threadIdx.x == 0) *p = v;
 }
 
+__device__ uint32_t g_counter[4];
+// No parameters at all (kernelParams may be null).
+__global__ void noParams() {
+  if (blockIdx.x == 0 && threadIdx.x == 0) g_counter[0] = g_counter[0] * 3u + 1u;
+}
+struct Empty {};
+__global__ void emptyParam(Empty, uint32_t* dst) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) dst[0] += g_counter[0];
+}
+// 3-D grid and block; every thread adds its linear index.
+__global__ void grid3d(uint32_t* dst, int n) {
+  const int b = (blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+  const int t = (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
+  const int k = b * (blockDim.x * blockDim.y * blockDim.z) + t;
+  if (k < n) dst[k] = rotl(dst[k], 2) + uint32_t(k);
+}
+// One thread per block, many blocks.
+__global__ void wideGrid(uint32_t* dst, int n, uint32_t salt) {
+  const int k = blockIdx.x;
+  if (k < n) dst[k] ^= salt + uint32_t(k);
+}
+
 // ---------------------------------------------------------------- scenarios
 
 // Blocking stream and legacy default stream, interleaved: only the legacy
@@ -975,6 +997,34 @@ void streamRecreate() {
   print("end", 0, deviceDigest(a, kN * 4) ^ deviceDigest(b, kN * 4));
 }
 
+// Ops of odd sizes and shapes: zero-byte memsets and copies, a 2-D memset,
+// a kernel without parameters, one taking an empty struct, 3-D launches and
+// a grid of 65536 one-thread blocks.
+void oddOps() {
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  uint32_t *a = deviceBuffer(75, 1 << 16), *b = deviceBuffer(76);
+  for (int i = 0; i < g_iters; ++i) {
+    CK(cudaMemsetAsync(b, i & 0xff, 0, s));
+    CK(cudaMemcpyAsync(b, a, 0, cudaMemcpyDeviceToDevice, s));
+    CK(cudaMemset2DAsync(b + 1024, 64 * 4, (i * 7) & 0xff, 16 * 4, 8, s));  // 8 rows of 16 words
+    noParams<<<1, 32, 0, s>>>();
+    emptyParam<<<1, 32, 0, s>>>(Empty{}, b);
+    grid3d<<<dim3(4, 4, 2), dim3(8, 4, 2), 0, s>>>(b, kN);
+    wideGrid<<<65536, 1, 0, s>>>(a, 1 << 16, uint32_t(i));
+    mix<<<kGrid, kBlock, 0, s>>>(b, a, kN, i);
+    CKL();
+    if (i % 100 == 99) {
+      CK(cudaStreamSynchronize(s));
+      print("b", i, deviceDigest(b, kN * 4));
+    }
+  }
+  CK(cudaStreamSynchronize(s));
+  uint32_t counter[4];
+  CK(cudaMemcpyFromSymbol(counter, g_counter, sizeof counter));
+  print("end", int(counter[0] & 0xffff), deviceDigest(a, (1 << 16) * 4) ^ deviceDigest(b, kN * 4));
+}
+
 struct Scenario {
   const char* name;
   void (*run)();
@@ -993,6 +1043,7 @@ constexpr Scenario kScenarios[] = {
     {"device_printf", devicePrintf},     {"event_reuse", eventReuse},
     {"sticky_fault", stickyFault},       {"device_reset", deviceReset},
     {"module_reload", moduleReload},     {"stream_recreate", streamRecreate},
+    {"odd_ops", oddOps},
 };
 
 }  // namespace
