@@ -848,7 +848,8 @@ void stickyFault() {
 }
 
 // The program resets the device halfway and starts over with new memory and
-// streams: nothing graft learned before may be used after.
+// streams (nothing graft learned before may be used after), and resets it
+// again before it exits.
 void deviceReset() {
   for (int round = 0; round < 2; ++round) {
     cudaStream_t s;
@@ -867,7 +868,7 @@ void deviceReset() {
     }
     CK(cudaStreamSynchronize(s));
     print("round", round, deviceDigest(a, kN * 4) ^ deviceDigest(b, kN * 4));
-    if (round == 0) CK(cudaDeviceReset());
+    CK(cudaDeviceReset());  // after the last round too, as many CUDA samples end
   }
 }
 
