@@ -441,7 +441,12 @@ CUresult createStream(CUstream* ph, unsigned flags, int priority) {
   auto s = std::make_shared<Stream>();
   s->id = st.nextStreamId++;
   s->ctx = currentCtx();
-  s->handle = reinterpret_cast<CUstream>(s.get());
+  if (!st.freedStreamHandles.empty()) {
+    s->handle = st.freedStreamHandles.back();
+    st.freedStreamHandles.pop_back();
+  } else {
+    s->handle = reinterpret_cast<CUstream>(s.get());
+  }
   s->flags = flags;
   s->priority = std::clamp(priority, -5, 0);
   s->blocking = !(flags & CU_STREAM_NON_BLOCKING);
@@ -1227,6 +1232,7 @@ CUresult CUDAAPI cuStreamDestroy_v2(CUstream h) {
   if (it == st.streamByHandle.end()) return CUDA_ERROR_INVALID_HANDLE;
   std::shared_ptr<Stream> s = it->second;
   st.streamByHandle.erase(it);
+  st.freedStreamHandles.push_back(h);
   if (s->capture) {
     invalidate(s->capture.get());
     auto& v = s->capture->streams;

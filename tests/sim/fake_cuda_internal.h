@@ -269,6 +269,10 @@ struct SimState {
 
   std::vector<std::shared_ptr<Stream>> streams;  // creation order (scheduler order)
   std::unordered_map<CUstream, std::shared_ptr<Stream>> streamByHandle;
+  // Handles of destroyed streams, reused (last freed first) by the next
+  // streams created, as a real driver's recycled allocations are: a tool must
+  // not keep what it learned about a stream past its destruction.
+  std::vector<CUstream> freedStreamHandles;
   std::unordered_map<CUevent, std::shared_ptr<Event>> events;
   std::unordered_map<CUgraph, std::shared_ptr<Graph>> graphs;
   std::unordered_set<const Node*> liveNodes;
