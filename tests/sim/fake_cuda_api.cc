@@ -1305,6 +1305,10 @@ CUresult CUDAAPI cuEventCreate(CUevent* ph, unsigned int flags) {
   ev->flags = flags;
   ev->ctx = currentCtx();
   auto h = reinterpret_cast<CUevent>(ev.get());
+  if (!state().freedEventHandles.empty()) {
+    h = state().freedEventHandles.back();
+    state().freedEventHandles.pop_back();
+  }
   state().events[h] = ev;
   *ph = h;
   return CUDA_SUCCESS;
@@ -1317,6 +1321,7 @@ CUresult CUDAAPI cuEventDestroy_v2(CUevent e) {
   if (it == ev.end()) return CUDA_ERROR_INVALID_HANDLE;
   it->second->destroyed = true;
   ev.erase(it);
+  state().freedEventHandles.push_back(e);
   return CUDA_SUCCESS;
 }
 

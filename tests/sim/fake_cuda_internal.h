@@ -274,6 +274,7 @@ struct SimState {
   // not keep what it learned about a stream past its destruction.
   std::vector<CUstream> freedStreamHandles;
   std::unordered_map<CUevent, std::shared_ptr<Event>> events;
+  std::vector<CUevent> freedEventHandles;  // recycled like freedStreamHandles
   std::unordered_map<CUgraph, std::shared_ptr<Graph>> graphs;
   std::unordered_set<const Node*> liveNodes;
   std::unordered_map<CUgraphExec, std::shared_ptr<Exec>> execs;

@@ -4,7 +4,8 @@
 // waits for the second and asks for the elapsed time. The simulated clock
 // advances by one unit per executed op or graph node, so the elapsed time
 // must cover at least the kernels in between, graphs or not. A tool that
-// re-recorded both events after a graph would measure almost nothing.
+// re-recorded both events after a graph would measure almost nothing. Every
+// 10 iterations the events are recreated, each under the other's old handle.
 //   sim_event_timing   exit 0: every measurement covered its kernels; 1: one did not.
 #include <cstdint>
 #include <cstdio>
@@ -44,6 +45,20 @@ int main() {
       std::printf("sim_event_timing: iteration %llu: elapsed %.1f units (status %d), expected >= %d\n",
                   static_cast<unsigned long long>(it), units, int(r), kKernels);
       ++bad;
+    }
+    if (it % 10 == 9) {
+      // New events under recycled handles (the simulated driver reuses the
+      // last freed first): the timing start event now has the untimed
+      // marker's old handle, and the other way round.
+      const CUevent oldStart = start, oldMarker = marker;
+      cu.cuEventDestroy(start);
+      cu.cuEventDestroy(marker);
+      cu.cuEventCreate(&start, 0);
+      cu.cuEventCreate(&marker, CU_EVENT_DISABLE_TIMING);
+      if (start != oldMarker || marker != oldStart) {
+        std::printf("sim_event_timing: the simulated driver did not recycle event handles\n");
+        return 1;
+      }
     }
   }
   cu.cuCtxSynchronize();
