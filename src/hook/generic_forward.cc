@@ -63,16 +63,9 @@ extern "C" __attribute__((visibility("hidden"))) void* graft_generic_enter(unsig
       Runtime& rt = Runtime::get();
       auto lock = rt.engine().lock();
       rt.engine().hostBarrier(graft::core::hashCombine(0xf1a5, index));
-      if (g_unloads[index].load(std::memory_order_relaxed)) {
-        // As the wrapper of an UNLOADS function does (interpose.cc): the code
-        // or context goes away with the handles graft's graphs name.
-        if (rt.exiting()) {
-          rt.engine().stopReplay();
-          rt.kernels().retireAll();
-        } else {
-          rt.engine().forgetRecordedCode();
-        }
-      }
+      // As the wrapper of an UNLOADS function does: the code or context goes
+      // away with the handles graft's graphs name.
+      if (g_unloads[index].load(std::memory_order_relaxed)) rt.codeUnloading();
     }
     t_inGraft = false;
   }

@@ -488,15 +488,7 @@ template <ApiId Id, int PT, typename Real, typename... A>
       {
         auto lock = rt.engine().lock();
         rt.engine().hostBarrier(barrierHash<Id>(a...));
-        if constexpr (info.traits & trait::UNLOADS) {
-          if (rt.exiting()) {
-            // Teardown: no more replays, and no driver calls on graft's graphs.
-            rt.engine().stopReplay();
-            rt.kernels().retireAll();
-          } else {
-            rt.engine().forgetRecordedCode();
-          }
-        }
+        if constexpr (info.traits & trait::UNLOADS) rt.codeUnloading();
       }
       return realFn(a...);
     } else if constexpr (info.klass == ApiClass::Query) {

@@ -184,6 +184,15 @@ void Runtime::noteUnwrapped(std::string_view name, int requestedVersion) {
   engine_->stopReplay();
 }
 
+void Runtime::codeUnloading() {
+  if (exiting_) {
+    engine_->stopReplay();
+    kernels_.retireAll();
+  } else {
+    engine_->forgetRecordedCode();
+  }
+}
+
 void Runtime::writeExitReport() {
   core::EngineStats s;
   log::Report r;

@@ -67,6 +67,12 @@ class Runtime {
   // The real cuGetProcAddress_v2 / cuGetProcAddress and the real dlsym.
   static PFN_cuGetProcAddress_v12000 realGetProcAddress();
 
+  // The program is about to unload code or destroy a context (an UNLOADS
+  // function, wrapped or forwarded), after the host barrier before it: graft
+  // forgets every graph and what it learned per kernel, or, at teardown, stops
+  // replaying without touching its graphs. Call with engine().lock() held.
+  void codeUnloading();
+
   void writeExitReport();
   // Set (under the engine lock) once the exit report is written.
   bool exiting() const { return exiting_; }
