@@ -46,9 +46,8 @@ int main() {
     for (uint64_t it = 1; it <= 120; ++it) {
       for (uint64_t k = 0; k < 6; ++k) {
         CUdeviceptr to = k % 2 ? x : y, from = k % 2 ? y : x;
-        uint64_t inc = k == 0 ? it : 1;
-        void* args[] = {&to, &from, &inc};
-        CHECK(cu.cuLaunchKernel(add, 1, 1, 1, 1, 1, 1, 0, s, args, nullptr));
+        const uint64_t inc = k == 0 ? it : 1;
+        CHECK(simtest::launchAdd(cu, add, to, from, inc, s));
         hx += inc;  // x and y alternate, each one more than the other
       }
       if (it % 40 == 0) {

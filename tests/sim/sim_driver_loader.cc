@@ -67,6 +67,12 @@ bool openPrimaryContext(const DriverApi& api, CUcontext* ctx) {
          api.cuCtxSetCurrent(*ctx) == CUDA_SUCCESS;
 }
 
+CUresult launchAdd(const DriverApi& api, CUfunction kernel, CUdeviceptr to, CUdeviceptr from, uint64_t add,
+                   CUstream stream) {
+  void* args[] = {&to, &from, &add};
+  return api.cuLaunchKernel(kernel, 1, 1, 1, 1, 1, 1, 0, stream, args, nullptr);
+}
+
 int startProgram(const char* program, Driver* drv, CUcontext* ctx) {
   std::string err;
   if (!loadDriver(drv, &err)) {

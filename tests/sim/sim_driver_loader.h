@@ -77,6 +77,11 @@ bool openPrimaryContext(const DriverApi& api, CUcontext* ctx);
 // exit code 2 after printing why (prefixed with `program`).
 int startProgram(const char* program, Driver* drv, CUcontext* ctx);
 
+// One single-thread launch of a SIM_KERNEL_LIBRARY kernel named sim_add*
+// (three 8-byte parameters): *to = *from + add, on `stream`.
+CUresult launchAdd(const DriverApi& api, CUfunction kernel, CUdeviceptr to, CUdeviceptr from, uint64_t add,
+                   CUstream stream);
+
 // The start shared by the trace-comparison programs (compare_trace.py runs
 // them): parses `--out FILE [--seed S]` and loads the driver. Returns 0, or
 // the exit code 2 after printing why (prefixed with `program`).

@@ -32,10 +32,6 @@ int main(int argc, char** argv) {
   cu.cuMemAlloc(&dst, 64);
   cu.cuMemsetD8(src, 0, 64);
   std::vector<std::vector<CUdeviceptr>> seen;
-  auto launchAdd = [&](CUdeviceptr to, CUdeviceptr from, uint64_t k, CUstream s) {
-    void* args[] = {&to, &from, &k};
-    return cu.cuLaunchKernel(add, 1, 1, 1, 1, 1, 1, 0, s, args, nullptr);
-  };
   for (uint64_t it = 1; it <= 60; ++it) {
     CUdeviceptr a = 0, b = 0, c = 0;
     if (cu.cuMemAllocAsync(&a, 256, s1) || cu.cuMemAllocAsync(&b, 4096, s1) ||
@@ -44,12 +40,12 @@ int main(int argc, char** argv) {
       return 1;
     }
     seen.push_back({a, b, c});
-    launchAdd(a, src, it, s1);      // a = it
-    launchAdd(b, a, 1, s1);         // b = it + 1
+    simtest::launchAdd(cu, add, a, src, it, s1);      // a = it
+    simtest::launchAdd(cu, add, b, a, 1, s1);         // b = it + 1
     cu.cuEventRecord(ev, s1);
     cu.cuStreamWaitEvent(s2, ev, 0);
-    launchAdd(c, b, 1, s2);         // c = it + 2 (on the other stream)
-    launchAdd(dst, c, 0, s2);       // dst = it + 2
+    simtest::launchAdd(cu, add, c, b, 1, s2);         // c = it + 2 (on the other stream)
+    simtest::launchAdd(cu, add, dst, c, 0, s2);       // dst = it + 2
     cu.cuMemFreeAsync(a, s1);
     cu.cuMemFreeAsync(b, s2);  // its last use is on s2
     cu.cuMemFreeAsync(c, s2);

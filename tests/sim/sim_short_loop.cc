@@ -28,16 +28,12 @@ int main(int argc, char** argv) {
   cu.cuMemAlloc(&y, 64);
   cu.cuMemAlloc(&z, 64);
   cu.cuMemsetD8(x, 0, 64);
-  auto launchAdd = [&](CUdeviceptr to, CUdeviceptr from, uint64_t k, CUstream s) {
-    void* args[] = {&to, &from, &k};
-    return cu.cuLaunchKernel(add, 1, 1, 1, 1, 1, 1, 0, s, args, nullptr);
-  };
   uint64_t hx = 0, hy = 0, hz = 0;
   constexpr uint64_t kIterations = 1000;
   for (uint64_t it = 1; it <= kIterations; ++it) {
-    launchAdd(y, x, it, s1);       // y = x + it
-    launchAdd(x, y, 1, nullptr);   // x = y + 1, on the legacy stream
-    launchAdd(z, x, 2, s1);        // z = x + 2
+    simtest::launchAdd(cu, add, y, x, it, s1);       // y = x + it
+    simtest::launchAdd(cu, add, x, y, 1, nullptr);   // x = y + 1, on the legacy stream
+    simtest::launchAdd(cu, add, z, x, 2, s1);        // z = x + 2
     hy = hx + it;
     hx = hy + 1;
     hz = hx + 2;

@@ -29,10 +29,6 @@ int main(int argc, char** argv) {
   cu.cuMemsetD8(y, 0, 64);
   CUevent e;
   cu.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING);
-  auto launchAdd = [&](CUdeviceptr to, CUdeviceptr from, uint64_t k, CUstream s) {
-    void* args[] = {&to, &from, &k};
-    return cu.cuLaunchKernel(add, 1, 1, 1, 1, 1, 1, 0, s, args, nullptr);
-  };
   CUstream s = nullptr, first = nullptr;
   bool blocking = true, reused = false;
   uint64_t hx = 0, hy = 0;
@@ -48,13 +44,13 @@ int main(int argc, char** argv) {
       reused |= it > 0 && s == first;
     }
     for (uint64_t k = 0; k < 3; ++k) {
-      launchAdd(y, x, it + k, s);  // y = x + it + k
+      simtest::launchAdd(cu, add, y, x, it + k, s);  // y = x + it + k
       hy = hx + it + k;
       if (!blocking) {
         cu.cuEventRecord(e, s);
         cu.cuStreamWaitEvent(nullptr, e, 0);
       }
-      launchAdd(x, y, 1, nullptr);  // x = y + 1, legacy stream
+      simtest::launchAdd(cu, add, x, y, 1, nullptr);  // x = y + 1, legacy stream
       hx = hy + 1;
       if (!blocking) {
         cu.cuEventRecord(e, nullptr);
