@@ -78,6 +78,20 @@ void print(const char* what, int at, uint64_t h) {
   std::printf("%s %d %016llx\n", what, at, static_cast<unsigned long long>(h));
 }
 
+cudaStream_t nonBlockingStream() {
+  cudaStream_t s = nonBlockingStream();
+  return s;
+}
+
+// Every 100th step: waits for `s`, then prints the digest of `words` words of
+// `buf`. True at those steps (for extra lines after it).
+bool checkpoint(int i, cudaStream_t s, const char* what, const uint32_t* buf, size_t words = kN) {
+  if (i % 100 != 99) return false;
+  CK(cudaStreamSynchronize(s));
+  print(what, i, deviceDigest(buf, words * 4));
+  return true;
+}
+
 uint32_t* deviceBuffer(uint32_t seed, int n = kN) {
   std::vector<uint32_t> h(n);
   for (int i = 0; i < n; ++i) h[i] = seed * 2654435761u + uint32_t(i) * 40503u;
@@ -247,18 +261,14 @@ void perThreadStream() {
     mix<<<kGrid, kBlock, 0, cudaStreamLegacy>>>(b, a, kN, i ^ 5);
     mix<<<kGrid, kBlock, 0, cudaStreamPerThread>>>(a, b, kN, i * 11);
     CKL();
-    if (i % 100 == 99) {
-      CK(cudaStreamSynchronize(cudaStreamPerThread));
-      print("a", i, deviceDigest(a, kN * 4));
-    }
+    checkpoint(i, cudaStreamPerThread, "a", a);
   }
   print("end", 0, deviceDigest(a, kN * 4) ^ deviceDigest(b, kN * 4));
 }
 
 // Fork and join over three non-blocking streams with events.
 void eventForkJoin() {
-  cudaStream_t s0, s1, s2;
-  for (cudaStream_t* s : {&s0, &s1, &s2}) CK(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking));
+  cudaStream_t s0 = nonBlockingStream(), s1 = nonBlockingStream(), s2 = nonBlockingStream();
   cudaEvent_t fork, j1, j2;
   CK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
   CK(cudaEventCreateWithFlags(&j1, cudaEventDisableTiming));
@@ -278,10 +288,7 @@ void eventForkJoin() {
     CK(cudaStreamWaitEvent(s0, j2, 0));
     mix2<<<kGrid, kBlock, 0, s0>>>(a, b1, b2, kN, i);
     CKL();
-    if (i % 100 == 99) {
-      CK(cudaStreamSynchronize(s0));
-      print("a", i, deviceDigest(a, kN * 4));
-    }
+    checkpoint(i, s0, "a", a);
   }
   CK(cudaDeviceSynchronize());
   print("end", 0, deviceDigest(a, kN * 4) ^ deviceDigest(b1, kN * 4) ^ deviceDigest(b2, kN * 4));
@@ -289,8 +296,7 @@ void eventForkJoin() {
 
 // Memsets whose value changes every iteration (runtime and driver API).
 void memsetValues() {
-  cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaStream_t s = nonBlockingStream();
   uint32_t *a = deviceBuffer(8), *scalar = deviceBuffer(9, 64);
   for (int i = 0; i < g_iters; ++i) {
     CK(cudaMemsetAsync(scalar, i & 0xff, 4, s));
@@ -300,10 +306,7 @@ void memsetValues() {
     CKD(cuMemsetD16Async(reinterpret_cast<CUdeviceptr>(scalar), uint16_t(i * 31), 2, s));
     addScalar<<<kGrid, kBlock, 0, s>>>(a, scalar, kN);
     CKL();
-    if (i % 100 == 99) {
-      CK(cudaStreamSynchronize(s));
-      print("a", i, deviceDigest(a, kN * 4));
-    }
+    checkpoint(i, s, "a", a);
   }
   CK(cudaStreamSynchronize(s));
   print("end", 0, deviceDigest(a, kN * 4));
@@ -312,8 +315,7 @@ void memsetValues() {
 // Parameters by value: 4 KiB and 28000-byte structs whose contents change in
 // a few words, and mixed sizes with padding.
 void bigParams() {
-  cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaStream_t s = nonBlockingStream();
   uint32_t *a = deviceBuffer(10), *b = deviceBuffer(11);
   auto* big = new Big;
   auto* huge = new Huge;
@@ -327,10 +329,7 @@ void bigParams() {
     withOdd<<<kGrid, kBlock, 0, s>>>(a, char(i), i * 0.5, short(-i), b, kN, i % 3 ? 1.5f : -0.0f);
     withOdd<<<kGrid, kBlock, 0, s>>>(b, 'x', 2.0, short(7), a, kN, 0.25f);
     CKL();
-    if (i % 100 == 99) {
-      CK(cudaStreamSynchronize(s));
-      print("a", i, deviceDigest(a, kN * 4));
-    }
+    checkpoint(i, s, "a", a);
   }
   CK(cudaStreamSynchronize(s));
   print("end", 0, deviceDigest(a, kN * 4) ^ deviceDigest(b, kN * 4));
@@ -340,8 +339,7 @@ void bigParams() {
 
 // Launch shapes that change on an irregular schedule, and a short last batch.
 void gridChange() {
-  cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaStream_t s = nonBlockingStream();
   uint32_t *a = deviceBuffer(12), *b = deviceBuffer(13);
   for (int i = 0; i < g_iters; ++i) {
     const int grid = (i % 5 == 4) ? kGrid / 2 : (i % 50 == 49 ? 17 : kGrid);
@@ -350,10 +348,7 @@ void gridChange() {
     mix<<<kGrid, kBlock, (i % 7 == 0) ? 1024 : 0, s>>>(b, a, kN, i);  // dynamic shared memory varies
     mix<<<grid, kBlock / (i % 3 == 0 ? 2 : 1), 0, s>>>(a, b, n / (i % 3 == 0 ? 2 : 1), i * 3);
     CKL();
-    if (i % 100 == 99) {
-      CK(cudaStreamSynchronize(s));
-      print("a", i, deviceDigest(a, kN * 4));
-    }
+    checkpoint(i, s, "a", a);
   }
   CK(cudaStreamSynchronize(s));
   print("end", 0, deviceDigest(a, kN * 4) ^ deviceDigest(b, kN * 4));
@@ -364,8 +359,7 @@ void CUDART_CB bumpCounter(void* p) { ++*static_cast<uint32_t*>(p); }
 // A host function in stream order, then a copy from the pinned word it
 // writes: the copy must read the value the host function left.
 void hostFunc() {
-  cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaStream_t s = nonBlockingStream();
   uint32_t* counter = nullptr;
   CK(cudaMallocHost(&counter, 64));
   *counter = 0;
@@ -376,11 +370,7 @@ void hostFunc() {
     addScalar<<<kGrid, kBlock, 0, s>>>(a, scalar, kN);
     mix<<<kGrid, kBlock, 0, s>>>(b, a, kN, i);
     CKL();
-    if (i % 100 == 99) {
-      CK(cudaStreamSynchronize(s));
-      print("a", i, deviceDigest(a, kN * 4));
-      print("counter", i, *counter);
-    }
+    if (checkpoint(i, s, "a", a)) print("counter", i, *counter);
   }
   CK(cudaStreamSynchronize(s));
   print("end", *counter, deviceDigest(a, kN * 4) ^ deviceDigest(b, kN * 4));
@@ -389,8 +379,7 @@ void hostFunc() {
 // The classic loop: host writes pinned input, copies in, kernels, copies out,
 // synchronizes and computes the next input from the output.
 void pinnedRoundTrip() {
-  cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaStream_t s = nonBlockingStream();
   uint32_t *in = nullptr, *out = nullptr;
   CK(cudaMallocHost(&in, 256 * 4));
   CK(cudaMallocHost(&out, 256 * 4));
@@ -413,8 +402,7 @@ void pinnedRoundTrip() {
 // Zero-copy: kernels read host-mapped memory the host rewrites after each
 // synchronize, and write a mapped flag the host reads.
 void mappedMemory() {
-  cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaStream_t s = nonBlockingStream();
   uint32_t* host = nullptr;
   CK(cudaHostAlloc(&host, 4096, cudaHostAllocMapped));
   uint32_t* dev = nullptr;
@@ -444,8 +432,7 @@ void mappedMemory() {
 // kernel wrote to mapped memory: the query must not report work done that
 // graft still holds.
 void queryPoll() {
-  cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaStream_t s = nonBlockingStream();
   cudaEvent_t e;
   CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   uint32_t* host = nullptr;
@@ -481,8 +468,7 @@ void queryPoll() {
 // The host waits on a mapped flag without any CUDA call: graft must issue
 // held work on its own (idle flush), or the program hangs.
 void spinFlag() {
-  cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaStream_t s = nonBlockingStream();
   uint32_t* host = nullptr;
   CK(cudaHostAlloc(&host, 64, cudaHostAllocMapped));
   uint32_t* dev = nullptr;
@@ -509,8 +495,7 @@ void spinFlag() {
 // Copies to a __constant__ symbol from pageable memory the host rewrites at
 // once (legal: a pageable copy has read its source when it returns).
 void constantSymbol() {
-  cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaStream_t s = nonBlockingStream();
   std::vector<uint32_t> table(64);
   uint32_t* a = deviceBuffer(23);
   for (int i = 0; i < g_iters; ++i) {
@@ -519,10 +504,7 @@ void constantSymbol() {
     withConstant<<<kGrid, kBlock, 0, s>>>(a, kN);
     for (int k = 0; k < 64; ++k) table[k] = 0xffffffffu;  // overwritten right away
     CKL();
-    if (i % 100 == 99) {
-      CK(cudaStreamSynchronize(s));
-      print("a", i, deviceDigest(a, kN * 4));
-    }
+    checkpoint(i, s, "a", a);
   }
   CK(cudaStreamSynchronize(s));
   print("end", 0, deviceDigest(a, kN * 4));
@@ -530,8 +512,7 @@ void constantSymbol() {
 
 // Device-to-device copies of several shapes between kernels.
 void copyKinds() {
-  cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaStream_t s = nonBlockingStream();
   uint32_t *a = deviceBuffer(24), *b = deviceBuffer(25);
   for (int i = 0; i < g_iters; ++i) {
     mix<<<kGrid, kBlock, 0, s>>>(a, b, kN, i);
@@ -542,10 +523,7 @@ void copyKinds() {
                           100 * 4, s));
     mix<<<kGrid, kBlock, 0, s>>>(a, b, kN, i * 5);
     CKL();
-    if (i % 100 == 99) {
-      CK(cudaStreamSynchronize(s));
-      print("b", i, deviceDigest(b, kN * 4));
-    }
+    checkpoint(i, s, "b", b);
   }
   CK(cudaStreamSynchronize(s));
   print("end", 0, deviceDigest(a, kN * 4) ^ deviceDigest(b, kN * 4));
@@ -553,8 +531,7 @@ void copyKinds() {
 
 // Cooperative launches (grid-wide sync) and thread-block clusters.
 void cooperativeAndCluster() {
-  cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaStream_t s = nonBlockingStream();
   uint32_t *a = deviceBuffer(26), *b = deviceBuffer(27), *partial = deviceBuffer(28, 64), *out = deviceBuffer(29, 64);
   int coop = 0;
   CK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, 0));
@@ -579,10 +556,7 @@ void cooperativeAndCluster() {
     cfg.numAttrs = 1;
     CK(cudaLaunchKernelEx(&cfg, clusterExchange, b, static_cast<const uint32_t*>(a), kN, uint32_t(i)));
     CKL();
-    if (i % 100 == 99) {
-      CK(cudaStreamSynchronize(s));
-      print("out", i, deviceDigest(out, 64 * 4));
-    }
+    checkpoint(i, s, "out", out, 64);
   }
   CK(cudaStreamSynchronize(s));
   print("end", coop, deviceDigest(a, kN * 4) ^ deviceDigest(b, kN * 4) ^ deviceDigest(out, 64 * 4));
@@ -591,8 +565,7 @@ void cooperativeAndCluster() {
 // Driver-API launches: kernel parameters packed in one buffer (`extra`), and
 // cuLaunchKernelEx, next to runtime launches of the same kernel.
 void driverLaunches() {
-  cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaStream_t s = nonBlockingStream();
   cudaFunction_t rf;
   CK(cudaGetFuncBySymbol(&rf, reinterpret_cast<const void*>(mix)));
   CUfunction f = reinterpret_cast<CUfunction>(rf);
@@ -620,10 +593,7 @@ void driverLaunches() {
     cfg.blockDimY = cfg.blockDimZ = 1;
     cfg.hStream = s;
     CKD(cuLaunchKernelEx(&cfg, f, params, nullptr));
-    if (i % 100 == 99) {
-      CK(cudaStreamSynchronize(s));
-      print("a", i, deviceDigest(a, kN * 4));
-    }
+    checkpoint(i, s, "a", a);
   }
   CK(cudaStreamSynchronize(s));
   print("end", 0, deviceDigest(a, kN * 4) ^ deviceDigest(b, kN * 4));
@@ -631,8 +601,7 @@ void driverLaunches() {
 
 // Stream-ordered allocation inside the loop (sizes change every third step).
 void mallocAsync() {
-  cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaStream_t s = nonBlockingStream();
   uint32_t *a = deviceBuffer(32), *b = deviceBuffer(33);
   for (int i = 0; i < g_iters; ++i) {
     const size_t bytes = (i % 3 == 2 ? 2 : 1) * kN * 4;
@@ -644,10 +613,7 @@ void mallocAsync() {
     CK(cudaFreeAsync(t, s));
     mix<<<kGrid, kBlock, 0, s>>>(a, b, kN, i);
     CKL();
-    if (i % 100 == 99) {
-      CK(cudaStreamSynchronize(s));
-      print("a", i, deviceDigest(a, kN * 4));
-    }
+    checkpoint(i, s, "a", a);
   }
   CK(cudaStreamSynchronize(s));
   print("end", 0, deviceDigest(a, kN * 4) ^ deviceDigest(b, kN * 4));
@@ -660,8 +626,7 @@ void threads() {
   std::vector<std::thread> pool;
   for (int t = 0; t < kThreads; ++t) {
     pool.emplace_back([t, &results] {
-      cudaStream_t s;
-      CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+      cudaStream_t s = nonBlockingStream();
       uint32_t *a = deviceBuffer(40 + t), *b = deviceBuffer(50 + t);
       for (int i = 0; i < g_iters; ++i) {
         mix<<<kGrid, kBlock, 0, s>>>(a, b, kN, i + t);
@@ -682,8 +647,7 @@ void threads() {
 // between eager kernels; every 100 steps it captures again and updates the
 // executable graph in place.
 void programGraph() {
-  cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaStream_t s = nonBlockingStream();
   uint32_t *a = deviceBuffer(34), *b = deviceBuffer(35);
   cudaGraphExec_t exec = nullptr;
   auto capture = [&](uint32_t salt) {
@@ -706,10 +670,7 @@ void programGraph() {
     CK(cudaGraphLaunch(exec, s));
     mix<<<kGrid, kBlock, 0, s>>>(b, a, kN, i);
     CKL();
-    if (i % 100 == 99) {
-      CK(cudaStreamSynchronize(s));
-      print("a", i, deviceDigest(a, kN * 4));
-    }
+    checkpoint(i, s, "a", a);
   }
   CK(cudaStreamSynchronize(s));
   print("end", 0, deviceDigest(a, kN * 4) ^ deviceDigest(b, kN * 4));
@@ -719,8 +680,7 @@ void programGraph() {
 // A launch that fails on every tenth step (too many threads per block): the
 // program sees the error at the call, as in eager, and goes on.
 void launchErrors() {
-  cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaStream_t s = nonBlockingStream();
   uint32_t *a = deviceBuffer(36), *b = deviceBuffer(37);
   Digest errors;
   for (int i = 0; i < g_iters; ++i) {
@@ -730,11 +690,7 @@ void launchErrors() {
     errors.add(uint64_t(e));
     mix<<<kGrid, kBlock, 0, s>>>(a, b, kN, i + 1);
     CKL();
-    if (i % 100 == 99) {
-      CK(cudaStreamSynchronize(s));
-      print("a", i, deviceDigest(a, kN * 4));
-      print("errors", i, errors.h);
-    }
+    if (checkpoint(i, s, "a", a)) print("errors", i, errors.h);
   }
   CK(cudaStreamSynchronize(s));
   print("end", 0, deviceDigest(a, kN * 4) ^ deviceDigest(b, kN * 4));
@@ -769,8 +725,7 @@ void syncKinds() {
 
 // Device printf in every step: its lines come out at the syncs, in order.
 void devicePrintf() {
-  cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaStream_t s = nonBlockingStream();
   uint32_t *a = deviceBuffer(60), *b = deviceBuffer(61);
   for (int i = 0; i < g_iters; ++i) {
     mix<<<kGrid, kBlock, 0, s>>>(a, b, kN, i);
@@ -791,9 +746,7 @@ void devicePrintf() {
 // The same events recorded several times per step and waited on in between
 // from another stream: each wait must see the record issued just before it.
 void eventReuse() {
-  cudaStream_t s0, s1;
-  CK(cudaStreamCreateWithFlags(&s0, cudaStreamNonBlocking));
-  CK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+  cudaStream_t s0 = nonBlockingStream(), s1 = nonBlockingStream();
   cudaEvent_t e;
   CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   uint32_t *a = deviceBuffer(62), *b = deviceBuffer(63), *c = deviceBuffer(64);
@@ -812,10 +765,7 @@ void eventReuse() {
     CK(cudaEventRecord(e, s1));
     CK(cudaStreamWaitEvent(s0, e, 0));
     CKL();
-    if (i % 100 == 99) {
-      CK(cudaStreamSynchronize(s0));
-      print("a", i, deviceDigest(a, kN * 4));
-    }
+    checkpoint(i, s0, "a", a);
   }
   CK(cudaDeviceSynchronize());
   print("end", 0, deviceDigest(a, kN * 4) ^ deviceDigest(b, kN * 4));
@@ -825,8 +775,7 @@ void eventReuse() {
 // run; the program checks only its syncs. The error must show at the same
 // sync, with the same name, and the process must exit as it does eagerly.
 void stickyFault() {
-  cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaStream_t s = nonBlockingStream();
   uint32_t *a = deviceBuffer(65), *b = deviceBuffer(66);
   uint32_t* bad = reinterpret_cast<uint32_t*>(uintptr_t(0x10));  // never mapped
   for (int i = 0; i < g_iters; ++i) {
@@ -852,8 +801,7 @@ void stickyFault() {
 // again before it exits.
 void deviceReset() {
   for (int round = 0; round < 2; ++round) {
-    cudaStream_t s;
-    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    cudaStream_t s = nonBlockingStream();
     uint32_t *a = deviceBuffer(67 + round), *b = deviceBuffer(69 + round);
     for (int i = 0; i < g_iters / 2; ++i) {
       mix<<<kGrid, kBlock, 0, s>>>(a, b, kN, i + round);
@@ -922,8 +870,7 @@ $L__BB0_2:
 )PTX";
 
 void moduleReload() {
-  cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaStream_t s = nonBlockingStream();
   uint32_t *a = deviceBuffer(71), *b = deviceBuffer(72);
   CUmodule module = nullptr;
   CUfunction inc = nullptr;
@@ -946,10 +893,7 @@ void moduleReload() {
     CKD(cuLaunchKernel(inc, kGrid, 1, 1, kBlock, 1, 1, 0, s, params, nullptr));
     mix<<<kGrid, kBlock, 0, s>>>(a, b, kN, i + 1);
     CKL();
-    if (i % 100 == 99) {
-      CK(cudaStreamSynchronize(s));
-      print("a", i, deviceDigest(a, kN * 4));
-    }
+    checkpoint(i, s, "a", a);
   }
   CK(cudaStreamSynchronize(s));
   CKD(cuModuleUnload(module));
@@ -1002,8 +946,7 @@ void streamRecreate() {
 // a kernel without parameters, one taking an empty struct, 3-D launches and
 // a grid of 65536 one-thread blocks.
 void oddOps() {
-  cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaStream_t s = nonBlockingStream();
   uint32_t *a = deviceBuffer(75, 1 << 16), *b = deviceBuffer(76);
   for (int i = 0; i < g_iters; ++i) {
     CK(cudaMemsetAsync(b, i & 0xff, 0, s));
@@ -1015,10 +958,7 @@ void oddOps() {
     wideGrid<<<65536, 1, 0, s>>>(a, 1 << 16, uint32_t(i));
     mix<<<kGrid, kBlock, 0, s>>>(b, a, kN, i);
     CKL();
-    if (i % 100 == 99) {
-      CK(cudaStreamSynchronize(s));
-      print("b", i, deviceDigest(b, kN * 4));
-    }
+    checkpoint(i, s, "b", b);
   }
   CK(cudaStreamSynchronize(s));
   uint32_t counter[4];
