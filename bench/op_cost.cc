@@ -4,7 +4,7 @@
 // then times ITERS iterations of OPS kernel launches followed by a stream
 // synchronize. Run it with and without LD_PRELOAD=libgraft.so; the difference
 // per op is graft's cost. Prints: ns_per_op=<median over 5 repetitions>.
-//   op_cost [OPS] [ITERS] [--vary] [--big N] [--thrash KB [--stride B]] [--mark]
+//   op_cost [OPS] [ITERS] [--vary] [--big N] [--thrash KB [--stride B]] [--calls] [--mark]
 // --vary: one parameter of every eighth kernel changes every iteration (as
 // RNG offsets and optimizer scalars do in a training step). --big N: every
 // N-th of the 64 kernels has a 4 KiB parameter (multi-tensor-apply style). --thrash KB: between two
@@ -14,11 +14,16 @@
 // same with and without graft, so the difference is still graft's cost.
 // --stride B: the thrash's step (default 4160: a new page every touch; 64
 // evicts cache lines without touching more pages than it must).
+// --calls: also prints calls_ns_per_op, the time inside the launch calls
+// alone (TSC-timed around each call; the thrash and the loop are left out),
+// which isolates graft's per-op cost under --thrash.
 // --mark: reads op_cost_marker before each launch, so a memory trace
 // (scripts/footprint) can split graft's accesses by op.
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <dlfcn.h>
+
+#include <x86intrin.h>
 
 #include <algorithm>
 #include <chrono>
@@ -35,12 +40,14 @@ int main(int argc, char** argv) {
   const int iters = argc > 2 ? std::atoi(argv[2]) : 20000;
   bool vary = false;
   bool mark = false;
+  bool calls = false;
   int bigEvery = 0;
   size_t thrashBytes = 0;
   size_t thrashStride = 4096 + 64;
   for (int i = 3; i < argc; ++i) {
     if (std::strcmp(argv[i], "--vary") == 0) vary = true;
     else if (std::strcmp(argv[i], "--mark") == 0) mark = true;
+    else if (std::strcmp(argv[i], "--calls") == 0) calls = true;
     else if (std::strcmp(argv[i], "--big") == 0 && i + 1 < argc) bigEvery = std::atoi(argv[++i]);
     else if (std::strcmp(argv[i], "--thrash") == 0 && i + 1 < argc) thrashBytes = size_t(std::atol(argv[++i])) << 10;
     else if (std::strcmp(argv[i], "--stride") == 0 && i + 1 < argc) thrashStride = size_t(std::atol(argv[++i]));
@@ -77,8 +84,10 @@ int main(int argc, char** argv) {
   static unsigned char big[2][4096];  // [0]: fixed, [1]: varies with --vary
   void* params[2][4] = {{&a, &b, &c, &fixed}, {&a, &b, &c, &d}};
   void* bigParams[2][4] = {{&a, &b, &c, big[0]}, {&a, &b, &c, big[1]}};
-  std::vector<double> reps;
+  std::vector<double> reps, callReps;
   for (int rep = 0; rep < 5; ++rep) {
+    unsigned long long callTicks = 0;
+    const unsigned long long tsc0 = __rdtsc();
     const auto t0 = std::chrono::steady_clock::now();
     for (int it = 0; it < iters; ++it) {
       if (vary) {
@@ -89,14 +98,21 @@ int main(int argc, char** argv) {
         if (thrashBytes) thrash();
         if (mark) sink += unsigned(op_cost_marker);
         const int varying = vary && k % 8 == 0;
+        unsigned aux;
+        const unsigned long long c0 = calls ? __rdtscp(&aux) : 0;
         launch(kernels[k], 1 + k % 4, 1, 1, 128, 1, 1, 0, nullptr,
                isBig(k) ? bigParams[varying] : params[varying], nullptr);
+        if (calls) callTicks += __rdtscp(&aux) - c0;
       }
       sync(nullptr);
     }
     const auto t1 = std::chrono::steady_clock::now();
-    reps.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / (double(iters) * ops));
+    const double ns = std::chrono::duration<double, std::nano>(t1 - t0).count();
+    reps.push_back(ns / (double(iters) * ops));
+    callReps.push_back(double(callTicks) * ns / double(__rdtsc() - tsc0) / (double(iters) * ops));
   }
+  std::sort(callReps.begin(), callReps.end());
+  if (calls) std::printf("calls_ns_per_op=%.1f\n", callReps[callReps.size() / 2]);
   std::sort(reps.begin(), reps.end());
   std::printf("ns_per_op=%.1f\n", reps[reps.size() / 2]);
   if (mark) {

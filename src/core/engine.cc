@@ -79,7 +79,7 @@ GRAFT_HOT Decision Engine::submit(const OpDesc& op) {
     started_ = true;
     start_ = std::chrono::steady_clock::now();
   }
-  ++stats_.opsTotal;
+  ++ops_total_;
   ++submissions_;
   countStream(op.stream);
   if (stepsAside()) {
@@ -111,16 +111,27 @@ GRAFT_HOT Decision Engine::submit(const OpDesc& op) {
 GRAFT_HOT void Engine::holdSoleExpected(Bytes value) {
   // What submit() does for an op that advance() holds while one candidate is
   // live, it expects this op and no completed candidate waits (see
-  // refreshSoleExpected): the same counts, and the same hold.
-  ++stats_.opsTotal;
+  // refreshSoleExpected): the same counts, and the same hold. With one live
+  // candidate that the op does not complete, afterHeldGrew() would only find
+  // that candidate again and expect its next op, which is done here directly.
+  ++ops_total_;
   ++submissions_;
-  ++stats_.opsSoleExpected;
+  ++ops_sole_expected_;
+  countStream(sole_expected_.stream);
+  last_stream_counters_->activity = boundary_generation_;  // noteActivity() of a kernel op
+  // `value` is sole_expected_'s own bytes exactly when they are equal.
+  const bool valueDiffers = value.data != sole_expected_.value.data;
   OpDesc op = sole_expected_;
   op.value = value;
-  countStream(op.stream);
-  noteActivity(op);
-  hold(op, candidates_[sole_candidate_].segment, sole_expected_);
-  afterHeldGrew();
+  held_.pushBorrowing(op, sole_expected_.shape.data, valueDiffers ? nullptr : value.data);
+  held_matched_.push_back({sole_segment_, valueDiffers});
+  const size_t j = held_.size();
+  if (j >= sole_segment_->length()) {  // complete: afterHeldGrew() launches it
+    afterHeldGrew();
+    return;
+  }
+  sole_expected_ = sole_segment_->ops.view(j);
+  sole_expected_ready_ = sole_expected_.kind == OpKind::Kernel;
 }
 
 GRAFT_HOT void Engine::refreshSoleExpected() {
@@ -136,7 +147,8 @@ GRAFT_HOT void Engine::refreshSoleExpected() {
     sole_candidate_ = c;
   }
   if (live != 1) return;
-  sole_expected_ = candidates_[sole_candidate_].segment->ops.view(j);
+  sole_segment_ = candidates_[sole_candidate_].segment;
+  sole_expected_ = sole_segment_->ops.view(j);
   sole_expected_ready_ = sole_expected_.kind == OpKind::Kernel;
 }
 
@@ -185,7 +197,7 @@ GRAFT_COLD void Engine::handleFailedLaunches() {
 }
 
 void Engine::countPassthrough(StreamKey stream) {
-  ++stats_.opsTotal;
+  ++ops_total_;
   countStream(stream);
   ++stats_.eagerByCause[size_t(EagerCause::NotCaptured)];
 }
@@ -863,6 +875,8 @@ void Engine::logFallback(Segment* s, size_t index, EagerCause cause, const OpDes
 
 EngineStats Engine::stats() const {
   EngineStats s = stats_;
+  s.opsTotal = ops_total_;
+  s.opsSoleExpected = ops_sole_expected_;
   for (const auto& [stream, counters] : streams_) s.opsByStream.emplace_back(stream, counters.ops);
   std::sort(s.opsByStream.begin(), s.opsByStream.end(),
             [](const auto& a, const auto& b) { return a.second > b.second; });

@@ -197,7 +197,6 @@ class Engine {
   // soleExpected(): valid while held_ is unchanged and sole_expected_ready_.
   bool sole_expected_ready_ = false;
   int capture_depth_ = 0;
-  EngineConfig config_;
   uint64_t submissions_ = 0;
   uint64_t boundary_generation_ = 1;  // query relevance (see StreamCounters)
   StreamKey last_stream_ = 0;  // cache for streams_ (unordered_map values stay put)
@@ -206,10 +205,12 @@ class Engine {
     uint64_t activity = 0;  // the boundary generation of its last op (query relevance); 0: none
   };
   StreamCounters* last_stream_counters_ = nullptr;
-  size_t num_candidates_ = 0;
-  size_t sole_candidate_ = 0;
-  OpDesc sole_expected_;
-  OpBuffer held_;
+  Segment* sole_segment_ = nullptr;  // candidates_[sole_candidate_].segment
+  // The fast lane's counters (the rest of stats_ is further down).
+  uint64_t ops_total_ = 0;
+  uint64_t ops_sole_expected_ = 0;
+  OpDesc sole_expected_;  // second line
+  OpBuffer held_;         // third line, with held_matched_
   // Per held op: the candidate it was compared with when held (the same
   // index in that segment) and whether its value bytes differ from it.
   struct HeldMatch {
@@ -217,8 +218,11 @@ class Engine {
     bool valueDiffers;
   };
   std::vector<HeldMatch> held_matched_;
+  size_t num_candidates_ = 0;
+  size_t sole_candidate_ = 0;
   std::array<Candidate, 4> candidates_{};
-  EngineStats stats_;  // opsTotal first
+  EngineConfig config_;
+  EngineStats stats_;  // opsTotal and opsSoleExpected are ops_total_ and ops_sole_expected_
 
   History history_;
   PeriodDetector detector_;

@@ -7,9 +7,9 @@
 
 namespace graft::core {
 
-uint32_t OpBuffer::push(const OpDesc& op) { return pushBorrowing(op, nullptr, nullptr); }
+uint32_t OpBuffer::push(const OpDesc& op) { return pushCopying(op, nullptr, nullptr); }
 
-GRAFT_HOT uint32_t OpBuffer::pushBorrowing(const OpDesc& op, const uint8_t* shape, const uint8_t* value) {
+GRAFT_HOT uint32_t OpBuffer::pushCopying(const OpDesc& op, const uint8_t* shape, const uint8_t* value) {
   Stored s{op.kind, op.cause, op.api, op.stream, op.event, op.shapeHash, shape, value,
            0, op.shape.size, 0, op.value.size};
   if (!shape) {
@@ -23,20 +23,6 @@ GRAFT_HOT uint32_t OpBuffer::pushBorrowing(const OpDesc& op, const uint8_t* shap
   }
   ops_.push_back(s);
   return static_cast<uint32_t>(ops_.size() - 1);
-}
-
-GRAFT_HOT OpDesc OpBuffer::view(size_t i) const {
-  const Stored& s = ops_[i];
-  OpDesc d;
-  d.kind = s.kind;
-  d.cause = s.cause;
-  d.api = s.api;
-  d.stream = s.stream;
-  d.event = s.event;
-  d.shapeHash = s.shapeHash;
-  d.shape = {s.shapeBorrowed ? s.shapeBorrowed : bytes_.data() + s.shapeOffset, s.shapeSize};
-  d.value = {s.valueBorrowed ? s.valueBorrowed : bytes_.data() + s.valueOffset, s.valueSize};
-  return d;
 }
 
 void OpBuffer::setValue(size_t i, Bytes value) {

@@ -47,18 +47,38 @@ class OpBuffer {
   // Like push, but the op's shape bytes are `shape` (equal to op.shape) and,
   // when `value` is non-null, its value bytes are `value` (equal to
   // op.value); neither is copied.
-  uint32_t pushBorrowing(const OpDesc& op, const uint8_t* shape, const uint8_t* value);
+  // Inline: a replay holds most ops this way, borrowing both.
+  uint32_t pushBorrowing(const OpDesc& op, const uint8_t* shape, const uint8_t* value) {
+    if (!shape || !value) return pushCopying(op, shape, value);
+    ops_.push_back(Stored{op.kind, op.cause, op.api, op.stream, op.event, op.shapeHash, shape, value, 0,
+                          op.shape.size, 0, op.value.size});
+    return static_cast<uint32_t>(ops_.size() - 1);
+  }
   size_t size() const { return ops_.size(); }
   bool empty() const { return ops_.empty(); }
   void clear() {
     ops_.clear();
     bytes_.clear();
   }
-  OpDesc view(size_t i) const;
+  OpDesc view(size_t i) const {
+    const Stored& s = ops_[i];
+    OpDesc d;
+    d.kind = s.kind;
+    d.cause = s.cause;
+    d.api = s.api;
+    d.stream = s.stream;
+    d.event = s.event;
+    d.shapeHash = s.shapeHash;
+    d.shape = {s.shapeBorrowed ? s.shapeBorrowed : bytes_.data() + s.shapeOffset, s.shapeSize};
+    d.value = {s.valueBorrowed ? s.valueBorrowed : bytes_.data() + s.valueOffset, s.valueSize};
+    return d;
+  }
   // Overwrites op i's value bytes (same length) with `value`.
   void setValue(size_t i, Bytes value);
 
  private:
+  // Copies the shape bytes when `shape` is null, the value bytes when `value` is.
+  uint32_t pushCopying(const OpDesc& op, const uint8_t* shape, const uint8_t* value);
   struct alignas(kCacheLine) Stored {
     OpKind kind;
     EagerCause cause;
