@@ -80,7 +80,6 @@ GRAFT_HOT Decision Engine::submit(const OpDesc& op) {
     start_ = std::chrono::steady_clock::now();
   }
   ++ops_total_;
-  ++submissions_;
   countStream(op.stream);
   if (stepsAside()) {
     pending_cause_ = capture_depth_ > 0 ? EagerCause::ProgramCapture : EagerCause::NotCaptured;
@@ -115,15 +114,14 @@ GRAFT_HOT void Engine::holdSoleExpected(Bytes value) {
   // candidate that the op does not complete, afterHeldGrew() would only find
   // that candidate again and expect its next op, which is done here directly.
   ++ops_total_;
-  ++submissions_;
   ++ops_sole_expected_;
   countStream(sole_expected_.stream);
   last_stream_counters_->activity = boundary_generation_;  // noteActivity() of a kernel op
   // `value` is sole_expected_'s own bytes exactly when they are equal.
   const bool valueDiffers = value.data != sole_expected_.value.data;
-  OpDesc op = sole_expected_;
-  op.value = value;
-  held_.pushBorrowing(op, sole_expected_.shape.data, valueDiffers ? nullptr : value.data);
+  // sole_expected_ becomes the held op (it is replaced below in every case).
+  sole_expected_.value = value;
+  held_.pushBorrowing(sole_expected_, sole_expected_.shape.data, valueDiffers ? nullptr : value.data);
   held_matched_.push_back({sole_segment_, valueDiffers});
   const size_t j = held_.size();
   if (j >= sole_segment_->length()) {  // complete: afterHeldGrew() launches it
@@ -526,8 +524,8 @@ bool Engine::flushIfIdle() {
     idle_seen_submissions_ = ~uint64_t(0);
     return false;
   }
-  if (idle_seen_submissions_ != submissions_) {
-    idle_seen_submissions_ = submissions_;
+  if (idle_seen_submissions_ != ops_total_) {
+    idle_seen_submissions_ = ops_total_;
     return false;
   }
   resolveHeld(EagerCause::IdleFlush, nullptr);

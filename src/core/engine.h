@@ -197,7 +197,6 @@ class Engine {
   // soleExpected(): valid while held_ is unchanged and sole_expected_ready_.
   bool sole_expected_ready_ = false;
   int capture_depth_ = 0;
-  uint64_t submissions_ = 0;
   uint64_t boundary_generation_ = 1;  // query relevance (see StreamCounters)
   StreamKey last_stream_ = 0;  // cache for streams_ (unordered_map values stay put)
   struct StreamCounters {
@@ -205,12 +204,15 @@ class Engine {
     uint64_t activity = 0;  // the boundary generation of its last op (query relevance); 0: none
   };
   StreamCounters* last_stream_counters_ = nullptr;
-  Segment* sole_segment_ = nullptr;  // candidates_[sole_candidate_].segment
-  // The fast lane's counters (the rest of stats_ is further down).
+  // The fast lane's counters (the rest of stats_ is further down), apart so
+  // that the compiler does not add them as a vector (a constant's line more).
+  // ops_total_ also tells the idle watchdog whether ops were submitted.
   uint64_t ops_total_ = 0;
+  Segment* sole_segment_ = nullptr;  // candidates_[sole_candidate_].segment
   uint64_t ops_sole_expected_ = 0;
   OpDesc sole_expected_;  // second line
-  OpBuffer held_;         // third line, with held_matched_
+  // Third line: the ends of held_matched_ and held_'s records, where the
+  // fast lane appends.
   // Per held op: the candidate it was compared with when held (the same
   // index in that segment) and whether its value bytes differ from it.
   struct HeldMatch {
@@ -218,6 +220,7 @@ class Engine {
     bool valueDiffers;
   };
   std::vector<HeldMatch> held_matched_;
+  OpBuffer held_;
   size_t num_candidates_ = 0;
   size_t sole_candidate_ = 0;
   std::array<Candidate, 4> candidates_{};

@@ -13,7 +13,7 @@ using hook::ApiId;
 using hook::real;
 
 void KernelRegistry::setEagerPrefixes(const std::string& list) {
-  eager_prefixes_.clear();
+  entries_->eagerPrefixes.clear();
   size_t start = 0;
   while (start <= list.size()) {
     size_t end = list.find(',', start);
@@ -21,7 +21,7 @@ void KernelRegistry::setEagerPrefixes(const std::string& list) {
     std::string item = list.substr(start, end - start);
     item.erase(0, item.find_first_not_of(" \t"));
     item.erase(item.find_last_not_of(" \t") + 1);
-    if (!item.empty()) eager_prefixes_.push_back(item);
+    if (!item.empty()) entries_->eagerPrefixes.push_back(item);
     start = end + 1;
   }
 }
@@ -90,7 +90,7 @@ GRAFT_COLD KernelInfo* KernelRegistry::resolve(CUfunction f) {
                "both failed); it runs eagerly in sequence",
                info->name);
   }
-  for (const auto& prefix : eager_prefixes_) {
+  for (const auto& prefix : entries_->eagerPrefixes) {
     if (info->name.compare(0, prefix.size(), prefix) == 0) {
       info->eager = core::EagerCause::EagerKernel;
       GRAFT_DEBUG("kernel {}: matches GRAFT_EAGER_KERNELS prefix '{}'; it runs eagerly", info->name,
@@ -99,15 +99,15 @@ GRAFT_COLD KernelInfo* KernelRegistry::resolve(CUfunction f) {
     }
   }
   KernelInfo* raw = info.get();
-  kernels_.emplace(raw->handle, std::move(info));
+  entries_->kernels.emplace(raw->handle, std::move(info));
   if (raw->handle != 0) addToIndex(raw);
   return raw;
 }
 
 void KernelRegistry::addToIndex(KernelInfo* info) {
-  if (2 * (kernels_.size() + 1) > index_.size()) {
-    index_.assign(std::bit_ceil(std::max<size_t>(256, 4 * kernels_.size())), IndexSlot{0, nullptr});
-    for (const auto& [h, k] : kernels_)
+  if (2 * (entries_->kernels.size() + 1) > index_.size()) {
+    index_.assign(std::bit_ceil(std::max<size_t>(256, 4 * entries_->kernels.size())), IndexSlot{0, nullptr});
+    for (const auto& [h, k] : entries_->kernels)
       if (h != 0 && k.get() != info) addToIndex(k.get());
   }
   size_t i = indexSlot(info->handle);
@@ -117,8 +117,8 @@ void KernelRegistry::addToIndex(KernelInfo* info) {
 
 std::vector<std::pair<std::string, uint64_t>> KernelRegistry::ranked(uint64_t KernelInfo::*count) const {
   std::unordered_map<std::string, uint64_t> byName;
-  for (const auto& [name, k] : retired_) byName[name] += k.*count;
-  for (const auto& [h, k] : kernels_) byName[k->name] += (*k).*count;
+  for (const auto& [name, k] : entries_->retired) byName[name] += k.*count;
+  for (const auto& [h, k] : entries_->kernels) byName[k->name] += (*k).*count;
   std::vector<std::pair<std::string, uint64_t>> v(byName.begin(), byName.end());
   std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) {
     return a.second != b.second ? a.second > b.second : a.first < b.first;
@@ -129,12 +129,12 @@ std::vector<std::pair<std::string, uint64_t>> KernelRegistry::ranked(uint64_t Ke
 void KernelRegistry::retireAll() {
   // Only the launch and patch counts stay, by name, for the report: a program that
   // reloads code in a loop must not grow this without bound.
-  for (const auto& [h, k] : kernels_) {
-    KernelInfo& r = retired_[k->name];
+  for (const auto& [h, k] : entries_->kernels) {
+    KernelInfo& r = entries_->retired[k->name];
     r.launches += k->launches;
     r.patches += k->patches;
   }
-  kernels_.clear();
+  entries_->kernels.clear();
   index_.clear();
 }
 

@@ -74,7 +74,7 @@ template <ApiId Id> struct ApiType;
 #undef GRAFT_API
 
 // Real driver pointers: [api][0] default variant, [api][1] per-thread variant.
-extern std::atomic<void*> g_realDriver[kApiCount][2];
+alignas(64) extern std::atomic<void*> g_realDriver[kApiCount][2];
 
 template <ApiId Id>
 inline typename ApiType<Id>::type real(int perThread = 0) {

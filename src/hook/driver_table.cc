@@ -4,7 +4,8 @@
 
 namespace graft::hook {
 
-std::atomic<void*> g_realDriver[kApiCount][2];
+// Line-aligned: the first entries are on the per-op path (driver_api.def).
+alignas(64) std::atomic<void*> g_realDriver[kApiCount][2];
 
 int resolveDriverTable(PFN_cuGetProcAddress_v12000 gpa) {
   int missing = 0;

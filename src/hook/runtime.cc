@@ -19,6 +19,9 @@ namespace graft::hook {
 
 thread_local constinit bool t_inGraft __attribute__((tls_model("initial-exec"))) = false;
 
+// The launch counter must stay in the Runtime's first line (runtime.h).
+static_assert(sizeof(graph::KernelRegistry) <= 40);
+
 std::atomic<bool> Runtime::active_{false};
 Runtime* Runtime::instance_ = nullptr;
 

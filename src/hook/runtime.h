@@ -89,7 +89,7 @@ class Runtime {
   // destroyed; were it, engine_ would have to go before executor_.)
   alignas(64) std::atomic<config::Mode> mode_;
   std::unique_ptr<core::Engine> engine_;
-  graph::KernelRegistry kernels_;
+  graph::KernelRegistry kernels_;  // 32 bytes (see KernelRegistry::Entries)
   std::atomic<uint64_t> class_counts_[size_t(ApiClass::Count)] = {};
   graph::OpEncoder encoder_;
   std::unique_ptr<pool::DevicePool> pool_;
