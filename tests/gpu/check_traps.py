@@ -82,6 +82,8 @@ def main():
             result = "EQUAL"
         if result != "EQUAL":
             failed.append(name)
+        print("check_traps: %-24s %-12s eager %.2f s (rc %s), graft %.2f s (rc %s)" % (name, result, e1[3], e1[0], g[3], g[0]),
+              flush=True)
         s = harness.graft_summary(harness.load_json(stats_path))
         rows.append([name, result, harness.fmt(s["coverage_pct"], "{:.1f}"), harness.fmt(s["replays"], "{}"),
                      harness.fmt(s["graphs_built"], "{}"), "%.2f" % e1[3], "%.2f" % g[3],

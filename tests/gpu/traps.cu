@@ -79,7 +79,8 @@ void print(const char* what, int at, uint64_t h) {
 }
 
 cudaStream_t nonBlockingStream() {
-  cudaStream_t s = nonBlockingStream();
+  cudaStream_t s = nullptr;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   return s;
 }
 
