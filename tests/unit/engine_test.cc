@@ -118,6 +118,23 @@ TEST(Engine, RepeatingLoopWithoutSyncReplaysThroughGraphs) {
   }
 }
 
+// A replay's last op launches its graph at once: the GPU must not wait for
+// the program's next op (which may be a long time coming).
+TEST(Engine, ASegmentIsLaunchedByItsLastOpNotTheNextOne) {
+  Harness h;
+  size_t mostHeld = 0;
+  for (int it = 0; it < 20; ++it) {
+    for (int k = 0; k < 50; ++k) {
+      h.op(TestOp{OpKind::Kernel, 0x100, uint64_t(1000 + k), k == 3 ? uint64_t(it) : 7});
+      if (it >= 10) mostHeld = std::max(mostHeld, h.issued.size() - h.exec.trace.size());
+    }
+  }
+  // Segments are whole iterations here (50 ops): at most 49 of them wait.
+  EXPECT_EQ(mostHeld, size_t(49));
+  EXPECT_GT(h.viaGraph(), size_t(10 * 50));
+  h.expectEquivalent();
+}
+
 TEST(Engine, LoopOfAFewKernelsWithoutSyncReplaysUnrolled) {
   // Three launches per iteration, two of the same shape on one stream and one
   // on another (a solver loop), thousands of times, a sync now and then: the
