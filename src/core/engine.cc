@@ -69,7 +69,8 @@ GRAFT_HOT void Engine::countStream(StreamKey stream) {
   ++last_stream_counters_->ops;
 }
 
-GRAFT_HOT void Engine::noteActivity(const OpDesc& op) {
+// Inline (as holdAs and expectSoleAt): the fast lane calls it for every op.
+[[gnu::always_inline]] inline void Engine::noteActivity(const OpDesc& op) {
   last_stream_counters_->activity = boundary_generation_;  // countStream() ran first for op.stream
   if (op.kind == OpKind::EventRecord) event_record_generation_[op.event] = boundary_generation_;
 }
@@ -116,18 +117,21 @@ GRAFT_HOT void Engine::holdSoleExpected(Bytes value) {
   ++ops_total_;
   ++ops_sole_expected_;
   countStream(sole_expected_.stream);
-  last_stream_counters_->activity = boundary_generation_;  // noteActivity() of a kernel op
+  noteActivity(sole_expected_);
   // `value` is sole_expected_'s own bytes exactly when they are equal.
   const bool valueDiffers = value.data != sole_expected_.value.data;
   // sole_expected_ becomes the held op (it is replaced below in every case).
   sole_expected_.value = value;
-  held_.pushBorrowing(sole_expected_, sole_expected_.shape.data, valueDiffers ? nullptr : value.data);
-  held_matched_.push_back({sole_segment_, valueDiffers});
+  holdAs(sole_expected_, sole_segment_, sole_expected_.shape.data, valueDiffers ? nullptr : value.data);
   const size_t j = held_.size();
   if (j >= sole_segment_->length()) {  // complete: afterHeldGrew() launches it
     afterHeldGrew();
     return;
   }
+  expectSoleAt(j);
+}
+
+[[gnu::always_inline]] inline void Engine::expectSoleAt(size_t j) {
   sole_expected_ = sole_segment_->ops.view(j);
   sole_expected_ready_ = sole_expected_.kind == OpKind::Kernel;
 }
@@ -146,8 +150,7 @@ GRAFT_HOT void Engine::refreshSoleExpected() {
   }
   if (live != 1) return;
   sole_segment_ = candidates_[sole_candidate_].segment;
-  sole_expected_ = sole_segment_->ops.view(j);
-  sole_expected_ready_ = sole_expected_.kind == OpKind::Kernel;
+  expectSoleAt(j);
 }
 
 GRAFT_HOT bool Engine::expectedNext(OpDesc* out) const {
@@ -279,9 +282,13 @@ GRAFT_HOT void Engine::hold(const OpDesc& op, const Segment* matched, const OpDe
   // only that segment's ops below L and consumes held ops up to b + L - 1, so
   // held op j, which borrows op j, is consumed no later than any launch that
   // could overwrite what it borrows.
-  const bool valueDiffers = !(op.value == expected.value);
-  held_.pushBorrowing(op, expected.shape.data, valueDiffers ? nullptr : expected.value.data);
-  held_matched_.push_back({matched, valueDiffers});
+  holdAs(op, matched, expected.shape.data, op.value == expected.value ? expected.value.data : nullptr);
+}
+
+[[gnu::always_inline]] inline void Engine::holdAs(const OpDesc& op, const Segment* matched, const uint8_t* shape,
+                              const uint8_t* sameValue) {
+  held_.pushBorrowing(op, shape, sameValue);
+  held_matched_.push_back({matched, sameValue == nullptr});
 }
 
 GRAFT_HOT void Engine::afterHeldGrew() {

@@ -161,10 +161,16 @@ class Engine {
   bool advance(const OpDesc& op);
   // `expected`: `matched`'s op at this index.
   void hold(const OpDesc& op, const Segment* matched, const OpDesc& expected);
+  // Appends `op` to the held ops, borrowing the matched segment's bytes:
+  // `shape`, and `sameValue` when its value bytes equal op's (else null: op's
+  // are copied and the op is patched at launch).
+  void holdAs(const OpDesc& op, const Segment* matched, const uint8_t* shape, const uint8_t* sameValue);
   bool tryStart(const OpDesc& op);
   void afterHeldGrew();
   // Sets soleExpected() for the held ops as they are now.
   void refreshSoleExpected();
+  // sole_segment_'s op j becomes soleExpected() (if it is a kernel op).
+  void expectSoleAt(size_t j);
   void resolveHeld(EagerCause cause, const OpDesc* trigger);
   Segment* longestCompleteMatch(size_t begin, size_t end);
   bool matchesAt(Segment* segment, size_t begin, EventInstances& events);
