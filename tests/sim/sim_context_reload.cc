@@ -31,8 +31,7 @@ int main() {
   CHECK(drv.getProcAddress("cuCtxDestroy", &p, 2000, CU_GET_PROC_ADDRESS_DEFAULT, &status));
   auto ctxDestroyV1 = reinterpret_cast<CUresult (*)(CUcontext)>(p);
   if (!ctxCreate || !ctxDestroyV1) return 1;
-  const size_t sizes[] = {8, 8, 8};
-  CUfunction add = simKernelCreate("sim_add_reload", SIM_KERNEL_LIBRARY, 3, sizes, nullptr);
+  CUfunction add = simtest::libraryKernel3("sim_add_reload");
   for (int round = 0; round < 2; ++round) {
     CUcontext ctx = nullptr;
     CHECK(ctxCreate(&ctx, nullptr, 0, 0));

@@ -1,6 +1,8 @@
 // sim_driver_loader.cc - see sim_driver_loader.h.
 #include "sim_driver_loader.h"
 
+#include "sim_api.h"
+
 #include <dlfcn.h>
 
 #include <cstdio>
@@ -65,6 +67,17 @@ bool openPrimaryContext(const DriverApi& api, CUcontext* ctx) {
   return api.cuInit(0) == CUDA_SUCCESS && api.cuDeviceGet(&dev, 0) == CUDA_SUCCESS &&
          api.cuDevicePrimaryCtxRetain(ctx, dev) == CUDA_SUCCESS &&
          api.cuCtxSetCurrent(*ctx) == CUDA_SUCCESS;
+}
+
+CUfunction libraryKernel3(const char* name) {
+  const size_t sizes[] = {8, 8, 8};
+  return simKernelCreate(name, SIM_KERNEL_LIBRARY, 3, sizes, nullptr);
+}
+
+CUdeviceptr zeroedBuffer(const DriverApi& api, size_t bytes) {
+  CUdeviceptr p = 0;
+  if (api.cuMemAlloc(&p, bytes) != CUDA_SUCCESS || api.cuMemsetD8(p, 0, bytes) != CUDA_SUCCESS) return 0;
+  return p;
 }
 
 CUresult launchAdd(const DriverApi& api, CUfunction kernel, CUdeviceptr to, CUdeviceptr from, uint64_t add,

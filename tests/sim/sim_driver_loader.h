@@ -77,8 +77,15 @@ bool openPrimaryContext(const DriverApi& api, CUcontext* ctx);
 // exit code 2 after printing why (prefixed with `program`).
 int startProgram(const char* program, Driver* drv, CUcontext* ctx);
 
-// One single-thread launch of a SIM_KERNEL_LIBRARY kernel named sim_add*
-// (three 8-byte parameters): *to = *from + add, on `stream`.
+// A SIM_KERNEL_LIBRARY kernel of three 8-byte parameters; the simulator gives
+// it the behaviour its name asks for (sim_add*, spin_work, timed_work, ...).
+CUfunction libraryKernel3(const char* name);
+
+// `bytes` of device memory, zeroed (cuMemAlloc and cuMemsetD8; 0 on failure).
+CUdeviceptr zeroedBuffer(const DriverApi& api, size_t bytes = 64);
+
+// One single-thread launch of a libraryKernel3 named sim_add*:
+// *to = *from + add, on `stream`.
 CUresult launchAdd(const DriverApi& api, CUfunction kernel, CUdeviceptr to, CUdeviceptr from, uint64_t add,
                    CUstream stream);
 

@@ -18,8 +18,7 @@ int main() {
   CUcontext ctx;
   if (int rc = simtest::startProgram("sim_event_timing", &drv, &ctx)) return rc;
   auto& cu = drv.plain;
-  const size_t sizes[] = {8, 8, 8};
-  CUfunction work = simKernelCreate("timed_work", SIM_KERNEL_LIBRARY, 3, sizes, nullptr);
+  CUfunction work = simtest::libraryKernel3("timed_work");
   CUstream s;
   cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
   CUevent start, stop, marker;

@@ -26,12 +26,9 @@ int main() {
   CUcontext ctx;
   if (int rc = simtest::startProgram("sim_launch_failure", &drv, &ctx)) return rc;
   auto& cu = drv.plain;
-  const size_t sizes[] = {8, 8, 8};
-  CUfunction work = simKernelCreate("spin_work", SIM_KERNEL_LIBRARY, 3, sizes, nullptr);
-  CUfunction add = simKernelCreate("sim_add_acc", SIM_KERNEL_LIBRARY, 3, sizes, nullptr);
-  CUdeviceptr acc;
-  cu.cuMemAlloc(&acc, 64);
-  cu.cuMemsetD8(acc, 0, 64);
+  CUfunction work = simtest::libraryKernel3("spin_work");
+  CUfunction add = simtest::libraryKernel3("sim_add_acc");
+  CUdeviceptr acc = simtest::zeroedBuffer(cu);
   CUstream s, idle;
   cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
   cu.cuStreamCreate(&idle, CU_STREAM_NON_BLOCKING);

@@ -20,8 +20,7 @@ int main(int argc, char** argv) {
   CUcontext ctx;
   if (int rc = simtest::startProgram("sim_pool_loop", &drv, &ctx)) return rc;
   auto& cu = drv.plain;
-  const size_t sizes[] = {8, 8, 8};
-  CUfunction add = simKernelCreate("sim_add_pool", SIM_KERNEL_LIBRARY, 3, sizes, nullptr);
+  CUfunction add = simtest::libraryKernel3("sim_add_pool");
   CUstream s1, s2;
   cu.cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING);
   cu.cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING);

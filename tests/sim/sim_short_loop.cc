@@ -19,8 +19,7 @@ int main(int argc, char** argv) {
   CUcontext ctx;
   if (int rc = simtest::startProgram("sim_short_loop", &drv, &ctx)) return rc;
   auto& cu = drv.plain;
-  const size_t sizes[] = {8, 8, 8};
-  CUfunction add = simKernelCreate("sim_add_short", SIM_KERNEL_LIBRARY, 3, sizes, nullptr);
+  CUfunction add = simtest::libraryKernel3("sim_add_short");
   CUstream s1;
   cu.cuStreamCreate(&s1, 0);  // blocking: ordered against the legacy stream
   CUdeviceptr x, y, z;

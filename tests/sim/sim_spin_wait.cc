@@ -22,14 +22,9 @@ int main(int argc, char** argv) {
   CUcontext ctx;
   if (int rc = simtest::startProgram("sim_spin_wait", &drv, &ctx)) return rc;
   auto& cu = drv.plain;
-  const size_t sizes[] = {8, 8, 8};
-  CUfunction work = simKernelCreate("spin_work", SIM_KERNEL_LIBRARY, 3, sizes, nullptr);
-  CUfunction add = simKernelCreate("sim_add_flag", SIM_KERNEL_LIBRARY, 3, sizes, nullptr);
-  CUdeviceptr flag, zero;
-  cu.cuMemAlloc(&flag, 64);
-  cu.cuMemAlloc(&zero, 64);
-  cu.cuMemsetD8(flag, 0, 64);
-  cu.cuMemsetD8(zero, 0, 64);
+  CUfunction work = simtest::libraryKernel3("spin_work");
+  CUfunction add = simtest::libraryKernel3("sim_add_flag");
+  CUdeviceptr flag = simtest::zeroedBuffer(cu), zero = simtest::zeroedBuffer(cu);
   CUstream s;
   cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
   for (uint64_t it = 1; it <= 40; ++it) {

@@ -20,13 +20,8 @@ int main(int argc, char** argv) {
   CUcontext ctx;
   if (int rc = simtest::startProgram("sim_stream_recreate", &drv, &ctx)) return rc;
   auto& cu = drv.plain;
-  const size_t sizes[] = {8, 8, 8};
-  CUfunction add = simKernelCreate("sim_add_recreate", SIM_KERNEL_LIBRARY, 3, sizes, nullptr);
-  CUdeviceptr x, y;
-  cu.cuMemAlloc(&x, 64);
-  cu.cuMemAlloc(&y, 64);
-  cu.cuMemsetD8(x, 0, 64);
-  cu.cuMemsetD8(y, 0, 64);
+  CUfunction add = simtest::libraryKernel3("sim_add_recreate");
+  const CUdeviceptr x = simtest::zeroedBuffer(cu), y = simtest::zeroedBuffer(cu);
   CUevent e;
   cu.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING);
   CUstream s = nullptr, first = nullptr;
