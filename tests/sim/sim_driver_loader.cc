@@ -86,7 +86,19 @@ CUresult launchAdd(const DriverApi& api, CUfunction kernel, CUdeviceptr to, CUde
   return api.cuLaunchKernel(kernel, 1, 1, 1, 1, 1, 1, 0, stream, args, nullptr);
 }
 
+namespace {
+const char* g_program = "sim";
+int g_failedCalls = 0;
+}  // namespace
+
+void noteCall(CUresult r, const char* call) {
+  if (r != CUDA_SUCCESS && g_failedCalls++ < 5) std::fprintf(stderr, "%s: %s failed: %d\n", g_program, call, int(r));
+}
+
+int failedCalls() { return g_failedCalls; }
+
 int startProgram(const char* program, Driver* drv, CUcontext* ctx) {
+  g_program = program;
   std::string err;
   if (!loadDriver(drv, &err)) {
     std::fprintf(stderr, "%s: %s\n", program, err.c_str());

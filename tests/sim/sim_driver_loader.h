@@ -84,6 +84,13 @@ CUfunction libraryKernel3(const char* name);
 // `bytes` of device memory, zeroed (cuMemAlloc and cuMemsetD8; 0 on failure).
 CUdeviceptr zeroedBuffer(const DriverApi& api, size_t bytes = 64);
 
+// SIM_CHECK(call): counts the call if it failed, printing the first five
+// failures (prefixed with the name given to startProgram); failedCalls()
+// says how many failed.
+void noteCall(CUresult r, const char* call);
+int failedCalls();
+#define SIM_CHECK(call) simtest::noteCall((call), #call)
+
 // One single-thread launch of a libraryKernel3 named sim_add*:
 // *to = *from + add, on `stream`.
 CUresult launchAdd(const DriverApi& api, CUfunction kernel, CUdeviceptr to, CUdeviceptr from, uint64_t add,

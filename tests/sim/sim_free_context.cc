@@ -10,21 +10,13 @@
 #include "sim_api.h"
 #include "sim_driver_loader.h"
 
-static int failures = 0;
-#define CHECK(call)                                                                  \
-  do {                                                                               \
-    CUresult r_ = (call);                                                            \
-    if (r_ != CUDA_SUCCESS && failures++ < 5)                                        \
-      std::fprintf(stderr, "sim_free_context: %s failed: %d\n", #call, int(r_));    \
-  } while (0)
-
 int main() {
   simtest::Driver drv;
   if (int rc = simtest::startProgram("sim_free_context", &drv, nullptr)) return rc;
   const simtest::DriverApi& cu = drv.plain;
-  CHECK(cu.cuInit(0));
+  SIM_CHECK(cu.cuInit(0));
   int count = 0;
-  CHECK(cu.cuDeviceGetCount(&count));
+  SIM_CHECK(cu.cuDeviceGetCount(&count));
   if (count < 2) {
     std::fprintf(stderr, "sim_free_context: needs 2 devices (SIM_DEVICES=2)\n");
     return 2;
@@ -34,47 +26,47 @@ int main() {
   CUcontext ctx[2];
   for (int d = 0; d < 2; ++d) {
     CUdevice dev;
-    CHECK(cu.cuDeviceGet(&dev, d));
-    CHECK(cu.cuDevicePrimaryCtxRetain(&ctx[d], dev));
+    SIM_CHECK(cu.cuDeviceGet(&dev, d));
+    SIM_CHECK(cu.cuDevicePrimaryCtxRetain(&ctx[d], dev));
   }
   for (uint64_t it = 0; it < 100; ++it) {
     for (int d = 0; d < 2; ++d) {
-      CHECK(cu.cuCtxSetCurrent(ctx[d]));
+      SIM_CHECK(cu.cuCtxSetCurrent(ctx[d]));
       // Device 0: every fifth iteration the last kernel's grid differs, so
       // graft issues the ops it held before it itself (in device 0's context).
       for (uint64_t k = 0; k < 8; ++k) {
         uint64_t a = k, b = it, c = uint64_t(d);
         void* args[] = {&a, &b, &c};
         const unsigned grid = d == 0 && k == 7 && it % 5 == 4 ? 7u : unsigned(1 + k % 3);
-        CHECK(cu.cuLaunchKernel(work, grid, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr));
+        SIM_CHECK(cu.cuLaunchKernel(work, grid, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr));
       }
       if (d == 1) {
         // Device 1: memory allocated, used and freed on its NULL stream, the
         // free in the middle of ops graft holds back.
         CUdeviceptr p = 0;
-        CHECK(cu.cuMemAllocAsync(&p, 4096, nullptr));
-        CHECK(cu.cuMemsetD32Async(p, unsigned(it), 1024, nullptr));
+        SIM_CHECK(cu.cuMemAllocAsync(&p, 4096, nullptr));
+        SIM_CHECK(cu.cuMemsetD32Async(p, unsigned(it), 1024, nullptr));
         for (uint64_t k = 0; k < 8; ++k) {
-          if (k == 2) CHECK(cu.cuMemFreeAsync(p, nullptr));
+          if (k == 2) SIM_CHECK(cu.cuMemFreeAsync(p, nullptr));
           uint64_t a = k + 100, b = it, c = 1;
           void* args[] = {&a, &b, &c};
-          CHECK(cu.cuLaunchKernel(work, 2, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr));
+          SIM_CHECK(cu.cuLaunchKernel(work, 2, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr));
         }
       }
     }
     if (it % 10 == 9) {
       for (int d = 0; d < 2; ++d) {
-        CHECK(cu.cuCtxSetCurrent(ctx[d]));
-        CHECK(cu.cuCtxSynchronize());
+        SIM_CHECK(cu.cuCtxSetCurrent(ctx[d]));
+        SIM_CHECK(cu.cuCtxSynchronize());
       }
     }
   }
   for (int d = 0; d < 2; ++d) {
-    CHECK(cu.cuCtxSetCurrent(ctx[d]));
-    CHECK(cu.cuCtxSynchronize());
+    SIM_CHECK(cu.cuCtxSetCurrent(ctx[d]));
+    SIM_CHECK(cu.cuCtxSynchronize());
   }
-  if (failures) {
-    std::printf("sim_free_context: %d call(s) failed\n", failures);
+  if (simtest::failedCalls()) {
+    std::printf("sim_free_context: %d call(s) failed\n", simtest::failedCalls());
     return 1;
   }
   std::printf("sim_free_context: 100 iterations on two devices, every call succeeded\n");
