@@ -4,7 +4,7 @@
 // then times ITERS iterations of OPS kernel launches followed by a stream
 // synchronize. Run it with and without LD_PRELOAD=libgraft.so; the difference
 // per op is graft's cost. Prints: ns_per_op=<median over 5 repetitions>.
-//   op_cost [OPS] [ITERS] [--vary] [--big N] [--thrash KB [--stride B]] [--calls] [--mark]
+//   op_cost [OPS] [ITERS] [--vary] [--big N] [--thrash KB [--stride B] [--huge]] [--calls] [--mark]
 // --vary: one parameter of every eighth kernel changes every iteration (as
 // RNG offsets and optimizer scalars do in a training step). --big N: every
 // N-th of the 64 kernels has a 4 KiB parameter (multi-tensor-apply style). --thrash KB: between two
@@ -13,7 +13,12 @@
 // the driver's are no longer in the caches (or the TLB); the thrash costs the
 // same with and without graft, so the difference is still graft's cost.
 // --stride B: the thrash's step (default 4160: a new page every touch; 64
-// evicts cache lines without touching more pages than it must).
+// evicts cache lines without touching more pages than it must; 4096 touches
+// a new page each time at the same offset, which misses the TLB while it
+// evicts only a few cache sets). --huge: the buffer is on transparent huge
+// pages (madvise), so the thrash evicts cache lines but hardly any TLB
+// entries; without it the buffer is explicitly on 4 KiB pages. Together they
+// tell whether graft's per-op cost in a real program is TLB or cache misses.
 // --calls: also prints calls_ns_per_op, the time inside the launch calls
 // alone (TSC-timed around each call; the thrash and the loop are left out),
 // which isolates graft's per-op cost under --thrash.
@@ -22,6 +27,7 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <dlfcn.h>
+#include <sys/mman.h>
 
 #include <x86intrin.h>
 
@@ -30,6 +36,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <cstdint>
 #include <vector>
 
 // Read before each launch under --mark; its address ends in a known pattern.
@@ -41,6 +48,7 @@ int main(int argc, char** argv) {
   bool vary = false;
   bool mark = false;
   bool calls = false;
+  bool huge = false;
   int bigEvery = 0;
   size_t thrashBytes = 0;
   size_t thrashStride = 4096 + 64;
@@ -48,12 +56,32 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--vary") == 0) vary = true;
     else if (std::strcmp(argv[i], "--mark") == 0) mark = true;
     else if (std::strcmp(argv[i], "--calls") == 0) calls = true;
+    else if (std::strcmp(argv[i], "--huge") == 0) huge = true;
     else if (std::strcmp(argv[i], "--big") == 0 && i + 1 < argc) bigEvery = std::atoi(argv[++i]);
     else if (std::strcmp(argv[i], "--thrash") == 0 && i + 1 < argc) thrashBytes = size_t(std::atol(argv[++i])) << 10;
     else if (std::strcmp(argv[i], "--stride") == 0 && i + 1 < argc) thrashStride = size_t(std::atol(argv[++i]));
   }
   const size_t poolBytes = size_t(256) << 20;
-  std::vector<unsigned char> pool(thrashBytes ? poolBytes : 0, 1);
+  unsigned char* pool = nullptr;
+  if (thrashBytes) {
+    const size_t hugePage = size_t(2) << 20;
+    void* raw = mmap(nullptr, poolBytes + hugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) {
+      std::perror("op_cost: mmap");
+      return 1;
+    }
+    pool = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(raw) + hugePage - 1) & ~(hugePage - 1));
+    if (madvise(pool, poolBytes, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) != 0) std::perror("op_cost: madvise");
+    std::memset(pool, 1, poolBytes);
+    if (huge) {  // how much of the buffer the kernel really put on huge pages
+      if (FILE* smaps = std::fopen("/proc/self/smaps_rollup", "r")) {
+        char line[256];
+        while (std::fgets(line, sizeof line, smaps))
+          if (std::strncmp(line, "AnonHugePages:", 14) == 0) std::printf("huge_kb=%ld\n", std::atol(line + 14));
+        std::fclose(smaps);
+      }
+    }
+  }
   size_t cursor = 0;
   unsigned sink = 0;
   auto thrash = [&] {

@@ -817,7 +817,7 @@ void Engine::buildPiece(const OpBuffer& ops, size_t begin, size_t end) {
     return;
   }
 
-  auto seg = std::make_unique<Segment>();
+  auto seg = makeHot<Segment>();
   seg->ops.reserve(end - begin, 0);
   seg->waitInstance.resize(end - begin, EventInstances::kExternal);
   scratch_events_.clear();

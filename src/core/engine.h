@@ -225,7 +225,7 @@ class Engine {
     const Segment* segment;
     bool valueDiffers;
   };
-  std::vector<HeldMatch> held_matched_;
+  HotVector<HeldMatch> held_matched_;
   OpBuffer held_;
   size_t num_candidates_ = 0;
   size_t sole_candidate_ = 0;
@@ -255,7 +255,9 @@ class Engine {
   uint64_t idle_seen_submissions_ = ~uint64_t(0);
 
   // Query relevance: work issued since the last boundary token.
-  std::unordered_map<StreamKey, StreamCounters> streams_;
+  std::unordered_map<StreamKey, StreamCounters, std::hash<StreamKey>, std::equal_to<StreamKey>,
+                     HotAllocator<std::pair<const StreamKey, StreamCounters>>>
+      streams_;
   std::unordered_map<uint64_t, uint64_t> event_record_generation_;
 
   std::chrono::steady_clock::time_point start_;

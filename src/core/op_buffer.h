@@ -17,25 +17,16 @@
 #include <new>
 #include <vector>
 
+#include "core/hot_arena.h"
+#include "core/hot_path.h"
 #include "core/op.h"
 
 namespace graft::core {
 
-// Cache-line-aligned storage: an op's record and its shape bytes each start a
-// line, so reading one op touches as few lines as possible (core/hot_path.h).
-inline constexpr size_t kCacheLine = 64;
-template <typename T>
-struct LineAlignedAllocator {
-  using value_type = T;
-  LineAlignedAllocator() = default;
-  template <typename U>
-  LineAlignedAllocator(const LineAlignedAllocator<U>&) {}
-  T* allocate(size_t n) {
-    return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(kCacheLine)));
-  }
-  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t(kCacheLine)); }
-  bool operator==(const LineAlignedAllocator&) const { return true; }
-};
+// Each op's record and its shape bytes start a cache line, so reading one op
+// touches as few lines as possible; the storage is in the hot arena, so as few
+// pages (core/hot_path.h).
+inline constexpr size_t kCacheLine = HotArena::kAlign;
 
 class OpBuffer {
  public:
@@ -48,7 +39,7 @@ class OpBuffer {
   // when `value` is non-null, its value bytes are `value` (equal to
   // op.value); neither is copied.
   // Inline: a replay holds most ops this way, borrowing both.
-  uint32_t pushBorrowing(const OpDesc& op, const uint8_t* shape, const uint8_t* value) {
+  GRAFT_HOT uint32_t pushBorrowing(const OpDesc& op, const uint8_t* shape, const uint8_t* value) {
     if (!shape || !value) return pushCopying(op, shape, value);
     ops_.push_back(Stored{op.kind, op.cause, op.api, op.stream, op.event, op.shapeHash, shape, value, 0,
                           op.shape.size, 0, op.value.size});
@@ -90,8 +81,8 @@ class OpBuffer {
     const uint8_t* valueBorrowed;  // nullptr: at valueOffset in bytes_
     uint32_t shapeOffset, shapeSize, valueOffset, valueSize;
   };
-  std::vector<Stored, LineAlignedAllocator<Stored>> ops_;
-  std::vector<uint8_t, LineAlignedAllocator<uint8_t>> bytes_;  // each op's shape starts a line
+  HotVector<Stored> ops_;
+  HotVector<uint8_t> bytes_;  // each op's shape starts a line
 };
 
 // Ops [begin, begin + size) of an OpBuffer, viewed one at a time (no copies).

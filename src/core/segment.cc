@@ -4,7 +4,7 @@
 
 namespace graft::core {
 
-Segment* SegmentStore::add(std::unique_ptr<Segment> segment) {
+Segment* SegmentStore::add(HotPtr<Segment> segment) {
   Segment* s = segment.get();
   s->id = static_cast<uint32_t>(all_.size());
   all_.push_back(std::move(segment));

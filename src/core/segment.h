@@ -38,7 +38,7 @@ struct Segment {
 class SegmentStore {
  public:
   // Takes ownership. Returns the stored segment.
-  Segment* add(std::unique_ptr<Segment> segment);
+  Segment* add(HotPtr<Segment> segment);
   Segment* byId(uint32_t id) const { return id < all_.size() ? all_[id].get() : nullptr; }
   // Live segments whose first op has this shape hash, longest first.
   const std::vector<Segment*>* startingWith(uint64_t firstShapeHash) const;
@@ -48,10 +48,10 @@ class SegmentStore {
   // Disables `s` and forgets its expanded sequence, so it can be built anew.
   void retire(Segment* s);
   size_t live() const { return live_; }
-  const std::vector<std::unique_ptr<Segment>>& all() const { return all_; }
+  const std::vector<HotPtr<Segment>>& all() const { return all_; }
 
  private:
-  std::vector<std::unique_ptr<Segment>> all_;
+  std::vector<HotPtr<Segment>> all_;
   std::unordered_map<uint64_t, std::vector<Segment*>> by_first_;
   std::unordered_map<uint64_t, Segment*> by_expanded_;
   size_t live_ = 0;

@@ -27,7 +27,7 @@ void KernelRegistry::setEagerPrefixes(const std::string& list) {
 }
 
 GRAFT_COLD KernelInfo* KernelRegistry::resolve(CUfunction f) {
-  auto info = std::make_unique<KernelInfo>();
+  auto info = core::makeHot<KernelInfo>();
   info->handle = reinterpret_cast<uint64_t>(f);
 
   const char* name = nullptr;

@@ -18,6 +18,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/hot_arena.h"
+#include "core/hot_path.h"
 #include "core/op.h"
 
 namespace graft::graph {
@@ -39,8 +41,8 @@ struct alignas(64) KernelInfo {
   uint16_t compactOffsets[kCompactParams] = {};  // == offsets, when compactCount != kNotCompact
   uint16_t compactSizes[kCompactParams] = {};    // == sizes, likewise
   // The layout of any kernel (second line).
-  std::vector<uint32_t> sizes;
-  std::vector<uint32_t> offsets;
+  core::HotVector<uint32_t> sizes;
+  core::HotVector<uint32_t> offsets;
   // For the report.
   uint64_t patches = 0;  // graph node updates of this kernel's launches
   std::string name;
@@ -54,7 +56,7 @@ class KernelRegistry {
   // One line of the index, then the entry's first line (no "last kernel"
   // cache: consecutive launches are mostly of different kernels, and its check
   // would read the previous kernel's entry as well).
-  KernelInfo& get(CUfunction f) {
+  GRAFT_HOT KernelInfo& get(CUfunction f) {
     KernelInfo* info = lookup(reinterpret_cast<uint64_t>(f));
     return info ? *info : *resolve(f);
   }
@@ -78,7 +80,7 @@ class KernelRegistry {
   // addressing over a flat array, so a lookup reads one cache line (the
   // per-op path; see core/hot_path.h); handle 0, which marks its empty
   // slots, is found in the map.
-  KernelInfo* lookup(uint64_t handle) const {
+  GRAFT_HOT KernelInfo* lookup(uint64_t handle) const {
     if (handle == 0) {
       auto it = entries_->kernels.find(handle);
       return it == entries_->kernels.end() ? nullptr : it->second.get();
@@ -100,11 +102,11 @@ class KernelRegistry {
     uint64_t handle;  // 0: empty
     KernelInfo* info;
   };
-  std::vector<IndexSlot> index_;  // of kernels (nonzero handles), at most half full
+  core::HotVector<IndexSlot> index_;  // of kernels (nonzero handles), at most half full
   // The rest, off the per-op line: the registry is 32 bytes, so the counter
   // after it in the Runtime shares the Runtime's first line (runtime.h).
   struct Entries {
-    std::unordered_map<uint64_t, std::unique_ptr<KernelInfo>> kernels;
+    std::unordered_map<uint64_t, core::HotPtr<KernelInfo>> kernels;
     std::unordered_map<std::string, KernelInfo> retired;  // counts only, by kernel name
     std::vector<std::string> eagerPrefixes;
   };

@@ -300,9 +300,6 @@ GRAFT_HOT const OpDesc& OpEncoder::eventWait(ApiId api, core::StreamKey stream, 
 
 // ---------------------------------------------------------------------------
 
-const KernelShape& kernelShapeOf(const OpDesc& op) {
-  return *reinterpret_cast<const KernelShape*>(op.shape.data);
-}
 std::span<const CUlaunchAttribute> kernelAttrsOf(const OpDesc& op) {
   const KernelShape& ks = kernelShapeOf(op);
   return {reinterpret_cast<const CUlaunchAttribute*>(op.shape.data + sizeof(KernelShape)),

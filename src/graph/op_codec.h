@@ -140,15 +140,17 @@ class OpEncoder {
                             const KernelInfo& info, const LaunchArgs& args, const void* buffer,
                             core::Bytes* value);
   void writeKernelValue(const KernelInfo& info, const LaunchArgs& args, const void* buffer, size_t valueSize);
-  std::vector<uint8_t> shape_;
-  std::vector<uint8_t> value_;
+  core::HotVector<uint8_t> shape_;
+  core::HotVector<uint8_t> value_;
   core::OpDesc op_;
   const core::OpDesc* expected_ = nullptr;
   std::unordered_set<uint64_t> untimed_events_;
 };
 
 // Views of an encoded op's bytes.
-const KernelShape& kernelShapeOf(const core::OpDesc& op);
+inline const KernelShape& kernelShapeOf(const core::OpDesc& op) {
+  return *reinterpret_cast<const KernelShape*>(op.shape.data);
+}
 std::span<const CUlaunchAttribute> kernelAttrsOf(const core::OpDesc& op);
 CopyShape copyShapeOf(const core::OpDesc& op);
 CopyValue copyValueOf(const core::OpDesc& op);

@@ -105,7 +105,9 @@ void Runtime::ensureStarted(void* hint) {
     }
     const int missing = resolveDriverTable(g_realGpa);
     if (missing) GRAFT_DEBUG("{} driver functions of graft's table are not in this driver", missing);
-    instance_ = new Runtime();  // lives until process exit
+    // The Runtime is the first block of the arena (it holds the per-op fields).
+    core::HotArena::configure(size_t(options().hotArenaMb) << 20);
+    instance_ = new (core::HotArena::allocate(sizeof(Runtime))) Runtime();  // lives until process exit
     std::atexit(onExit);
     if (config::replays(options().mode) && options().idleFlushMs > 0)
       std::thread(idleFlushLoop, instance_, options().idleFlushMs).detach();
@@ -145,7 +147,7 @@ Runtime::Runtime() : mode_(options().mode) {
   c.segmentOps = uint32_t(o.segmentOps);
   c.maxVariants = uint32_t(o.maxVariants);
   c.maxSegments = uint32_t(o.maxSegments);
-  engine_ = std::make_unique<core::Engine>(c, *executor_);
+  engine_ = core::makeHot<core::Engine>(c, *executor_);
   executor_->setDryRun(o.mode == config::Mode::Match);
   GRAFT_DEBUG("graft started in {} mode (pid {})", config::toString(mode_), getpid());
 }
@@ -241,6 +243,8 @@ void Runtime::writeExitReport() {
       r.replay.fallbacks.emplace_back(std::string(core::toString(core::EagerCause(c))),
                                       s.eagerByCause[c]);
   }
+  if (const core::HotArena::Stats a = core::HotArena::stats(); a.reservedBytes)
+    r.hotArena = log::Report::HotArena{true, a.reservedBytes, a.usedBytes, a.heapBytes, a.hugeBytes};
   if (pool_) {
     const pool::PoolStats p = pool_->stats();
     r.pool = log::Report::Pool{true, p.reservedBytes, p.mappedBytes, p.peakInUseBytes, p.allocations,

@@ -88,7 +88,7 @@ class Runtime {
   // class (launches first), all in the first cache line. (The Runtime is never
   // destroyed; were it, engine_ would have to go before executor_.)
   alignas(64) std::atomic<config::Mode> mode_;
-  std::unique_ptr<core::Engine> engine_;
+  core::HotPtr<core::Engine> engine_;
   graph::KernelRegistry kernels_;  // 32 bytes (see KernelRegistry::Entries)
   std::atomic<uint64_t> class_counts_[size_t(ApiClass::Count)] = {};
   graph::OpEncoder encoder_;

@@ -78,6 +78,12 @@ std::string reportJson(const Report& r) {
     }
     j += "}";
   }
+  if (r.hotArena.enabled) {
+    j += fmt::format(
+        ",\n  \"hot_arena\": {{\"reserved_bytes\": {}, \"used_bytes\": {}, \"heap_bytes\": {}, "
+        "\"huge_page_bytes\": {}}}",
+        r.hotArena.reservedBytes, r.hotArena.usedBytes, r.hotArena.heapBytes, r.hotArena.hugeBytes);
+  }
   if (r.pool.enabled) {
     j += fmt::format(
         ",\n  \"pool\": {{\"reserved_bytes\": {}, \"mapped_bytes\": {}, \"peak_in_use_bytes\": {}, "
@@ -128,6 +134,13 @@ std::string reportSummary(const Report& r) {
       s += fmt::format("{}{} {:.3f} us × {}", sep, st.name, st.micros / double(st.calls), st.calls);
       sep = ", ";
     }
+  }
+  if (r.hotArena.enabled) {
+    s += fmt::format("\n  per-op data: {:.1f} MiB in graft's arena ({}), {:.1f} MiB on the heap",
+                     double(r.hotArena.usedBytes) / (1 << 20),
+                     r.hotArena.hugeBytes ? fmt::format("{:.0f} MiB on huge pages", double(r.hotArena.hugeBytes) / (1 << 20))
+                                          : std::string("no huge pages"),
+                     double(r.hotArena.heapBytes) / (1 << 20));
   }
   if (r.pool.enabled) {
     s += fmt::format("\n  pool: {} allocations ({} reused, {} left to the driver), {:.1f} MiB mapped, "

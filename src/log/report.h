@@ -44,6 +44,10 @@ struct Report {
     };
     std::vector<Stage> stages;
   } cpuTime;
+  struct HotArena {
+    bool enabled = false;
+    uint64_t reservedBytes = 0, usedBytes = 0, heapBytes = 0, hugeBytes = 0;
+  } hotArena;
   struct Pool {
     bool enabled = false;
     uint64_t reservedBytes = 0, mappedBytes = 0, peakInUseBytes = 0;
