@@ -59,7 +59,7 @@ Engine::~Engine() {
 // ---------------------------------------------------------------------------
 // Submission
 
-GRAFT_HOT void Engine::countStream(StreamKey stream) {
+GRAFT_FAST_LANE void Engine::countStream(StreamKey stream) {
   // Programs usually issue many ops in a row on one stream: cache its entry.
   // (Pointers into unordered_map values stay valid; entries are never erased.)
   if (stream != last_stream_ || !last_stream_counters_) {
@@ -108,7 +108,7 @@ GRAFT_HOT Decision Engine::submit(const OpDesc& op) {
   return Decision::IssueNow;
 }
 
-GRAFT_HOT void Engine::holdSoleExpected(Bytes value) {
+GRAFT_FAST_LANE void Engine::holdSoleExpected(Bytes value) {
   // What submit() does for an op that advance() holds while one candidate is
   // live, it expects this op and no completed candidate waits (see
   // refreshSoleExpected): the same counts, and the same hold. With one live
@@ -291,7 +291,7 @@ GRAFT_HOT void Engine::hold(const OpDesc& op, const Segment* matched, const OpDe
   held_matched_.push_back({matched, sameValue == nullptr});
 }
 
-GRAFT_HOT void Engine::afterHeldGrew() {
+GRAFT_FAST_LANE void Engine::afterHeldGrew() {
   const size_t n = held_.size();
   Segment* done = nullptr;
   bool longerAlive = false;

@@ -87,7 +87,7 @@ GRAFT_HOT const OpDesc& OpEncoder::boundary(ApiId api, core::StreamKey stream, c
 
 // Each parameter of the launch (kernelParams form) equals its bytes in `recorded`,
 // a value encoded by writeKernelValue (gaps zeroed, as this launch's would be).
-GRAFT_HOT static bool paramsEqual(const KernelInfo& info, void* const* params, const uint8_t* recorded) {
+GRAFT_FAST_LANE static bool paramsEqual(const KernelInfo& info, void* const* params, const uint8_t* recorded) {
   auto same = [](const uint8_t* r, const void* p, size_t n) {
     if (n == 8) {  // most parameters: a pointer or a 64-bit scalar
       uint64_t x, y;
@@ -107,7 +107,7 @@ GRAFT_HOT static bool paramsEqual(const KernelInfo& info, void* const* params, c
   return true;
 }
 
-GRAFT_HOT core::EagerCause OpEncoder::describeLaunch(CUcontext ctx, const KernelInfo& info,
+GRAFT_FAST_LANE core::EagerCause OpEncoder::describeLaunch(CUcontext ctx, const KernelInfo& info,
                                                      const LaunchArgs& a, KernelShape* ks,
                                                      const void** buffer) {
   if (info.eager != core::EagerCause::None) return info.eager;
@@ -155,7 +155,7 @@ GRAFT_HOT core::EagerCause OpEncoder::describeLaunch(CUcontext ctx, const Kernel
   return core::EagerCause::None;
 }
 
-GRAFT_HOT OpEncoder::Sameness OpEncoder::compareDescribed(const OpDesc& expected, const KernelShape& ks,
+GRAFT_FAST_LANE OpEncoder::Sameness OpEncoder::compareDescribed(const OpDesc& expected, const KernelShape& ks,
                                                           const KernelInfo& info, const LaunchArgs& a,
                                                           const void* buffer, core::Bytes* value) {
   // Equal shape bytes: the KernelShape, then the normalized attributes.
@@ -178,7 +178,7 @@ GRAFT_HOT OpEncoder::Sameness OpEncoder::compareDescribed(const OpDesc& expected
   return Sameness::ValueDiffers;
 }
 
-GRAFT_HOT OpEncoder::Sameness OpEncoder::compareLaunch(const OpDesc& expected, CUcontext ctx,
+GRAFT_FAST_LANE OpEncoder::Sameness OpEncoder::compareLaunch(const OpDesc& expected, CUcontext ctx,
                                                        const KernelInfo& info, const LaunchArgs& a,
                                                        core::Bytes* value) {
   if (a.numAttrs || a.extra || !a.kernelParams || info.eager != core::EagerCause::None ||
@@ -236,7 +236,7 @@ GRAFT_HOT const OpDesc& OpEncoder::kernel(ApiId api, core::StreamKey stream, CUc
                 ks.paramBytes);
 }
 
-GRAFT_HOT void OpEncoder::writeKernelValue(const KernelInfo& info, const LaunchArgs& a, const void* buffer,
+GRAFT_FAST_LANE void OpEncoder::writeKernelValue(const KernelInfo& info, const LaunchArgs& a, const void* buffer,
                                  size_t valueSize) {
   if (!valueSize) return;
   uint8_t* out = value_.data();

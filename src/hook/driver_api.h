@@ -73,13 +73,23 @@ template <ApiId Id> struct ApiType;
 #include "hook/driver_api.def"
 #undef GRAFT_API
 
-// Real driver pointers: [api][0] default variant, [api][1] per-thread variant.
-alignas(64) extern std::atomic<void*> g_realDriver[kApiCount][2];
+class Runtime;
+// The hook's per-op globals, together in one page (core/hot_path.h): the real
+// driver pointers ([api][0] default variant, [api][1] per-thread variant; the
+// per-op entries are first in driver_api.def), the Runtime and whether it is
+// active (runtime.h).
+struct alignas(4096) HookGlobals {
+  std::atomic<void*> realDriver[kApiCount][2];
+  Runtime* runtime = nullptr;
+  std::atomic<bool> active{false};
+};
+static_assert(sizeof(HookGlobals) == 4096, "the hook's per-op globals fit one page");
+extern constinit HookGlobals g_hook;
 
 template <ApiId Id>
 inline typename ApiType<Id>::type real(int perThread = 0) {
   return reinterpret_cast<typename ApiType<Id>::type>(
-      g_realDriver[size_t(Id)][perThread].load(std::memory_order_relaxed));
+      g_hook.realDriver[size_t(Id)][perThread].load(std::memory_order_relaxed));
 }
 
 // Resolves every entry through the real driver's cuGetProcAddress_v2.

@@ -5,7 +5,7 @@
 namespace graft::hook {
 
 // Line-aligned: the first entries are on the per-op path (driver_api.def).
-alignas(64) std::atomic<void*> g_realDriver[kApiCount][2];
+constinit HookGlobals g_hook;
 
 int resolveDriverTable(PFN_cuGetProcAddress_v12000 gpa) {
   int missing = 0;
@@ -29,7 +29,7 @@ int resolveDriverTable(PFN_cuGetProcAddress_v12000 gpa) {
           newest = std::min(newest, other.version - 1);
       const int version = perThread ? newest : info.version;
       if (gpa(name, &fn, version, flags, &status) == CUDA_SUCCESS && fn) {
-        g_realDriver[i][perThread].store(fn, std::memory_order_relaxed);
+        g_hook.realDriver[i][perThread].store(fn, std::memory_order_relaxed);
       } else if (!perThread) {
         ++missing;
       }

@@ -533,10 +533,10 @@ struct Wrapper;
 // The wrapper's body, shared by the hot (stream-ordered) and the other wrappers.
 template <ApiId Id, int PT, typename Fn, typename... A>
 [[gnu::always_inline]] inline CUresult wrapperBody(A... a) {
-  Fn realFn = reinterpret_cast<Fn>(g_realDriver[size_t(Id)][PT].load(std::memory_order_relaxed));
+  Fn realFn = reinterpret_cast<Fn>(g_hook.realDriver[size_t(Id)][PT].load(std::memory_order_relaxed));
   if (!realFn) [[unlikely]] {
     Runtime::ensureStarted(nullptr);
-    realFn = reinterpret_cast<Fn>(g_realDriver[size_t(Id)][PT].load(std::memory_order_relaxed));
+    realFn = reinterpret_cast<Fn>(g_hook.realDriver[size_t(Id)][PT].load(std::memory_order_relaxed));
     if (!realFn) return CUDA_ERROR_NOT_FOUND;
   }
   if constexpr (apiInfo(Id).klass == ApiClass::Resolver) {
@@ -590,7 +590,7 @@ void* const kWrappers[kApiCount][2] = {
 // the per-thread variant, or none (another ABI than graft's table).
 void* wrapperForReal(ApiId id, void* fn) {
   for (int pt = 0; pt < 2; ++pt) {
-    if (kWrappers[size_t(id)][pt] && fn == g_realDriver[size_t(id)][pt].load(std::memory_order_relaxed))
+    if (kWrappers[size_t(id)][pt] && fn == g_hook.realDriver[size_t(id)][pt].load(std::memory_order_relaxed))
       return kWrappers[size_t(id)][pt];
   }
   return nullptr;
@@ -709,7 +709,7 @@ extern "C" __attribute__((visibility("hidden"))) void* graft_dlsym_lookup(void* 
   if (id != ApiId::Count) {
     void* w = graft::hook::kWrappers[size_t(id)][perThread ? 1 : 0];
     if (w && (graft::hook::apiInfo(id).klass == ApiClass::Resolver ||
-              fn == graft::hook::g_realDriver[size_t(id)][perThread ? 1 : 0].load()))
+              fn == graft::hook::g_hook.realDriver[size_t(id)][perThread ? 1 : 0].load()))
       return w;
   }
   // An exported symbol graft has no wrapper for: e.g. an older ABI's name.

@@ -22,8 +22,6 @@ thread_local constinit bool t_inGraft __attribute__((tls_model("initial-exec")))
 // The launch counter must stay in the Runtime's first line (runtime.h).
 static_assert(sizeof(graph::KernelRegistry) <= 40);
 
-std::atomic<bool> Runtime::active_{false};
-Runtime* Runtime::instance_ = nullptr;
 
 namespace {
 
@@ -107,11 +105,11 @@ void Runtime::ensureStarted(void* hint) {
     if (missing) GRAFT_DEBUG("{} driver functions of graft's table are not in this driver", missing);
     // The Runtime is the first block of the arena (it holds the per-op fields).
     core::HotArena::configure(size_t(options().hotArenaMb) << 20);
-    instance_ = new (core::HotArena::allocate(sizeof(Runtime))) Runtime();  // lives until process exit
+    g_hook.runtime = new (core::HotArena::allocate(sizeof(Runtime))) Runtime();  // lives until process exit
     std::atexit(onExit);
     if (config::replays(options().mode) && options().idleFlushMs > 0)
-      std::thread(idleFlushLoop, instance_, options().idleFlushMs).detach();
-    active_.store(true, std::memory_order_release);
+      std::thread(idleFlushLoop, g_hook.runtime, options().idleFlushMs).detach();
+    g_hook.active.store(true, std::memory_order_release);
     t_inGraft = false;
   });
   starting = false;

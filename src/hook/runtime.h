@@ -33,12 +33,12 @@ class Runtime {
   static const config::Options& options();
   // False when GRAFT_DISABLE=1 or the driver could not be set up: every
   // wrapper then forwards straight to the driver.
-  static bool active() { return active_.load(std::memory_order_relaxed); }
+  static bool active() { return g_hook.active.load(std::memory_order_relaxed); }
   // Finds the real driver (through `libcudaHint` if it is a handle of it) and
   // creates the engine, once. Safe to call from any thread, any number of times.
   static void ensureStarted(void* libcudaHint);
   // Valid once started and active.
-  static Runtime& get() { return *instance_; }
+  static Runtime& get() { return *g_hook.runtime; }
 
   core::Engine& engine() { return *engine_; }
   graph::GraphExecutor& executor() { return *executor_; }
@@ -80,8 +80,6 @@ class Runtime {
  private:
   Runtime();
 
-  static std::atomic<bool> active_;
-  static Runtime* instance_;
 
   // Per-op fields first, together (core/hot_path.h): a launch reads the mode,
   // the engine, the kernel index (first in KernelRegistry) and counts its
