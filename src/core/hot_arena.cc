@@ -1,5 +1,6 @@
 #include "core/hot_arena.h"
 
+#include <pthread.h>
 #include <sys/mman.h>
 
 #include <array>
@@ -39,8 +40,19 @@ struct ArenaState {
   std::array<FreeBlock*, kClasses> free{};
 };
 
+ArenaState& state();
+
+ArenaState* newState() {
+  auto* s = new ArenaState();  // never destroyed: blocks may be freed at exit
+  // A fork while another thread allocates must not leave the child's copy of
+  // the mutex locked forever: hold it across fork, as malloc does.
+  pthread_atfork([] { state().mutex.lock(); }, [] { state().mutex.unlock(); },
+                 [] { state().mutex.unlock(); });
+  return s;
+}
+
 ArenaState& state() {
-  static ArenaState* s = new ArenaState();  // never destroyed: blocks may be freed at exit
+  static ArenaState* s = newState();
   return *s;
 }
 

@@ -6,6 +6,8 @@
 #include "core/hot_arena.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -121,6 +123,29 @@ TEST(HotArena, ThreadsGetDisjointBlocks) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(bad.load(), 0);
+}
+
+TEST(HotArena, AForkWhileAnotherThreadAllocatesLeavesTheChildAbleToAllocate) {
+  std::atomic<bool> stop{false};
+  std::thread churn([&] {
+    while (!stop.load()) HotArena::deallocate(HotArena::allocate(128), 128);
+  });
+  int childrenOk = 0;
+  for (int i = 0; i < 20; ++i) {
+    const pid_t pid = fork();
+    if (pid == 0) {  // only this thread exists here; a held arena lock would hang it
+      alarm(2);
+      void* p = HotArena::allocate(256);
+      HotArena::deallocate(p, 256);
+      _exit(HotArena::owns(p) ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) ++childrenOk;
+  }
+  stop = true;
+  churn.join();
+  EXPECT_EQ(childrenOk, 20);
 }
 
 // Fresh processes: the arena as configured before first use. Each returns
