@@ -6,6 +6,7 @@
 #include <array>
 #include <atomic>
 #include <bit>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -108,9 +109,11 @@ void* HotArena::allocate(size_t bytes) {
         return p;
       }
     }
-    s.heapBytes += bytes;
   }
-  return ::operator new(bytes, std::align_val_t(kAlign));
+  void* p = ::operator new(bytes, std::align_val_t(kAlign));
+  std::lock_guard lock(s.mutex);
+  s.heapBytes += bytes;
+  return p;
 }
 
 void HotArena::deallocate(void* p, size_t bytes) noexcept {
