@@ -778,7 +778,7 @@ std::vector<size_t> Engine::scheduleCuts(const OpBuffer& ops, size_t begin, size
   // stays one piece.
   std::vector<size_t> front, back{n};
   size_t lo = begin, hi = n;
-  size_t frontSize = std::max<size_t>(16, minOps), backSize = std::max<size_t>(8, minOps);
+  size_t frontSize = std::max<size_t>(16, minOps), backSize = std::max<size_t>(config_.syncTailOps, minOps);
   for (;;) {
     const bool takeBack = backSize <= frontSize;
     const size_t next = takeBack ? backSize : frontSize;

@@ -41,6 +41,7 @@ struct EngineConfig {
   uint32_t maxPeriod = 16384;  // tokens
   uint32_t minSegmentOps = 2;
   uint32_t segmentOps = 0;     // 0: automatic piece sizes
+  uint32_t syncTailOps = 8;    // first back piece before a recurring sync (automatic sizes)
   uint32_t maxVariants = 8;
   uint32_t maxSegments = 4096;
 };

@@ -143,6 +143,7 @@ Runtime::Runtime() : mode_(options().mode) {
   c.maxPeriod = uint32_t(o.maxPeriod);
   c.minSegmentOps = uint32_t(o.minSegmentOps);
   c.segmentOps = uint32_t(o.segmentOps);
+  c.syncTailOps = uint32_t(o.syncTailOps);
   c.maxVariants = uint32_t(o.maxVariants);
   c.maxSegments = uint32_t(o.maxSegments);
   engine_ = core::makeHot<core::Engine>(c, *executor_);

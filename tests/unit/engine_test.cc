@@ -490,6 +490,33 @@ TEST(Engine, PiecesBeforeARecurringSyncAreSmallAtBothEnds) {
   EXPECT_GE(h.viaGraph(), size_t(15 * 300));
 }
 
+TEST(Engine, TheLastPieceBeforeARecurringSyncHasGraftSyncTailOps) {
+  // GRAFT_SYNC_TAIL_OPS sets the last piece (what the host waits for after its
+  // last op); the pieces before it double; GRAFT_MIN_SEGMENT_OPS bounds it.
+  core::EngineConfig c = Harness::defaultConfig();
+  c.segmentOps = 0;
+  c.minSegmentOps = 2;
+  c.syncTailOps = 2;
+  Harness h(c);
+  for (int it = 0; it < 20; ++it) {
+    iteration(h, 300, 1);
+    h.sync();
+  }
+  h.expectEquivalent();
+  EXPECT_EQ(h.exec.builtSizes.back(), 2u);
+  EXPECT_EQ(h.exec.builtSizes[h.exec.builtSizes.size() - 2], 4u);
+  EXPECT_GE(h.viaGraph(), size_t(15 * 300));
+
+  c.minSegmentOps = 6;  // a tail below the shortest graph is raised to it
+  Harness raised(c);
+  for (int it = 0; it < 20; ++it) {
+    iteration(raised, 300, 1);
+    raised.sync();
+  }
+  raised.expectEquivalent();
+  EXPECT_EQ(raised.exec.builtSizes.back(), 6u);
+}
+
 TEST(Engine, PiecesCoverEveryOpOfAnyLengthExactlyOnce) {
   // Whatever the run's length and GRAFT_MIN_SEGMENT_OPS, the automatic pieces
   // tile the run: no op left eager for being in a piece too short to build.
