@@ -14,7 +14,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <new>
 #include <vector>
 
 #include "core/hot_arena.h"

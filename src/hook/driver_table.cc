@@ -4,7 +4,8 @@
 
 namespace graft::hook {
 
-// Line-aligned: the first entries are on the per-op path (driver_api.def).
+// One page: the first table entries, the Runtime pointer and the active flag
+// are on the per-op path (driver_api.h).
 constinit HookGlobals g_hook;
 
 int resolveDriverTable(PFN_cuGetProcAddress_v12000 gpa) {

@@ -3,6 +3,8 @@
 // graphs after the warm-up.
 #include <gtest/gtest.h>
 
+#include <memory>
+
 #include <algorithm>
 #include <cstdlib>
 #include <map>
@@ -97,6 +99,19 @@ struct Harness {
 // One "iteration": n kernels with distinct shapes; `step` goes into a value.
 void iteration(Harness& h, int n, uint64_t step, uint64_t shapeBase = 1000) {
   for (int k = 0; k < n; ++k) h.op(TestOp{OpKind::Kernel, 0x100, shapeBase + k, k == 3 ? step : 7});
+}
+
+// A loop that waits for its results every iteration (loss.item()): 20
+// iterations of 300 ops under config `c`, checked against eager. Returns the
+// harness, whose builtSizes are the pieces the engine cut.
+std::unique_ptr<Harness> runSyncedLoop(const core::EngineConfig& c) {
+  auto h = std::make_unique<Harness>(c);
+  for (int it = 0; it < 20; ++it) {
+    iteration(*h, 300, 1);
+    h->sync();
+  }
+  h->expectEquivalent();
+  return h;
 }
 
 TEST(Engine, RepeatingLoopWithoutSyncReplaysThroughGraphs) {
@@ -480,14 +495,9 @@ TEST(Engine, PiecesBeforeARecurringSyncAreSmallAtBothEnds) {
   // to start after the program's last op, which the host then waits for.
   core::EngineConfig c = Harness::defaultConfig();
   c.segmentOps = 0;  // automatic
-  Harness h(c);
-  for (int it = 0; it < 20; ++it) {
-    iteration(h, 300, 1);
-    h.sync();
-  }
-  h.expectEquivalent();
-  EXPECT_EQ(h.exec.builtSizes, (std::vector<size_t>{16, 32, 132, 64, 32, 16, 8}));
-  EXPECT_GE(h.viaGraph(), size_t(15 * 300));
+  auto h = runSyncedLoop(c);
+  EXPECT_EQ(h->exec.builtSizes, (std::vector<size_t>{16, 32, 132, 64, 32, 16, 8}));
+  EXPECT_GE(h->viaGraph(), size_t(15 * 300));
 }
 
 TEST(Engine, TheLastPieceBeforeARecurringSyncHasGraftSyncTailOps) {
@@ -497,24 +507,13 @@ TEST(Engine, TheLastPieceBeforeARecurringSyncHasGraftSyncTailOps) {
   c.segmentOps = 0;
   c.minSegmentOps = 2;
   c.syncTailOps = 2;
-  Harness h(c);
-  for (int it = 0; it < 20; ++it) {
-    iteration(h, 300, 1);
-    h.sync();
-  }
-  h.expectEquivalent();
-  EXPECT_EQ(h.exec.builtSizes.back(), 2u);
-  EXPECT_EQ(h.exec.builtSizes[h.exec.builtSizes.size() - 2], 4u);
-  EXPECT_GE(h.viaGraph(), size_t(15 * 300));
+  auto h = runSyncedLoop(c);
+  EXPECT_EQ(h->exec.builtSizes.back(), 2u);
+  EXPECT_EQ(h->exec.builtSizes[h->exec.builtSizes.size() - 2], 4u);
+  EXPECT_GE(h->viaGraph(), size_t(15 * 300));
 
   c.minSegmentOps = 6;  // a tail below the shortest graph is raised to it
-  Harness raised(c);
-  for (int it = 0; it < 20; ++it) {
-    iteration(raised, 300, 1);
-    raised.sync();
-  }
-  raised.expectEquivalent();
-  EXPECT_EQ(raised.exec.builtSizes.back(), 6u);
+  EXPECT_EQ(runSyncedLoop(c)->exec.builtSizes.back(), 6u);
 }
 
 TEST(Engine, PiecesCoverEveryOpOfAnyLengthExactlyOnce) {
@@ -600,13 +599,7 @@ TEST(Engine, PiecesOfLongSegmentsWithoutSyncGrow) {
 TEST(Engine, FixedPieceSizeIsHonoured) {
   core::EngineConfig c = Harness::defaultConfig();
   c.segmentOps = 100;
-  Harness h(c);
-  for (int it = 0; it < 20; ++it) {
-    iteration(h, 300, 1);
-    h.sync();
-  }
-  h.expectEquivalent();
-  EXPECT_EQ(h.exec.builtSizes, (std::vector<size_t>{100, 100, 100}));
+  EXPECT_EQ(runSyncedLoop(c)->exec.builtSizes, (std::vector<size_t>{100, 100, 100}));
 }
 
 TEST(Engine, UnloadingCodeDropsEveryGraphAndRelearns) {
