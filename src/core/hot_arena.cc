@@ -150,22 +150,28 @@ HotArena::Stats HotArena::stats() {
   }
   const uintptr_t base = s.base.load(std::memory_order_acquire);
   if (!base) return out;
-  // The range's own mapping in smaps: its AnonHugePages line.
+  out.hugeBytes = hugePageBytesIn(base, base + out.reservedBytes);
+  return out;
+}
+
+size_t hugePageBytesIn(uintptr_t begin, uintptr_t end) {
+  size_t bytes = 0;
+  // The AnonHugePages lines of the mappings that overlap [begin, end).
   if (FILE* f = std::fopen("/proc/self/smaps", "r")) {
     char line[512];
     bool inRange = false;
     while (std::fgets(line, sizeof line, f)) {
       unsigned long lo = 0, hi = 0;
       if (std::sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {  // a mapping's first line
-        inRange = lo < base + out.reservedBytes && hi > base;
+        inRange = lo < end && hi > begin;
         continue;
       }
       if (inRange && std::strncmp(line, "AnonHugePages:", 14) == 0)
-        out.hugeBytes += size_t(std::strtoul(line + 14, nullptr, 10)) << 10;
+        bytes += size_t(std::strtoul(line + 14, nullptr, 10)) << 10;
     }
     std::fclose(f);
   }
-  return out;
+  return bytes;
 }
 
 }  // namespace graft::core

@@ -54,6 +54,10 @@ class HotArena {
   static Stats stats();
 };
 
+// Bytes of the mappings overlapping [begin, end) that are on transparent huge
+// pages (/proc/self/smaps, AnonHugePages). Reads a file: not for the per-op path.
+size_t hugePageBytesIn(uintptr_t begin, uintptr_t end);
+
 // std allocator over the arena; every allocation is line-aligned, so an
 // element array starts a cache line (core/hot_path.h).
 template <typename T>

@@ -1,5 +1,6 @@
 #include "hook/runtime.h"
 
+#include "core/hot_text.h"
 #include "core/stage_clock.h"
 
 #include <dlfcn.h>
@@ -103,6 +104,11 @@ void Runtime::ensureStarted(void* hint) {
     }
     const int missing = resolveDriverTable(g_realGpa);
     if (missing) GRAFT_DEBUG("{} driver functions of graft's table are not in this driver", missing);
+    if (options().hotText) {
+      const core::HotTextResult t = core::moveHotText(reinterpret_cast<const void*>(&insideGraft));
+      if (t.moved) GRAFT_DEBUG("graft's code moved onto a huge page at {:#x}", t.window);
+      else GRAFT_DEBUG("graft's code stays on 4 KiB pages: {}", t.why);
+    }
     // The Runtime is the first block of the arena (it holds the per-op fields).
     core::HotArena::configure(size_t(options().hotArenaMb) << 20);
     g_hook.runtime = new (core::HotArena::allocate(sizeof(Runtime))) Runtime();  // lives until process exit
@@ -244,6 +250,10 @@ void Runtime::writeExitReport() {
   }
   if (const core::HotArena::Stats a = core::HotArena::stats(); a.reservedBytes)
     r.hotArena = log::Report::HotArena{true, a.reservedBytes, a.usedBytes, a.heapBytes, a.hugeBytes};
+  if (options().hotText) {
+    const core::HotTextResult t = core::hotTextResult();
+    r.hotText = log::Report::HotText{true, t.moved, t.moved ? std::string() : std::string(t.why)};
+  }
   if (pool_) {
     const pool::PoolStats p = pool_->stats();
     r.pool = log::Report::Pool{true, p.reservedBytes, p.mappedBytes, p.peakInUseBytes, p.allocations,

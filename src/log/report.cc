@@ -84,6 +84,9 @@ std::string reportJson(const Report& r) {
         "\"huge_page_bytes\": {}}}",
         r.hotArena.reservedBytes, r.hotArena.usedBytes, r.hotArena.heapBytes, r.hotArena.hugeBytes);
   }
+  if (r.hotText.tried)
+    j += fmt::format(",\n  \"hot_text\": {{\"on_huge_page\": {}, \"why_not\": {}}}", r.hotText.moved,
+                     jsonString(r.hotText.why));
   if (r.pool.enabled) {
     j += fmt::format(
         ",\n  \"pool\": {{\"reserved_bytes\": {}, \"mapped_bytes\": {}, \"peak_in_use_bytes\": {}, "
@@ -142,6 +145,9 @@ std::string reportSummary(const Report& r) {
                                           : std::string("no huge pages"),
                      double(r.hotArena.heapBytes) / (1 << 20));
   }
+  if (r.hotText.tried)
+    s += r.hotText.moved ? std::string("\n  graft's code: on a huge page")
+                         : fmt::format("\n  graft's code: on 4 KiB pages ({})", r.hotText.why);
   if (r.pool.enabled) {
     s += fmt::format("\n  pool: {} allocations ({} reused, {} left to the driver), {:.1f} MiB mapped, "
                      "{:.1f} MiB peak in use",

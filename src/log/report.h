@@ -48,6 +48,11 @@ struct Report {
     bool enabled = false;
     uint64_t reservedBytes = 0, usedBytes = 0, heapBytes = 0, hugeBytes = 0;
   } hotArena;
+  struct HotText {
+    bool tried = false;
+    bool moved = false;
+    std::string why;  // when tried and not moved
+  } hotText;
   struct Pool {
     bool enabled = false;
     uint64_t reservedBytes = 0, mappedBytes = 0, peakInUseBytes = 0;

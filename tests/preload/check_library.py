@@ -8,11 +8,19 @@
       README.md's options table equals the one generated from options.def.
   check_library.py core-no-cuda SRC_CORE
       no file in src/core includes a CUDA or NCCL header.
+  check_library.py hot-text LIBGRAFT FAKE_CUDA_DIR PROGRAM
+      with GRAFT_HOT_TEXT=1 a program under libgraft.so runs, and graft's code
+      is moved onto a huge page, or is refused only for what the machine lacks
+      (no transparent huge pages), never for libgraft's own layout; without the
+      option nothing is moved.
 """
+import json
+import os
 import pathlib
 import re
 import subprocess
 import sys
+import tempfile
 
 ALLOWED_NEEDED = {"libc.so.6", "libstdc++.so.6", "libgcc_s.so.1", "libm.so.6",
                   "ld-linux-x86-64.so.2", "libdl.so.2", "libpthread.so.0"}
@@ -61,9 +69,42 @@ def check_core(core_dir):
     return ([f"core includes CUDA/NCCL headers: {bad}"] if bad else []), "core is CUDA-free"
 
 
+def check_hot_text(lib, simdir, program):
+    failures = []
+    reports = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for setting in ("1", None):
+            env = dict(os.environ, LD_LIBRARY_PATH=simdir, LD_PRELOAD=lib, GRAFT_LOG_LEVEL="warn",
+                       GRAFT_STATS=f"{tmp}/report.json")
+            env.pop("GRAFT_HOT_TEXT", None)
+            if setting:
+                env["GRAFT_HOT_TEXT"] = setting
+            p = subprocess.run([program], env=env, capture_output=True, text=True, timeout=120)
+            if p.returncode != 0:
+                failures.append(f"GRAFT_HOT_TEXT={setting}: the program exited {p.returncode}: {p.stderr[-500:]}")
+                continue
+            reports[setting] = json.loads(pathlib.Path(f"{tmp}/report.json").read_text())
+    info = ""
+    if "1" in reports:
+        hot = reports["1"].get("hot_text")
+        if hot is None:
+            failures.append("GRAFT_HOT_TEXT=1: the report has no hot_text entry")
+        elif not hot["on_huge_page"]:
+            why = hot["why_not"]
+            if "transparent huge pages" not in why and "no huge page" not in why:
+                failures.append(f"GRAFT_HOT_TEXT=1: graft's code was not moved: {why}")
+            info = f"not moved on this machine ({why})"
+        else:
+            info = "moved onto a huge page"
+    if None in reports and "hot_text" in reports[None]:
+        failures.append("without GRAFT_HOT_TEXT the report says graft's code was moved or tried")
+    return failures, f"GRAFT_HOT_TEXT=1: {info}"
+
+
 def main():
     what = sys.argv[1]
-    checks = {"exports": check_exports, "readme": check_readme, "core-no-cuda": check_core}
+    checks = {"exports": check_exports, "readme": check_readme, "core-no-cuda": check_core,
+              "hot-text": check_hot_text}
     failures, info = checks[what](*sys.argv[2:])
     for f in failures:
         print("FAIL:", f)
