@@ -28,7 +28,7 @@ size_t nextPow2(size_t v) {
 std::string_view toString(EagerCause c) {
   switch (c) {
     case EagerCause::None: return "none";
-#define GRAFT_CAUSE_CASE(name, text) \
+#define GRAFT_CAUSE_CASE(name, text, doc) \
   case EagerCause::name: return text;
       GRAFT_EAGER_CAUSES(GRAFT_CAUSE_CASE)
 #undef GRAFT_CAUSE_CASE

@@ -29,30 +29,45 @@ enum class OpKind : uint8_t {
 };
 
 // Why an op was issued eagerly rather than through one of graft's graphs.
-// The names are the keys of the exit report's "fallbacks" object.
-#define GRAFT_EAGER_CAUSES(X)                                                   \
-  X(NotCaptured, "not_captured")               /* warm-up, or never repeated */ \
-  X(Mismatch, "mismatch")                      /* diverged from a segment */    \
-  X(SyncInSegment, "sync_in_segment")                                           \
-  X(QueryInSegment, "query_in_segment")                                         \
-  X(BoundaryInSegment, "boundary_in_segment")                                   \
-  X(HostMemoryCopy, "host_memory_copy")                                         \
-  X(HostFunc, "host_func")                                                      \
-  X(TimingEvent, "timing_event")               /* record of a timing event */   \
-  X(UnknownParams, "param_sizes_unknown")                                       \
-  X(EagerKernel, "eager_kernel_prefix")                                         \
-  X(PerThreadStream, "per_thread_default_stream")                               \
-  X(UnsupportedLaunch, "unsupported_launch")                                    \
-  X(UnsupportedCopy, "unsupported_copy")                                        \
-  X(ProgramGraph, "program_graph_launch")                                       \
-  X(OtherStreamOrdered, "unmodelled_stream_op")                                 \
-  X(ProgramCapture, "program_capture_active")                                   \
-  X(LaunchFailed, "graph_launch_failed")                                        \
-  X(IdleFlush, "idle_flush")                   /* the program went quiet */     \
-  X(VariantLimit, "variant_limit")                                              \
-  X(Disabled, "segment_disabled")
+// The names are the keys of the exit report's "fallbacks" object; the
+// descriptions are README.md's table of them (graft-reasons --markdown,
+// scripts/update-readme; a test fails if they differ).
+#define GRAFT_EAGER_CAUSES(X)                                                                              \
+  X(NotCaptured, "not_captured", "warm-up, or a sequence that has not repeated (yet)")                     \
+  X(Mismatch, "mismatch",                                                                                  \
+    "held ops issued eagerly because the program diverged from a captured segment (kernel, launch "        \
+    "configuration, stream or event structure differed)")                                                  \
+  X(SyncInSegment, "sync_in_segment", "the host synchronized in the middle of a segment")                  \
+  X(QueryInSegment, "query_in_segment",                                                                    \
+    "the host queried held work in the middle of a segment (a query issues it, so polling makes progress)") \
+  X(BoundaryInSegment, "boundary_in_segment", "an op that must run eagerly arrived in the middle of a segment") \
+  X(HostMemoryCopy, "host_memory_copy", "copies touching host memory run eagerly at their position")       \
+  X(HostFunc, "host_func", "host functions and stream callbacks run eagerly at their position")            \
+  X(TimingEvent, "timing_event",                                                                           \
+    "records of timing events (or of events graft did not see created) run eagerly, so elapsed times "     \
+    "measure the work")                                                                                    \
+  X(InterprocessEvent, "interprocess_event",                                                               \
+    "records of interprocess events (`CU_EVENT_INTERPROCESS`) run eagerly, after everything before them "  \
+    "is issued: another process may wait on them as soon as the call returns")                             \
+  X(UnknownParams, "param_sizes_unknown", "the driver could not tell a kernel's parameter layout")          \
+  X(EagerKernel, "eager_kernel_prefix", "kernels named by `GRAFT_EAGER_KERNELS` (NCCL by default)")         \
+  X(PerThreadStream, "per_thread_default_stream", "ops on a per-thread default stream")                     \
+  X(UnsupportedLaunch, "unsupported_launch",                                                               \
+    "launches graft does not put in graphs (a launch attribute it does not know, too many attributes or "  \
+    "parameter bytes, an unreadable `extra` buffer)")                                                      \
+  X(UnsupportedCopy, "unsupported_copy",                                                                   \
+    "copies graft does not put in graphs (2-D, 3-D, array, peer and batched copies)")                          \
+  X(ProgramGraph, "program_graph_launch", "the program's own graph launches run eagerly at their position") \
+  X(OtherStreamOrdered, "unmodelled_stream_op",                                                            \
+    "other stream-ordered ops run eagerly at their position (stream memory operations, prefetches, "       \
+    "external semaphores, event ops with flags)")                                                          \
+  X(ProgramCapture, "program_capture_active", "the program was capturing its own graph; graft steps aside") \
+  X(LaunchFailed, "graph_launch_failed",                                                                   \
+    "a graft graph failed to launch or patch; its ops ran eagerly and it is not used again")               \
+  X(IdleFlush, "idle_flush", "held ops issued because the program issued nothing for `GRAFT_IDLE_FLUSH_MS`") \
+  X(VariantLimit, "variant_limit", "more shape variants than `GRAFT_MAX_VARIANTS` start the same way")
 
-#define GRAFT_ENUM_MEMBER(name, text) name,
+#define GRAFT_ENUM_MEMBER(name, text, doc) name,
 enum class EagerCause : uint8_t { None, GRAFT_EAGER_CAUSES(GRAFT_ENUM_MEMBER) Count };
 #undef GRAFT_ENUM_MEMBER
 

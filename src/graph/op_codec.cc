@@ -279,13 +279,18 @@ GRAFT_HOT const OpDesc& OpEncoder::memset(ApiId api, core::StreamKey stream, CUc
 
 void OpEncoder::noteEventCreated(CUevent event, unsigned flags) {
   const uint64_t e = reinterpret_cast<uint64_t>(event);
-  if (flags & CU_EVENT_DISABLE_TIMING) untimed_events_.insert(e);
-  else untimed_events_.erase(e);
+  untimed_events_.erase(e);
+  interprocess_events_.erase(e);
+  if (flags & CU_EVENT_INTERPROCESS) interprocess_events_.insert(e);
+  else if (flags & CU_EVENT_DISABLE_TIMING) untimed_events_.insert(e);
 }
 
 GRAFT_HOT const OpDesc& OpEncoder::eventRecord(ApiId api, core::StreamKey stream, CUcontext ctx, CUevent event,
                                      unsigned flags) {
-  if (!isUntimedEvent(event)) return boundary(api, stream, core::EagerCause::TimingEvent);
+  if (!isUntimedEvent(event))
+    return boundary(api, stream,
+                    interprocess_events_.count(reinterpret_cast<uint64_t>(event)) ? core::EagerCause::InterprocessEvent
+                                                                                  : core::EagerCause::TimingEvent);
   const EventShape s{flags, 0, reinterpret_cast<uint64_t>(ctx)};
   std::memcpy(shape_.data(), &s, sizeof(s));
   return finish(OpKind::EventRecord, api, stream, reinterpret_cast<uint64_t>(event), sizeof(s), 0);

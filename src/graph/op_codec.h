@@ -101,9 +101,16 @@ class OpEncoder {
   // Events the program created with CU_EVENT_DISABLE_TIMING. A record of any
   // other event (a timing event, or one graft did not see created) stays
   // eager at its position: inside a graph it would be recorded again after
-  // the graph, and cuEventElapsedTime would measure nothing.
+  // the graph, and cuEventElapsedTime would measure nothing. So does a record
+  // of an interprocess event (CU_EVENT_INTERPROCESS): another process may
+  // wait on it as soon as the record call returns (told through a pipe or a
+  // socket, which graft cannot see), so the record, and all work before it,
+  // must be in the driver's queues by then.
   void noteEventCreated(CUevent event, unsigned flags);
-  void noteEventDestroyed(CUevent event) { untimed_events_.erase(reinterpret_cast<uint64_t>(event)); }
+  void noteEventDestroyed(CUevent event) {
+    untimed_events_.erase(reinterpret_cast<uint64_t>(event));
+    interprocess_events_.erase(reinterpret_cast<uint64_t>(event));
+  }
   bool isUntimedEvent(CUevent event) const {
     return untimed_events_.count(reinterpret_cast<uint64_t>(event)) != 0;
   }
@@ -145,6 +152,7 @@ class OpEncoder {
   core::OpDesc op_;
   const core::OpDesc* expected_ = nullptr;
   std::unordered_set<uint64_t> untimed_events_;
+  std::unordered_set<uint64_t> interprocess_events_;  // never in untimed_events_
 };
 
 // Views of an encoded op's bytes.

@@ -6,6 +6,7 @@
 //
 //   traps NAME [--iters N]      one scenario (see kScenarios)
 //   traps --list                the scenario names
+//   traps --ipc-peer IN OUT     (internal) the other process of ipc_event
 //
 // Exit codes: 0 ok, 1 CUDA error or broken invariant, 2 usage, 77 no device.
 
@@ -22,6 +23,9 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 namespace cg = cooperative_groups;
 
@@ -233,6 +237,16 @@ __global__ void grid3d(uint32_t* dst, int n) {
 __global__ void wideGrid(uint32_t* dst, int n, uint32_t salt) {
   const int k = blockIdx.x;
   if (k < n) dst[k] ^= salt + uint32_t(k);
+}
+
+// Spins about `cycles` clock cycles, then adds: slow enough that a reader
+// that does not wait for it sees the old values.
+__global__ void slowAdd(uint32_t* dst, int n, uint32_t v, long long cycles) {
+  const long long t0 = clock64();
+  while (clock64() - t0 < cycles) {
+  }
+  const int k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k < n) dst[k] = rotl(dst[k], 1) + v + uint32_t(k);
 }
 
 // ---------------------------------------------------------------- scenarios
@@ -967,6 +981,115 @@ void oddOps() {
   print("end", int(counter[0] & 0xffff), deviceDigest(a, (1 << 16) * 4) ^ deviceDigest(b, kN * 4));
 }
 
+// Both sides of ipcEvent's pipe protocol: exact reads and writes.
+bool readAll(int fd, void* p, size_t n) {
+  auto* b = static_cast<unsigned char*>(p);
+  while (n) {
+    const ssize_t r = read(fd, b, n);
+    if (r <= 0) return false;
+    b += r;
+    n -= size_t(r);
+  }
+  return true;
+}
+bool writeAll(int fd, const void* p, size_t n) {
+  const auto* b = static_cast<const unsigned char*>(p);
+  while (n) {
+    const ssize_t r = write(fd, b, n);
+    if (r <= 0) return false;
+    b += r;
+    n -= size_t(r);
+  }
+  return true;
+}
+struct IpcHandles {
+  cudaIpcMemHandle_t mem;
+  cudaIpcEventHandle_t event;
+};
+
+// The other process of ipcEvent (this binary run with --ipc-peer IN OUT): for
+// each step number it reads, waits on the shared event on its own stream,
+// copies the shared buffer out and answers with its digest.
+int ipcPeer(int in, int out) {
+  IpcHandles h;
+  if (!readAll(in, &h, sizeof h)) return 1;
+  uint32_t* buf = nullptr;
+  cudaEvent_t ev = nullptr;
+  CK(cudaIpcOpenMemHandle(reinterpret_cast<void**>(&buf), h.mem, cudaIpcMemLazyEnablePeerAccess));
+  CK(cudaIpcOpenEventHandle(&ev, h.event));
+  cudaStream_t s = nonBlockingStream();
+  std::vector<uint32_t> host(kN);
+  int step = 0;
+  while (readAll(in, &step, sizeof step) && step >= 0) {
+    CK(cudaStreamWaitEvent(s, ev, 0));
+    CK(cudaMemcpyAsync(host.data(), buf, kN * 4, cudaMemcpyDeviceToHost, s));
+    CK(cudaStreamSynchronize(s));
+    Digest g;
+    g.add(host.data(), kN * 4);
+    if (!writeAll(out, &g.h, sizeof g.h)) return 1;
+  }
+  CK(cudaIpcCloseMemHandle(buf));
+  return 0;
+}
+
+// Another process reads this one's results through CUDA IPC. Each step adds
+// to a buffer on a stream (slowly), records an interprocess event and tells
+// the peer the step through a pipe (no CUDA call); the peer waits on the
+// event, reads the buffer and answers with its digest. Eagerly the peer always
+// sees this step's values; graft cannot see the peer, so the record, and the
+// work before it, must reach the driver when the record call returns.
+void ipcEvent() {
+  int toPeer[2], fromPeer[2];
+  if (pipe(toPeer) || pipe(fromPeer)) {
+    std::fprintf(stderr, "traps: pipe failed\n");
+    std::exit(1);
+  }
+  const pid_t pid = fork();
+  if (pid == 0) {  // a fresh process: exec before any CUDA call
+    close(toPeer[1]);
+    close(fromPeer[0]);
+    const std::string in = std::to_string(toPeer[0]), out = std::to_string(fromPeer[1]);
+    execl("/proc/self/exe", "traps", "--ipc-peer", in.c_str(), out.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(toPeer[0]);
+  close(fromPeer[1]);
+  cudaStream_t s = nonBlockingStream();
+  uint32_t* buf = deviceBuffer(90);
+  cudaEvent_t ev = nullptr;
+  CK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming | cudaEventInterprocess));
+  IpcHandles h;
+  CK(cudaIpcGetMemHandle(&h.mem, buf));
+  CK(cudaIpcGetEventHandle(&h.event, ev));
+  if (!writeAll(toPeer[1], &h, sizeof h)) {
+    std::fprintf(stderr, "traps: the IPC peer did not start\n");
+    std::exit(1);
+  }
+  Digest seen;
+  for (int i = 0; i < g_iters; ++i) {
+    for (int k = 0; k < 4; ++k) slowAdd<<<kGrid, kBlock, 0, s>>>(buf, kN, uint32_t(i * 4 + k), 20000);
+    CKL();
+    CK(cudaEventRecord(ev, s));
+    uint64_t peerDigest = 0;
+    if (!writeAll(toPeer[1], &i, sizeof i) || !readAll(fromPeer[0], &peerDigest, sizeof peerDigest)) {
+      std::fprintf(stderr, "traps: the IPC peer stopped at step %d\n", i);
+      std::exit(1);
+    }
+    seen.add(peerDigest);
+    if (i % 100 == 99) print("peer_saw", i, seen.h);
+  }
+  const int stop = -1;
+  writeAll(toPeer[1], &stop, sizeof stop);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::fprintf(stderr, "traps: the IPC peer failed (status %d)\n", status);
+    std::exit(1);
+  }
+  CK(cudaStreamSynchronize(s));
+  print("end", 0, deviceDigest(buf, kN * 4) ^ seen.h);
+}
+
 struct Scenario {
   const char* name;
   void (*run)();
@@ -985,12 +1108,13 @@ constexpr Scenario kScenarios[] = {
     {"device_printf", devicePrintf},     {"event_reuse", eventReuse},
     {"sticky_fault", stickyFault},       {"device_reset", deviceReset},
     {"module_reload", moduleReload},     {"stream_recreate", streamRecreate},
-    {"odd_ops", oddOps},
+    {"odd_ops", oddOps},                 {"ipc_event", ipcEvent},
 };
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 4 && !std::strcmp(argv[1], "--ipc-peer")) return ipcPeer(std::atoi(argv[2]), std::atoi(argv[3]));
   const char* name = nullptr;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--list")) {

@@ -4,8 +4,9 @@
   check_library.py exports LIBGRAFT API_TABLE_TOOL
       libgraft.so needs only glibc and the C++ runtime (no libcuda, spdlog or
       fmt) and exports exactly dlsym, the benchmark-only graft_bench_set_mode and the table's intercepted symbols.
-  check_library.py readme README OPTIONS_TOOL
-      README.md's options table equals the one generated from options.def.
+  check_library.py readme README OPTIONS_TOOL REASONS_TOOL
+      README.md's options table equals the one generated from options.def, and
+      its table of eager reasons the one generated from core/op.h.
   check_library.py core-no-cuda SRC_CORE
       no file in src/core includes a CUDA or NCCL header.
   check_library.py hot-text LIBGRAFT FAKE_CUDA_DIR PROGRAM
@@ -49,15 +50,16 @@ def check_exports(lib, tool):
     return failures, f"{len(exported)} exported symbols, NEEDED {sorted(needed)}"
 
 
-def check_readme(readme, tool):
+def check_readme(readme, options_tool, reasons_tool):
     text = pathlib.Path(readme).read_text()
-    m = re.search(r"<!-- options:begin -->\n(.*?)<!-- options:end -->", text, re.S)
-    if not m:
-        return ["README.md has no <!-- options:begin --> ... <!-- options:end --> section"], ""
-    want = run(tool, "--markdown")
-    if m.group(1).strip() != want.strip():
-        return ["README.md's options table differs from options.def; run scripts/update-readme"], ""
-    return [], "README options table matches options.def"
+    failures = []
+    for name, tool, source in (("options", options_tool, "options.def"), ("reasons", reasons_tool, "core/op.h")):
+        m = re.search(r"<!-- %s:begin -->\n(.*?)<!-- %s:end -->" % (name, name), text, re.S)
+        if not m:
+            failures.append(f"README.md has no <!-- {name}:begin --> ... <!-- {name}:end --> section")
+        elif m.group(1).strip() != run(tool, "--markdown").strip():
+            failures.append(f"README.md's {name} table differs from {source}; run scripts/update-readme")
+    return failures, "README options and reasons tables match their sources"
 
 
 def check_core(core_dir):

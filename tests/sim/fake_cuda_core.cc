@@ -699,6 +699,17 @@ void simCounters(SimCounters* out) {
   *out = state().counters;
 }
 
+int simEventWaitFromPeer(CUevent event) {
+  Lock lk(state().mutex);
+  std::shared_ptr<Event> ev = lookupEvent(event);
+  if (!ev) return -1;
+  if (ev->lastRecord) {
+    CompletionPtr rec = ev->lastRecord;
+    drainUntil(lk, [&] { return rec->done; }, "simEventWaitFromPeer");
+  }
+  return 0;
+}
+
 uint64_t simStreamId(CUstream stream, int perThreadVariant) {
   Lock lk(state().mutex);
   SimState& st = state();

@@ -129,6 +129,12 @@ typedef struct SimCounters {
 } SimCounters;
 void simCounters(SimCounters* out);
 
+/* What another process that opened `event` through its IPC handle sees when it
+ * waits on it (cuStreamWaitEvent then a synchronize there): the device runs until
+ * the event's most recent record, as enqueued by this process so far, is done.
+ * An event never recorded returns at once. 0 on success, -1 for an unknown event. */
+int simEventWaitFromPeer(CUevent event);
+
 /* Stream id the driver would use for `stream` named from the calling thread (in its
  * current context); perThreadVariant selects the _ptsz meaning of NULL. 0 if invalid. */
 uint64_t simStreamId(CUstream stream, int perThreadVariant);

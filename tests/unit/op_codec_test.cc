@@ -209,3 +209,40 @@ TEST(OpCodec, InPlaceComparisonDecidesAsEncodingDoes) {
 
 }  // namespace
 }  // namespace graft::graph
+
+namespace graft::graph {
+namespace {
+
+// Which event records graft may hold inside a graph: only those of events it
+// saw created untimed and not interprocess. A record another process may wait
+// on (CU_EVENT_INTERPROCESS), a timing event's, or one of an event graft did
+// not see created is issued eagerly at its position, each with its reason.
+TEST(OpCodec, EventRecordsHeldOnlyForPrivateUntimedEvents) {
+  OpEncoder enc;
+  const auto untimed = reinterpret_cast<CUevent>(0x1000);
+  const auto timing = reinterpret_cast<CUevent>(0x2000);
+  const auto shared = reinterpret_cast<CUevent>(0x3000);
+  const auto unseen = reinterpret_cast<CUevent>(0x4000);
+  enc.noteEventCreated(untimed, CU_EVENT_DISABLE_TIMING);
+  enc.noteEventCreated(timing, CU_EVENT_DEFAULT);
+  enc.noteEventCreated(shared, CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS);
+  auto record = [&](CUevent e) {
+    return enc.eventRecord(hook::ApiId::k_cuEventRecord_2000, core::StreamKey(0x5000), nullptr, e, 0);
+  };
+  EXPECT_EQ(record(untimed).kind, core::OpKind::EventRecord);
+  EXPECT_EQ(record(timing).cause, core::EagerCause::TimingEvent);
+  EXPECT_EQ(record(shared).kind, core::OpKind::Boundary);
+  EXPECT_EQ(record(shared).cause, core::EagerCause::InterprocessEvent);
+  EXPECT_EQ(record(unseen).kind, core::OpKind::Boundary);
+
+  // A handle value reused by the driver takes the new event's kind.
+  enc.noteEventDestroyed(shared);
+  enc.noteEventCreated(shared, CU_EVENT_DISABLE_TIMING);
+  EXPECT_EQ(record(shared).kind, core::OpKind::EventRecord);
+  enc.noteEventDestroyed(untimed);
+  enc.noteEventCreated(untimed, CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS);
+  EXPECT_EQ(record(untimed).cause, core::EagerCause::InterprocessEvent);
+}
+
+}  // namespace
+}  // namespace graft::graph

@@ -1,0 +1,62 @@
+// sim_ipc_event: a producer that hands each iteration's result to another
+// process through an interprocess event (CU_EVENT_INTERPROCESS). Each
+// iteration adds 1 to x four times on a stream and records the event; the
+// host would then tell the peer (a pipe, a socket: no CUDA call), and the peer
+// waits on the event and reads x. simEventWaitFromPeer is that peer's wait:
+// right after the record call returns, it must cover all four additions of
+// this iteration, as it does eagerly. graft cannot see the peer, so a record
+// of an interprocess event must reach the driver at its place, after what came
+// before it, and not wait inside a held segment.
+//   sim_ipc_event [--expect-graphs]
+// Exit 1 on a wrong value; with --expect-graphs also unless most additions
+// ran from graph launches (the kernels between the records still replay).
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+
+#include "sim_api.h"
+#include "sim_driver_loader.h"
+
+int main(int argc, char** argv) {
+  const bool expectGraphs = argc > 1 && std::strcmp(argv[1], "--expect-graphs") == 0;
+  simtest::Driver drv;
+  CUcontext ctx;
+  if (int rc = simtest::startProgram("sim_ipc_event", &drv, &ctx)) return rc;
+  auto& cu = drv.plain;
+  CUfunction add = simtest::libraryKernel3("sim_add_ipc");
+  CUstream s;
+  CUevent shared;
+  CUdeviceptr x;
+  if (cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ||
+      cu.cuEventCreate(&shared, CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS) != CUDA_SUCCESS ||
+      cu.cuMemAlloc(&x, 64) != CUDA_SUCCESS || cu.cuMemsetD8(x, 0, 64) != CUDA_SUCCESS) {
+    std::printf("sim_ipc_event: setup failed\n");
+    return 1;
+  }
+  constexpr uint64_t kIterations = 300;
+  for (uint64_t it = 1; it <= kIterations; ++it) {
+    for (int k = 0; k < 4; ++k) simtest::launchAdd(cu, add, x, x, 1, s);
+    cu.cuEventRecord(shared, s);
+    // The peer process: waits on the event, then reads x (device memory is
+    // host-readable in the simulator; no driver call, so graft sees nothing).
+    simEventWaitFromPeer(shared);
+    const uint64_t seen = *reinterpret_cast<volatile const uint64_t*>(x);
+    if (seen != 4 * it) {
+      std::printf("sim_ipc_event: iteration %llu: the peer saw x = %llu after waiting on the event, "
+                  "expected %llu\n",
+                  (unsigned long long)it, (unsigned long long)seen, (unsigned long long)(4 * it));
+      return 1;
+    }
+  }
+  cu.cuCtxSynchronize();
+  SimCounters c{};
+  simCounters(&c);
+  std::printf("sim_ipc_event: %llu iterations, the peer saw every value; effects from graphs %llu, eager %llu\n",
+              (unsigned long long)kIterations, (unsigned long long)c.effectsGraph,
+              (unsigned long long)c.effectsEager);
+  if (expectGraphs && c.effectsGraph * 10 < (c.effectsGraph + c.effectsEager) * 8) {
+    std::printf("sim_ipc_event: fewer than 80 %% of the effects came from graphs\n");
+    return 1;
+  }
+  return 0;
+}
