@@ -1,7 +1,10 @@
 #include "graph/kernel_registry.h"
 
+#include <cxxabi.h>
+
 #include <algorithm>
 #include <bit>
+#include <cstdlib>
 
 #include "core/hot_path.h"
 #include "hook/driver_api.h"
@@ -11,6 +14,29 @@ namespace graft::graph {
 
 using hook::ApiId;
 using hook::real;
+
+std::string kernelBaseName(const std::string& name) {
+  if (name.compare(0, 2, "_Z") != 0) return name;
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);
+  if (status != 0 || !demangled) return name;
+  std::string s(demangled);
+  std::free(demangled);
+  // "void ns::kernel<int, 4>(Args)" -> "kernel"
+  s = s.substr(0, s.find('('));
+  s = s.substr(0, s.find('<'));
+  if (const size_t space = s.rfind(' '); space != std::string::npos) s = s.substr(space + 1);
+  if (const size_t scope = s.rfind("::"); scope != std::string::npos) s = s.substr(scope + 2);
+  return s.empty() ? name : s;
+}
+
+bool matchesEagerPrefix(const std::string& name, const std::vector<std::string>& prefixes) {
+  if (prefixes.empty()) return false;
+  const std::string base = kernelBaseName(name);
+  for (const auto& prefix : prefixes)
+    if (name.compare(0, prefix.size(), prefix) == 0 || base.compare(0, prefix.size(), prefix) == 0) return true;
+  return false;
+}
 
 void KernelRegistry::setEagerPrefixes(const std::string& list) {
   entries_->eagerPrefixes.clear();
@@ -90,13 +116,9 @@ GRAFT_COLD KernelInfo* KernelRegistry::resolve(CUfunction f) {
                "both failed); it runs eagerly in sequence",
                info->name);
   }
-  for (const auto& prefix : entries_->eagerPrefixes) {
-    if (info->name.compare(0, prefix.size(), prefix) == 0) {
-      info->eager = core::EagerCause::EagerKernel;
-      GRAFT_DEBUG("kernel {}: matches GRAFT_EAGER_KERNELS prefix '{}'; it runs eagerly", info->name,
-                  prefix);
-      break;
-    }
+  if (matchesEagerPrefix(info->name, entries_->eagerPrefixes)) {
+    info->eager = core::EagerCause::EagerKernel;
+    GRAFT_DEBUG("kernel {}: matches a GRAFT_EAGER_KERNELS prefix; it runs eagerly", info->name);
   }
   KernelInfo* raw = info.get();
   entries_->kernels.emplace(raw->handle, std::move(info));

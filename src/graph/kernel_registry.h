@@ -48,6 +48,16 @@ struct alignas(64) KernelInfo {
   std::string name;
 };
 
+// The kernel's own name inside a C++-mangled symbol: "ncclDevKernel_Generic"
+// for "_Z21ncclDevKernel_Generic19ncclDevKernelArgs4K" (no namespaces,
+// template arguments, parameters or return type); `name` itself when it is
+// not mangled or does not demangle. Allocates: not for the per-op path.
+std::string kernelBaseName(const std::string& name);
+
+// True when the kernel's symbol or its base name (above) starts with one of
+// `prefixes`: NCCL's kernels are C++ functions, so their symbols start "_Z".
+bool matchesEagerPrefix(const std::string& name, const std::vector<std::string>& prefixes);
+
 class KernelRegistry {
  public:
   // Comma-separated kernel-name prefixes that always run eagerly (GRAFT_EAGER_KERNELS).

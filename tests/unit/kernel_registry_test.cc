@@ -64,3 +64,35 @@ TEST(KernelRegistry, PerLaunchFieldsShareOneCacheLine) {
 
 }  // namespace
 }  // namespace graft::graph
+
+namespace graft::graph {
+namespace {
+
+// GRAFT_EAGER_KERNELS (default "nccl") must catch NCCL's kernels, whose
+// symbols are C++-mangled ("_Z..."), as well as plain extern "C" names.
+TEST(KernelRegistry, EagerPrefixesMatchMangledKernelNames) {
+  const std::vector<std::string> nccl = {"nccl"};
+  // NCCL 2.19+: __global__ void ncclDevKernel_Generic(ncclDevKernelArgs4K)
+  EXPECT_EQ(kernelBaseName("_Z21ncclDevKernel_Generic19ncclDevKernelArgs4K"), "ncclDevKernel_Generic");
+  EXPECT_TRUE(matchesEagerPrefix("_Z21ncclDevKernel_Generic19ncclDevKernelArgs4K", nccl));
+  // Older NCCL: ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)
+  EXPECT_EQ(kernelBaseName("_Z38ncclKernel_AllReduce_RING_LL_Sum_floatP11ncclDevCommmP8ncclWork"),
+            "ncclKernel_AllReduce_RING_LL_Sum_float");
+  EXPECT_TRUE(matchesEagerPrefix("_Z38ncclKernel_AllReduce_RING_LL_Sum_floatP11ncclDevCommmP8ncclWork", nccl));
+  // In a namespace, and a template instance (its demangled form carries a return type).
+  EXPECT_EQ(kernelBaseName("_ZN2ns10ncclKernelEPi"), "ncclKernel");
+  EXPECT_EQ(kernelBaseName("_Z10ncclKernelIiLi4EEvPT_"), "ncclKernel");
+  EXPECT_TRUE(matchesEagerPrefix("_Z10ncclKernelIiLi4EEvPT_", nccl));
+  // extern "C" names as before; other kernels, including ones that merely
+  // mention NCCL in a parameter type, do not match.
+  EXPECT_TRUE(matchesEagerPrefix("ncclDevKernel_Generic", nccl));
+  EXPECT_FALSE(matchesEagerPrefix("_Z4gemmP11ncclDevCommPf", nccl));
+  EXPECT_FALSE(matchesEagerPrefix("_ZN2at6native29vectorized_elementwise_kernelILi4EEEviT_", nccl));
+  EXPECT_FALSE(matchesEagerPrefix("sim_add", nccl));
+  EXPECT_FALSE(matchesEagerPrefix("_Z21ncclDevKernel_Generic19ncclDevKernelArgs4K", {}));
+  // Not demangleable: matched as written.
+  EXPECT_EQ(kernelBaseName("_Znot_a_symbol"), "_Znot_a_symbol");
+}
+
+}  // namespace
+}  // namespace graft::graph
