@@ -47,7 +47,8 @@ bool looksStreamOrdered(std::string_view n) {
          n.find("Synchronize") != std::string_view::npos || starts("cuLaunch") ||
          starts("cuGraphLaunch") || starts("cuMemcpy") || starts("cuMemset") ||
          starts("cuStreamWait") || starts("cuStreamWrite") || starts("cuStreamBatchMemOp") ||
-         starts("cuEventRecord") || starts("cuStreamBeginCapture") || starts("cuStreamEndCapture");
+         starts("cuEventRecord") || starts("cuStreamBeginCapture") || starts("cuStreamEndCapture") ||
+         n.find("RecordEvent") != std::string_view::npos || n.find("WaitEvent") != std::string_view::npos;
 }
 
 }  // namespace graft::hook

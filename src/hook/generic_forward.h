@@ -21,7 +21,7 @@ namespace graft::hook {
 void* flushingForwarder(void* real, std::string_view name, int version, bool unloads = false);
 
 // True for an unknown driver function name that may enqueue work or wait for
-// it (…Async, cuLaunch…, cuMemcpy…, cuMemset…, …Synchronize, …): such a
+// it (…Async, cuLaunch…, cuMemcpy…, cuMemset…, …Synchronize, …RecordEvent, …WaitEvent, …): such a
 // function gets a flushing forwarder rather than being passed through blind.
 bool looksStreamOrdered(std::string_view name);
 
