@@ -44,11 +44,13 @@ enum class OpKind : uint8_t {
   X(HostMemoryCopy, "host_memory_copy", "copies touching host memory run eagerly at their position")       \
   X(HostFunc, "host_func", "host functions and stream callbacks run eagerly at their position")            \
   X(TimingEvent, "timing_event",                                                                           \
-    "records of timing events (or of events graft did not see created) run eagerly, so elapsed times "     \
-    "measure the work")                                                                                    \
+    "records of timing events run eagerly, so elapsed times measure the work")                             \
   X(InterprocessEvent, "interprocess_event",                                                               \
-    "records of interprocess events (`CU_EVENT_INTERPROCESS`) run eagerly, after everything before them "  \
-    "is issued: another process may wait on them as soon as the call returns")                             \
+    "records of and waits on interprocess events (`CU_EVENT_INTERPROCESS`) run eagerly, after everything " \
+    "before them is issued: another process may wait or record again as soon as the call returns")         \
+  X(UnseenEvent, "event_not_seen_created",                                                                 \
+    "records of and waits on events graft did not see created (opened with `cuIpcOpenEventHandle`, or "    \
+    "created before graft started) run eagerly, for the same reason")                                      \
   X(UnknownParams, "param_sizes_unknown", "the driver could not tell a kernel's parameter layout")          \
   X(EagerKernel, "eager_kernel_prefix", "kernels named by `GRAFT_EAGER_KERNELS` (NCCL by default)")         \
   X(PerThreadStream, "per_thread_default_stream", "ops on a per-thread default stream")                     \

@@ -278,19 +278,17 @@ GRAFT_HOT const OpDesc& OpEncoder::memset(ApiId api, core::StreamKey stream, CUc
 }
 
 void OpEncoder::noteEventCreated(CUevent event, unsigned flags) {
-  const uint64_t e = reinterpret_cast<uint64_t>(event);
-  untimed_events_.erase(e);
-  interprocess_events_.erase(e);
-  if (flags & CU_EVENT_INTERPROCESS) interprocess_events_.insert(e);
-  else if (flags & CU_EVENT_DISABLE_TIMING) untimed_events_.insert(e);
+  events_[reinterpret_cast<uint64_t>(event)] = (flags & CU_EVENT_INTERPROCESS)     ? EventKind::Interprocess
+                                               : (flags & CU_EVENT_DISABLE_TIMING) ? EventKind::Untimed
+                                                                                   : EventKind::Timing;
 }
 
 GRAFT_HOT const OpDesc& OpEncoder::eventRecord(ApiId api, core::StreamKey stream, CUcontext ctx, CUevent event,
                                      unsigned flags) {
-  if (!isUntimedEvent(event))
-    return boundary(api, stream,
-                    interprocess_events_.count(reinterpret_cast<uint64_t>(event)) ? core::EagerCause::InterprocessEvent
-                                                                                  : core::EagerCause::TimingEvent);
+  const auto it = events_.find(reinterpret_cast<uint64_t>(event));
+  if (it == events_.end()) return boundary(api, stream, core::EagerCause::UnseenEvent);
+  if (it->second == EventKind::Interprocess) return boundary(api, stream, core::EagerCause::InterprocessEvent);
+  if (it->second == EventKind::Timing) return boundary(api, stream, core::EagerCause::TimingEvent);
   const EventShape s{flags, 0, reinterpret_cast<uint64_t>(ctx)};
   std::memcpy(shape_.data(), &s, sizeof(s));
   return finish(OpKind::EventRecord, api, stream, reinterpret_cast<uint64_t>(event), sizeof(s), 0);
@@ -298,6 +296,9 @@ GRAFT_HOT const OpDesc& OpEncoder::eventRecord(ApiId api, core::StreamKey stream
 
 GRAFT_HOT const OpDesc& OpEncoder::eventWait(ApiId api, core::StreamKey stream, CUcontext ctx, CUevent event,
                                    unsigned flags) {
+  const auto it = events_.find(reinterpret_cast<uint64_t>(event));
+  if (it == events_.end()) return boundary(api, stream, core::EagerCause::UnseenEvent);
+  if (it->second == EventKind::Interprocess) return boundary(api, stream, core::EagerCause::InterprocessEvent);
   const EventShape s{flags, 0, reinterpret_cast<uint64_t>(ctx)};
   std::memcpy(shape_.data(), &s, sizeof(s));
   return finish(OpKind::EventWait, api, stream, reinterpret_cast<uint64_t>(event), sizeof(s), 0);

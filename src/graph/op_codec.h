@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
-#include <unordered_set>
+#include <unordered_map>
 #include <vector>
 
 #include "core/op.h"
@@ -93,27 +93,26 @@ class OpEncoder {
   const core::OpDesc& memset(hook::ApiId api, core::StreamKey stream, CUcontext ctx,
                              CUdeviceptr dst, size_t pitch, unsigned value, unsigned elementSize,
                              size_t width, size_t height);
-  // A record of a timing event comes back as a boundary (see isUntimedEvent).
+  // A record or wait that must stay eager comes back as a boundary (see
+  // noteEventCreated).
   const core::OpDesc& eventRecord(hook::ApiId api, core::StreamKey stream, CUcontext ctx, CUevent event,
                                   unsigned flags);
   const core::OpDesc& eventWait(hook::ApiId api, core::StreamKey stream, CUcontext ctx, CUevent event,
                                 unsigned flags);
-  // Events the program created with CU_EVENT_DISABLE_TIMING. A record of any
-  // other event (a timing event, or one graft did not see created) stays
-  // eager at its position: inside a graph it would be recorded again after
-  // the graph, and cuEventElapsedTime would measure nothing. So does a record
-  // of an interprocess event (CU_EVENT_INTERPROCESS): another process may
-  // wait on it as soon as the record call returns (told through a pipe or a
-  // socket, which graft cannot see), so the record, and all work before it,
-  // must be in the driver's queues by then.
+  // The events the program created, by kind; which of their records and
+  // waits a graph may hold:
+  //   untimed (CU_EVENT_DISABLE_TIMING): records and waits;
+  //   timing: waits only. A record stays eager at its position: inside a
+  //     graph it would be recorded again after the graph, and
+  //     cuEventElapsedTime would measure nothing;
+  //   interprocess (CU_EVENT_INTERPROCESS): neither. Another process may
+  //     wait on a record as soon as the call returns, or record again as soon
+  //     as a wait call returns (told through a pipe or a socket, which graft
+  //     cannot see), so both must reach the driver at their position;
+  //   not seen created (opened with cuIpcOpenEventHandle, or created before
+  //     graft started): neither, for the same reasons.
   void noteEventCreated(CUevent event, unsigned flags);
-  void noteEventDestroyed(CUevent event) {
-    untimed_events_.erase(reinterpret_cast<uint64_t>(event));
-    interprocess_events_.erase(reinterpret_cast<uint64_t>(event));
-  }
-  bool isUntimedEvent(CUevent event) const {
-    return untimed_events_.count(reinterpret_cast<uint64_t>(event)) != 0;
-  }
+  void noteEventDestroyed(CUevent event) { events_.erase(reinterpret_cast<uint64_t>(event)); }
 
   // An op issued eagerly in sequence (never graphed).
   const core::OpDesc& boundary(hook::ApiId api, core::StreamKey stream, core::EagerCause cause);
@@ -151,8 +150,8 @@ class OpEncoder {
   core::HotVector<uint8_t> value_;
   core::OpDesc op_;
   const core::OpDesc* expected_ = nullptr;
-  std::unordered_set<uint64_t> untimed_events_;
-  std::unordered_set<uint64_t> interprocess_events_;  // never in untimed_events_
+  enum class EventKind : uint8_t { Untimed, Timing, Interprocess };
+  std::unordered_map<uint64_t, EventKind> events_;
 };
 
 // Views of an encoded op's bytes.

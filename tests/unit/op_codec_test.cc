@@ -213,11 +213,12 @@ TEST(OpCodec, InPlaceComparisonDecidesAsEncodingDoes) {
 namespace graft::graph {
 namespace {
 
-// Which event records graft may hold inside a graph: only those of events it
-// saw created untimed and not interprocess. A record another process may wait
-// on (CU_EVENT_INTERPROCESS), a timing event's, or one of an event graft did
-// not see created is issued eagerly at its position, each with its reason.
-TEST(OpCodec, EventRecordsHeldOnlyForPrivateUntimedEvents) {
+// Which event records and waits graft may hold inside a graph: records only
+// of events it saw created untimed; waits also on timing events. Records of
+// and waits on interprocess events (another process may wait, or record
+// again, as soon as the call returns) and on events graft did not see created
+// (opened from another process) run eagerly at their position, with reasons.
+TEST(OpCodec, EventOpsHeldOnlyForPrivateEventsGraftSawCreated) {
   OpEncoder enc;
   const auto untimed = reinterpret_cast<CUevent>(0x1000);
   const auto timing = reinterpret_cast<CUevent>(0x2000);
@@ -229,14 +230,25 @@ TEST(OpCodec, EventRecordsHeldOnlyForPrivateUntimedEvents) {
   auto record = [&](CUevent e) {
     return enc.eventRecord(hook::ApiId::k_cuEventRecord_2000, core::StreamKey(0x5000), nullptr, e, 0);
   };
+  auto wait = [&](CUevent e) {
+    return enc.eventWait(hook::ApiId::k_cuStreamWaitEvent_3020, core::StreamKey(0x5000), nullptr, e, 0);
+  };
   EXPECT_EQ(record(untimed).kind, core::OpKind::EventRecord);
+  EXPECT_EQ(wait(untimed).kind, core::OpKind::EventWait);
+  EXPECT_EQ(record(timing).kind, core::OpKind::Boundary);
   EXPECT_EQ(record(timing).cause, core::EagerCause::TimingEvent);
+  EXPECT_EQ(wait(timing).kind, core::OpKind::EventWait);
   EXPECT_EQ(record(shared).kind, core::OpKind::Boundary);
   EXPECT_EQ(record(shared).cause, core::EagerCause::InterprocessEvent);
-  EXPECT_EQ(record(unseen).kind, core::OpKind::Boundary);
+  EXPECT_EQ(wait(shared).kind, core::OpKind::Boundary);
+  EXPECT_EQ(wait(shared).cause, core::EagerCause::InterprocessEvent);
+  EXPECT_EQ(record(unseen).cause, core::EagerCause::UnseenEvent);
+  EXPECT_EQ(wait(unseen).kind, core::OpKind::Boundary);
+  EXPECT_EQ(wait(unseen).cause, core::EagerCause::UnseenEvent);
 
   // A handle value reused by the driver takes the new event's kind.
   enc.noteEventDestroyed(shared);
+  EXPECT_EQ(wait(shared).cause, core::EagerCause::UnseenEvent);
   enc.noteEventCreated(shared, CU_EVENT_DISABLE_TIMING);
   EXPECT_EQ(record(shared).kind, core::OpKind::EventRecord);
   enc.noteEventDestroyed(untimed);
