@@ -31,10 +31,13 @@ std::string kernelBaseName(const std::string& name) {
 }
 
 bool matchesEagerPrefix(const std::string& name, const std::vector<std::string>& prefixes) {
-  if (prefixes.empty()) return false;
-  const std::string base = kernelBaseName(name);
-  for (const auto& prefix : prefixes)
-    if (name.compare(0, prefix.size(), prefix) == 0 || base.compare(0, prefix.size(), prefix) == 0) return true;
+  for (const auto& prefix : prefixes) {
+    if (name.compare(0, prefix.size(), prefix) == 0) return true;
+    // A mangled symbol holds its base name verbatim: demangle (costly, once
+    // per kernel) only when the prefix occurs in it at all.
+    if (name.find(prefix) != std::string::npos && kernelBaseName(name).compare(0, prefix.size(), prefix) == 0)
+      return true;
+  }
   return false;
 }
 
