@@ -1347,6 +1347,36 @@ CUresult CUDAAPI cuEventQuery(CUevent e) {
   return !ev->lastRecord || ev->lastRecord->done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
+// A record after all work enqueued so far on every stream of the context: an
+// item on a stream of the context's own (named by no handle) that depends on
+// each stream's last item. Not modelled: a context with a stream capturing.
+CUresult CUDAAPI cuCtxRecordEvent(CUcontext hCtx, CUevent e) {
+  SIM_ENTRY("cuCtxRecordEvent", kNeedCtx | kSteps);
+  SimState& st = state();
+  Context* ctx = hCtx ? lookupContext(hCtx) : currentCtx();
+  if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
+  std::shared_ptr<Event> ev = lookupEvent(e);
+  if (!ev || ev->ctx != ctx) return CUDA_ERROR_INVALID_HANDLE;
+  static std::map<Context*, std::shared_ptr<Stream>> recordStreams;
+  std::shared_ptr<Stream>& own = recordStreams[ctx];
+  if (!own) {
+    own = std::make_shared<Stream>();
+    own->id = st.nextStreamId++;
+    own->ctx = ctx;
+    own->flags = CU_STREAM_NON_BLOCKING;
+    st.streams.push_back(own);
+  }
+  auto item = std::make_unique<Item>();
+  item->kind = ItemKind::EventRecord;
+  for (const auto& b : st.streams)
+    if (b->ctx == ctx && b != own && b->lastDone && !b->lastDone->done) item->deps.push_back(b->lastDone);
+  enqueue(own.get(), std::move(item));
+  ev->lastRecord = own->lastDone;
+  ev->capSession.reset();
+  ev->capNodes.clear();
+  return CUDA_SUCCESS;
+}
+
 CUresult CUDAAPI cuEventSynchronize(CUevent e) {
   SIM_ENTRY("cuEventSynchronize", kNeedCtx | kSteps);
   std::shared_ptr<Event> ev = lookupEvent(e);

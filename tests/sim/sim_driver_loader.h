@@ -25,7 +25,8 @@ namespace simtest {
   X(cuInit, 13000) X(cuDriverGetVersion, 13000) X(cuDeviceGet, 13000) X(cuDeviceGetCount, 13000)  \
   X(cuDeviceGetName, 13000) X(cuDeviceGetAttribute, 13000) X(cuDevicePrimaryCtxRetain, 13000)     \
   X(cuDevicePrimaryCtxRelease, 13000) X(cuCtxSetCurrent, 13000) X(cuCtxGetCurrent, 13000)         \
-  X(cuCtxSynchronize, 12080) X(cuGetErrorName, 13000) X(cuGetErrorString, 13000)                  \
+  X(cuCtxSynchronize, 12080) X(cuCtxRecordEvent, 13000) X(cuGetErrorName, 13000)                 \
+  X(cuGetErrorString, 13000)                                                                      \
   X(cuKernelGetParamInfo, 13000) X(cuFuncGetParamInfo, 13000) X(cuKernelGetName, 13000)           \
   X(cuFuncGetName, 13000) X(cuLaunchKernel, 13000) X(cuLaunchKernelEx, 13000)                     \
   X(cuLaunchCooperativeKernel, 13000) X(cuLaunchHostFunc, 13000) X(cuMemAlloc, 13000)             \

@@ -7,7 +7,12 @@
 // this iteration, as it does eagerly. graft cannot see the peer, so a record
 // of an interprocess event must reach the driver at its place, after what came
 // before it, and not wait inside a held segment.
-//   sim_ipc_event [--expect-graphs]
+//
+// With --ctx-record the event is a private untimed one, recorded for the whole
+// context (cuCtxRecordEvent: after all work enqueued so far on any stream),
+// and the program itself waits on it (cuEventSynchronize) before reading x:
+// the record must cover the additions graft still held at the call.
+//   sim_ipc_event [--ctx-record] [--expect-graphs]
 // Exit 1 on a wrong value; with --expect-graphs also unless most additions
 // ran from graph launches (the kernels between the records still replay).
 #include <cstdint>
@@ -18,7 +23,11 @@
 #include "sim_driver_loader.h"
 
 int main(int argc, char** argv) {
-  const bool expectGraphs = argc > 1 && std::strcmp(argv[1], "--expect-graphs") == 0;
+  bool expectGraphs = false, ctxRecord = false;
+  for (int i = 1; i < argc; ++i) {
+    expectGraphs |= std::strcmp(argv[i], "--expect-graphs") == 0;
+    ctxRecord |= std::strcmp(argv[i], "--ctx-record") == 0;
+  }
   simtest::Driver drv;
   CUcontext ctx;
   if (int rc = simtest::startProgram("sim_ipc_event", &drv, &ctx)) return rc;
@@ -28,7 +37,7 @@ int main(int argc, char** argv) {
   CUevent shared;
   CUdeviceptr x;
   if (cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ||
-      cu.cuEventCreate(&shared, CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS) != CUDA_SUCCESS ||
+      cu.cuEventCreate(&shared, CU_EVENT_DISABLE_TIMING | (ctxRecord ? 0 : CU_EVENT_INTERPROCESS)) != CUDA_SUCCESS ||
       cu.cuMemAlloc(&x, 64) != CUDA_SUCCESS || cu.cuMemsetD8(x, 0, 64) != CUDA_SUCCESS) {
     std::printf("sim_ipc_event: setup failed\n");
     return 1;
@@ -36,14 +45,18 @@ int main(int argc, char** argv) {
   constexpr uint64_t kIterations = 300;
   for (uint64_t it = 1; it <= kIterations; ++it) {
     for (int k = 0; k < 4; ++k) simtest::launchAdd(cu, add, x, x, 1, s);
-    cu.cuEventRecord(shared, s);
-    // The peer process: waits on the event, then reads x (device memory is
-    // host-readable in the simulator; no driver call, so graft sees nothing).
-    simEventWaitFromPeer(shared);
+    if (ctxRecord) {
+      cu.cuCtxRecordEvent(ctx, shared);
+      cu.cuEventSynchronize(shared);
+    } else {
+      cu.cuEventRecord(shared, s);
+      // The peer process: waits on the event, then reads x (device memory is
+      // host-readable in the simulator; no driver call, so graft sees nothing).
+      simEventWaitFromPeer(shared);
+    }
     const uint64_t seen = *reinterpret_cast<volatile const uint64_t*>(x);
     if (seen != 4 * it) {
-      std::printf("sim_ipc_event: iteration %llu: the peer saw x = %llu after waiting on the event, "
-                  "expected %llu\n",
+      std::printf("sim_ipc_event: iteration %llu: x = %llu after waiting on the event, expected %llu\n",
                   (unsigned long long)it, (unsigned long long)seen, (unsigned long long)(4 * it));
       return 1;
     }
