@@ -9,9 +9,11 @@
 // before it, and not wait inside a held segment.
 //
 // With --ctx-record the event is a private untimed one, recorded for the whole
-// context (cuCtxRecordEvent: after all work enqueued so far on any stream),
-// and the program itself waits on it (cuEventSynchronize) before reading x:
-// the record must cover the additions graft still held at the call.
+// context (cuCtxRecordEvent: after all work enqueued so far on any stream) in
+// the middle of the iteration, which goes on with four more additions and a
+// stream synchronize. A waiter graft cannot see (simEventWaitFromPeer: another
+// process, or a library calling the driver directly) must find the first four
+// additions done: the record covers what graft still held at the call.
 //   sim_ipc_event [--ctx-record] [--expect-graphs]
 // Exit 1 on a wrong value; with --expect-graphs also unless most additions
 // ran from graph launches (the kernels between the records still replay).
@@ -43,22 +45,24 @@ int main(int argc, char** argv) {
     return 1;
   }
   constexpr uint64_t kIterations = 300;
+  const uint64_t perIteration = ctxRecord ? 8 : 4;
   for (uint64_t it = 1; it <= kIterations; ++it) {
     for (int k = 0; k < 4; ++k) simtest::launchAdd(cu, add, x, x, 1, s);
-    if (ctxRecord) {
-      cu.cuCtxRecordEvent(ctx, shared);
-      cu.cuEventSynchronize(shared);
-    } else {
-      cu.cuEventRecord(shared, s);
-      // The peer process: waits on the event, then reads x (device memory is
-      // host-readable in the simulator; no driver call, so graft sees nothing).
-      simEventWaitFromPeer(shared);
-    }
+    if (ctxRecord) cu.cuCtxRecordEvent(ctx, shared);
+    else cu.cuEventRecord(shared, s);
+    // The waiter graft cannot see: waits on the event, then reads x (device
+    // memory is host-readable in the simulator; no driver call).
+    simEventWaitFromPeer(shared);
     const uint64_t seen = *reinterpret_cast<volatile const uint64_t*>(x);
-    if (seen != 4 * it) {
+    const uint64_t want = perIteration * (it - 1) + 4;
+    if (seen != want) {
       std::printf("sim_ipc_event: iteration %llu: x = %llu after waiting on the event, expected %llu\n",
-                  (unsigned long long)it, (unsigned long long)seen, (unsigned long long)(4 * it));
+                  (unsigned long long)it, (unsigned long long)seen, (unsigned long long)want);
       return 1;
+    }
+    if (ctxRecord) {
+      for (int k = 0; k < 4; ++k) simtest::launchAdd(cu, add, x, x, 1, s);
+      cu.cuStreamSynchronize(s);
     }
   }
   cu.cuCtxSynchronize();
