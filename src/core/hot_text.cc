@@ -121,32 +121,26 @@ HotTextResult moveHotText(const void* inside, bool requireHuge) {
   if (copy + kHugePageBytes < rawStart + 2 * kHugePageBytes)
     munmap(reinterpret_cast<void*>(copy + kHugePageBytes), rawStart + 2 * kHugePageBytes - copy - kHugePageBytes);
   auto* copyPtr = reinterpret_cast<unsigned char*>(copy);
-  const bool advised = madvise(copyPtr, kHugePageBytes, MADV_HUGEPAGE) == 0;
-  if (!advised && requireHuge) {
+  auto dropCopy = [&](const char* why) {
     munmap(copyPtr, kHugePageBytes);
-    return st.result = refuse(r, "the kernel has no transparent huge pages for this process");
-  }
+    return st.result = refuse(r, why);
+  };
+  const bool advised = madvise(copyPtr, kHugePageBytes, MADV_HUGEPAGE) == 0;
+  if (!advised && requireHuge) return dropCopy("the kernel has no transparent huge pages for this process");
   // Outside the segment the window was inaccessible; int3 keeps a stray jump
   // there a fault rather than a slide through zeros.
   std::memset(copyPtr, 0xCC, kHugePageBytes);
   std::memcpy(copyPtr + (plan.copyStart - plan.window), reinterpret_cast<const void*>(plan.copyStart),
               plan.copyEnd - plan.copyStart);
   r.huge = hugePageBytesIn(copy, copy + kHugePageBytes) >= kHugePageBytes;
-  if (!r.huge && requireHuge) {
-    munmap(copyPtr, kHugePageBytes);
-    return st.result = refuse(r, "the kernel gave no huge page for the copy");
-  }
+  if (!r.huge && requireHuge) return dropCopy("the kernel gave no huge page for the copy");
   // Executable before it replaces the original: a policy that forbids
   // executable anonymous memory refuses here, with the original untouched.
-  if (mprotect(copyPtr, kHugePageBytes, PROT_READ | PROT_EXEC) != 0) {
-    munmap(copyPtr, kHugePageBytes);
-    return st.result = refuse(r, "executable anonymous memory is not allowed here");
-  }
+  if (mprotect(copyPtr, kHugePageBytes, PROT_READ | PROT_EXEC) != 0)
+    return dropCopy("executable anonymous memory is not allowed here");
   if (mremap(copyPtr, kHugePageBytes, kHugePageBytes, MREMAP_MAYMOVE | MREMAP_FIXED,
-             reinterpret_cast<void*>(plan.window)) == MAP_FAILED) {
-    munmap(copyPtr, kHugePageBytes);
-    return st.result = refuse(r, "mremap onto graft's code failed");
-  }
+             reinterpret_cast<void*>(plan.window)) == MAP_FAILED)
+    return dropCopy("mremap onto graft's code failed");
   r.moved = true;
   r.why = "";
   return st.result = r;

@@ -283,12 +283,18 @@ void OpEncoder::noteEventCreated(CUevent event, unsigned flags) {
                                                                                    : EventKind::Timing;
 }
 
+core::EagerCause OpEncoder::eventOpEagerCause(CUevent event, bool record) const {
+  const auto it = events_.find(reinterpret_cast<uint64_t>(event));
+  if (it == events_.end()) return core::EagerCause::UnseenEvent;
+  if (it->second == EventKind::Interprocess) return core::EagerCause::InterprocessEvent;
+  if (record && it->second == EventKind::Timing) return core::EagerCause::TimingEvent;
+  return core::EagerCause::None;
+}
+
 GRAFT_HOT const OpDesc& OpEncoder::eventRecord(ApiId api, core::StreamKey stream, CUcontext ctx, CUevent event,
                                      unsigned flags) {
-  const auto it = events_.find(reinterpret_cast<uint64_t>(event));
-  if (it == events_.end()) return boundary(api, stream, core::EagerCause::UnseenEvent);
-  if (it->second == EventKind::Interprocess) return boundary(api, stream, core::EagerCause::InterprocessEvent);
-  if (it->second == EventKind::Timing) return boundary(api, stream, core::EagerCause::TimingEvent);
+  if (const core::EagerCause c = eventOpEagerCause(event, true); c != core::EagerCause::None)
+    return boundary(api, stream, c);
   const EventShape s{flags, 0, reinterpret_cast<uint64_t>(ctx)};
   std::memcpy(shape_.data(), &s, sizeof(s));
   return finish(OpKind::EventRecord, api, stream, reinterpret_cast<uint64_t>(event), sizeof(s), 0);
@@ -296,9 +302,8 @@ GRAFT_HOT const OpDesc& OpEncoder::eventRecord(ApiId api, core::StreamKey stream
 
 GRAFT_HOT const OpDesc& OpEncoder::eventWait(ApiId api, core::StreamKey stream, CUcontext ctx, CUevent event,
                                    unsigned flags) {
-  const auto it = events_.find(reinterpret_cast<uint64_t>(event));
-  if (it == events_.end()) return boundary(api, stream, core::EagerCause::UnseenEvent);
-  if (it->second == EventKind::Interprocess) return boundary(api, stream, core::EagerCause::InterprocessEvent);
+  if (const core::EagerCause c = eventOpEagerCause(event, false); c != core::EagerCause::None)
+    return boundary(api, stream, c);
   const EventShape s{flags, 0, reinterpret_cast<uint64_t>(ctx)};
   std::memcpy(shape_.data(), &s, sizeof(s));
   return finish(OpKind::EventWait, api, stream, reinterpret_cast<uint64_t>(event), sizeof(s), 0);

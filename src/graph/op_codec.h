@@ -151,6 +151,8 @@ class OpEncoder {
   core::OpDesc op_;
   const core::OpDesc* expected_ = nullptr;
   enum class EventKind : uint8_t { Untimed, Timing, Interprocess };
+  // Why a record (or a wait) of `event` must stay eager; None if a graph may hold it.
+  core::EagerCause eventOpEagerCause(CUevent event, bool record) const;
   std::unordered_map<uint64_t, EventKind> events_;
 };
 

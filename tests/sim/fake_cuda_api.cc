@@ -713,6 +713,12 @@ std::shared_ptr<Event> lookupEvent(CUevent e) {
   return it == st.events.end() ? nullptr : it->second;
 }
 
+void drainUntilRecorded(Lock& lk, const Event& ev, const char* what) {
+  if (!ev.lastRecord) return;
+  CompletionPtr rec = ev.lastRecord;
+  drainUntil(lk, [&] { return rec->done; }, what);
+}
+
 }  // namespace sim
 
 using namespace sim;
@@ -1357,8 +1363,7 @@ CUresult CUDAAPI cuCtxRecordEvent(CUcontext hCtx, CUevent e) {
   if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
   std::shared_ptr<Event> ev = lookupEvent(e);
   if (!ev || ev->ctx != ctx) return CUDA_ERROR_INVALID_HANDLE;
-  static std::map<Context*, std::shared_ptr<Stream>> recordStreams;
-  std::shared_ptr<Stream>& own = recordStreams[ctx];
+  std::shared_ptr<Stream>& own = ctx->recordStream;
   if (!own) {
     own = std::make_shared<Stream>();
     own->id = st.nextStreamId++;
@@ -1385,11 +1390,7 @@ CUresult CUDAAPI cuEventSynchronize(CUevent e) {
     if (ev->capSession->active) invalidate(ev->capSession.get());
     return CUDA_ERROR_CAPTURED_EVENT;
   }
-  if (ev->lastRecord) {
-    CompletionPtr rec = ev->lastRecord;
-    drainUntil(
-        SIM_LOCK, [&] { return rec->done; }, "cuEventSynchronize");
-  }
+  drainUntilRecorded(SIM_LOCK, *ev, "cuEventSynchronize");
   return state().sticky;
 }
 

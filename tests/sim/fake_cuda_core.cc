@@ -703,10 +703,7 @@ int simEventWaitFromPeer(CUevent event) {
   Lock lk(state().mutex);
   std::shared_ptr<Event> ev = lookupEvent(event);
   if (!ev) return -1;
-  if (ev->lastRecord) {
-    CompletionPtr rec = ev->lastRecord;
-    drainUntil(lk, [&] { return rec->done; }, "simEventWaitFromPeer");
-  }
+  drainUntilRecorded(lk, *ev, "simEventWaitFromPeer");
   return 0;
 }
 

@@ -238,6 +238,7 @@ struct Context {
   bool primary = false;
   bool destroyed = false;
   std::shared_ptr<Stream> legacy;
+  std::shared_ptr<Stream> recordStream;  // cuCtxRecordEvent's, named by no handle
   CUcontext handle() { return reinterpret_cast<CUcontext>(this); }
 };
 
@@ -376,6 +377,8 @@ void invalidate(CaptureSession* cs);
 // Active captures that include a blocking (non-legacy) stream of `ctx`.
 bool blockingStreamCapturing(Context* ctx, std::vector<CaptureSession*>* out);
 std::shared_ptr<Event> lookupEvent(CUevent e);
+// Runs the device until the event's most recent record is done (at once if never recorded).
+void drainUntilRecorded(Lock& lk, const Event& ev, const char* what);
 
 [[noreturn]] void deadlock(const char* what);
 
