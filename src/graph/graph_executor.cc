@@ -24,13 +24,46 @@ struct GraphHandle {
   std::vector<CUDA_KERNEL_NODE_PARAMS> kernelBase;  // per op; meaningful for kernels
   std::unordered_map<uint32_t, CUDA_MEMCPY3D> copyBase;
   std::unordered_map<uint32_t, CUDA_MEMSET_NODE_PARAMS> setBase;
+  // Launch plan (DESIGN.md §2.5), chosen at build:
+  //  - one program stream: launched on it;
+  //  - branched (several streams, the legacy stream not among them): launched
+  //    on graft's own stream (ownStream; launches of one executable graph are
+  //    serialized by the driver anyway, so it adds no wait). Branch b starts
+  //    with an external wait on entryEvents[b], recorded on its program stream
+  //    right before the launch, and ends with an external record of
+  //    tailEvents[b], which its program stream waits on right after it. Each
+  //    program stream thus waits for its own branch only, and each branch for
+  //    its own stream's earlier work only, as eagerly;
+  //  - legacy (several streams, the legacy stream among them): launched on the
+  //    legacy stream after it waited for the other streams (joinEvents), which
+  //    then wait for the whole graph (doneEvent): never looser than the
+  //    legacy stream's implicit synchronization.
   CUstream launchStream = nullptr;
-  std::vector<CUstream> otherStreams;  // touched streams other than launchStream
-  std::vector<CUevent> joinEvents;     // one per other stream
+  CUstream ownStream = nullptr;          // branched: graft's stream, destroyed with the graph
+  std::vector<CUstream> branchStreams;   // branched: the program stream of each branch
+  std::vector<CUevent> entryEvents, tailEvents;
+  std::vector<CUstream> otherStreams;  // legacy: touched streams other than launchStream
+  std::vector<CUevent> joinEvents;     // legacy: one per other stream
   CUevent doneEvent = nullptr;
-  std::vector<uint32_t> externalWaits;  // ops waiting on events recorded before the segment
-  std::vector<uint32_t> records;        // program event records, re-recorded after the graph
+  // The program's event records and waits on events recorded before the
+  // segment are external event nodes, where the program put them: eventNodes[e]
+  // for op eventOps[e] (null for a wait on an event recorded inside the
+  // segment, which is an edge of the graph). They are captured with graft's
+  // placeholder events; nodeEvents[e] is the program event the executable
+  // graph's node holds now, set before a launch when the instance's differs
+  // (GraphExecutor::forgetEvent puts the placeholder back before the program's
+  // event is destroyed).
   std::vector<uint32_t> eventOps;       // every event op, in op order (LaunchJob::events)
+  std::vector<CUgraphNode> eventNodes;
+  std::vector<CUevent> nodeEvents;
+  std::vector<CUevent> placeholders;  // per event op; null where eventNodes is
+  // Per event op: the driver refused the program's event in its node, so the
+  // node keeps its placeholder and the op is issued beside the launch, as
+  // before graft had event nodes: a wait before the graph (on the branch's
+  // program stream, or on the launch stream), a record after it, once its
+  // stream waited for the graph (never looser than eager, possibly stricter).
+  std::vector<uint8_t> besideLaunch;
+  bool anyBesideLaunch = false;
   // Kernel parameter offsets of op i: paramOffsets[paramStart[i] .. paramStart[i + 1]).
   std::vector<uint32_t> paramStart;
   std::vector<uint32_t> paramOffsets;
@@ -89,6 +122,11 @@ class ContextScope {
 CUstream asStream(core::StreamKey key) { return reinterpret_cast<CUstream>(key); }
 
 CUresult recordOn(CUevent e, CUstream s) { return real<ApiId::k_cuEventRecord_2000>()(e, s); }
+// Inside a capture: an event record node, which the program's streams and host
+// can wait on after a launch (CU_EVENT_RECORD_EXTERNAL).
+CUresult recordNodeOn(CUevent e, CUstream s) {
+  return real<ApiId::k_cuEventRecordWithFlags_11010>()(e, s, CU_EVENT_RECORD_EXTERNAL);
+}
 CUresult waitOn(CUstream s, CUevent e, unsigned flags = 0) {
   return real<ApiId::k_cuStreamWaitEvent_3020>()(s, e, flags);
 }
@@ -96,9 +134,21 @@ CUresult waitOn(CUstream s, CUevent e, unsigned flags = 0) {
 void destroyHandle(GraphHandle* g) {
   if (g->exec) real<ApiId::k_cuGraphExecDestroy_10000>()(g->exec);
   if (g->graph) real<ApiId::k_cuGraphDestroy_10000>()(g->graph);
-  for (CUevent e : g->joinEvents) real<ApiId::k_cuEventDestroy_4000>()(e);
-  if (g->doneEvent) real<ApiId::k_cuEventDestroy_4000>()(g->doneEvent);
+  auto destroyEvent = real<ApiId::k_cuEventDestroy_4000>();
+  for (const auto* list : {&g->joinEvents, &g->entryEvents, &g->tailEvents, &g->placeholders})
+    for (CUevent e : *list)
+      if (e) destroyEvent(e);
+  if (g->doneEvent) destroyEvent(g->doneEvent);
+  // Launches still queued on it finish first (the driver releases it then).
+  if (g->ownStream) real<ApiId::k_cuStreamDestroy_4000>()(g->ownStream);
   delete g;
+}
+
+// Puts `event` into event op e's node of the executable graph.
+CUresult setNodeEvent(const GraphHandle& g, size_t e, CUevent event) {
+  return g.instance.view(g.eventOps[e]).kind == OpKind::EventRecord
+             ? real<ApiId::k_cuGraphExecEventRecordNodeSetEvent_11010>()(g.exec, g.eventNodes[e], event)
+             : real<ApiId::k_cuGraphExecEventWaitNodeSetEvent_11010>()(g.exec, g.eventNodes[e], event);
 }
 
 }  // namespace
@@ -109,8 +159,8 @@ GraphExecutor::GraphExecutor(KernelRegistry& kernels, pool::DevicePool* pool, bo
   if (!asyncLaunch) return;
   worker_ = std::make_unique<LaunchWorker<LaunchJob>>(
       [this](LaunchJob& job) {
-        std::string why;  // only a failure builds text
-        return runLaunch(job, &why);
+        job.failure.clear();  // only a failure builds text
+        return runLaunch(job, &job.failure);
       },
       onLaunchThread);
   if (!worker_->start()) {
@@ -223,15 +273,22 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
     streams.push_back(key);
     return streams.size() - 1;
   };
+  std::vector<uint32_t> streamOf(ops.size());
   bool hasLegacy = false;
-  for (const OpDesc& op : ops) hasLegacy |= op.stream == core::kLegacyStream;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    streamOf[i] = uint32_t(streamIndex(ops[i].stream));
+    hasLegacy |= ops[i].stream == core::kLegacyStream;
+  }
+  const bool branched = !hasLegacy && streams.size() > 1;
 
   CUresult r = CUDA_SUCCESS;
   std::string failure;
   size_t eventsUsed = 0;
   std::vector<CUevent> instanceEvents;
   // Implicit ordering of the legacy stream against blocking streams.
-  std::vector<uint64_t> opsOn, opsOnAtLegacyJoin, legacyOpsAtJoin;
+  std::vector<uint64_t> opsOn(streams.size(), 0), opsOnAtLegacyJoin(streams.size(), 0),
+      legacyOpsAtJoin(streams.size(), 0);
+  std::vector<bool> started(streams.size(), false);
   uint64_t legacyOps = 0;
 
   CUstream origin = captureStream(pool, 0, &r);
@@ -241,27 +298,58 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
     if (failure.empty()) failure = what + ": " + errorName(r);
     return false;
   };
+  auto newEvent = [&](std::vector<CUevent>& into) -> CUevent {
+    CUevent e = nullptr;
+    if ((r = real<ApiId::k_cuEventCreate_2000>()(&e, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) return nullptr;
+    into.push_back(e);
+    return e;
+  };
+  // The node an op just captured on `cs` became.
+  auto capturedNode = [&](CUstream cs, CUgraphNode* node) -> bool {
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    const CUgraphNode* deps = nullptr;
+    size_t numDeps = 0;
+    r = real<ApiId::k_cuStreamGetCaptureInfo_12030>()(cs, &status, nullptr, nullptr, &deps, nullptr, &numDeps);
+    if (r != CUDA_SUCCESS) return fail("cuStreamGetCaptureInfo");
+    if (status != CU_STREAM_CAPTURE_STATUS_ACTIVE || numDeps != 1 || !deps) {
+      r = CUDA_ERROR_UNKNOWN;
+      return fail("finding the node just captured");
+    }
+    *node = deps[0];
+    return true;
+  };
+  // An external event node of the program's event op i, captured with a
+  // placeholder event of graft's (launch() puts the program's event in).
+  auto programEventNode = [&](CUstream cs, bool record) -> bool {
+    CUevent placeholder = newEvent(g->placeholders);
+    if (!placeholder) return fail("creating an event");
+    g->besideLaunch.push_back(0);
+    r = record ? recordNodeOn(placeholder, cs) : waitOn(cs, placeholder, CU_EVENT_WAIT_EXTERNAL);
+    if (r != CUDA_SUCCESS) return fail(record ? "capturing an event record node" : "capturing an event wait node");
+    CUgraphNode node = nullptr;
+    if (!capturedNode(cs, &node)) return false;
+    g->eventNodes.push_back(node);
+    g->nodeEvents.push_back(placeholder);
+    return true;
+  };
   auto run = [&]() -> bool {
     if (!origin || !fork) return fail("creating capture streams and events");
+    for (size_t si = 0; branched && si < streams.size(); ++si)
+      if (!newEvent(g->entryEvents) || !newEvent(g->tailEvents)) return fail("creating launch events");
     r = real<ApiId::k_cuStreamBeginCapture_10010>()(origin, CU_STREAM_CAPTURE_MODE_RELAXED);
     if (r != CUDA_SUCCESS) return fail("cuStreamBeginCapture");
     capturing = true;
     if ((r = recordOn(fork, origin)) != CUDA_SUCCESS) return fail("recording the fork event");
-    streamIndex(ops[0].stream);
-    opsOn.assign(1, 0);
-    opsOnAtLegacyJoin.assign(1, 0);
-    legacyOpsAtJoin.assign(1, 0);
     for (size_t i = 0; i < ops.size(); ++i) {
       const OpDesc& op = ops[i];
-      const size_t before = streams.size();
-      const size_t si = streamIndex(op.stream);
+      const size_t si = streamOf[i];
       CUstream cs = captureStream(pool, si, &r);
       if (!cs) return fail("creating a capture stream");
-      if (si >= before) {  // first op on this stream: fork it from the origin
-        opsOn.push_back(0);
-        opsOnAtLegacyJoin.push_back(0);
-        legacyOpsAtJoin.push_back(0);
-        if ((r = waitOn(cs, fork)) != CUDA_SUCCESS) return fail("forking a capture stream");
+      if (!started[si]) {  // first op on this stream: fork it from the origin
+        started[si] = true;
+        if (si > 0 && (r = waitOn(cs, fork)) != CUDA_SUCCESS) return fail("forking a capture stream");
+        if (branched && (r = waitOn(cs, g->entryEvents[si], CU_EVENT_WAIT_EXTERNAL)) != CUDA_SUCCESS)
+          return fail("capturing a branch's entry wait");
       }
       if (hasLegacy) {
         auto join = [&](size_t from, size_t to) -> bool {
@@ -294,33 +382,31 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
         case OpKind::Memset: {
           if ((r = issueOp(op, cs, kernels_, params_)) != CUDA_SUCCESS)
             return fail("re-issuing " + describeOp(op, kernels_) + " into capture");
-          CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-          const CUgraphNode* deps = nullptr;
-          size_t numDeps = 0;
-          r = real<ApiId::k_cuStreamGetCaptureInfo_12030>()(cs, &status, nullptr, nullptr, &deps,
-                                                            nullptr, &numDeps);
-          if (r != CUDA_SUCCESS) return fail("cuStreamGetCaptureInfo");
-          if (status != CU_STREAM_CAPTURE_STATUS_ACTIVE || numDeps != 1 || !deps) {
-            r = CUDA_ERROR_UNKNOWN;
-            return fail("finding the node just captured");
-          }
-          g->nodes[i] = deps[0];
+          if (!capturedNode(cs, &g->nodes[i])) return false;
           break;
         }
         case OpKind::EventRecord: {
+          // graft's event for waits inside the segment, and the program's own
+          // record node for everyone else.
           CUevent e = captureEvent(pool, eventsUsed++, &r);
           if (!e || (r = recordOn(e, cs)) != CUDA_SUCCESS) return fail("recording an event");
           instanceEvents.push_back(e);
-          g->records.push_back(uint32_t(i));
+          g->eventOps.push_back(uint32_t(i));
+          if (!programEventNode(cs, true)) return false;
           break;
         }
         case OpKind::EventWait: {
           const int32_t instance = req.waitInstance[i];
+          g->eventOps.push_back(uint32_t(i));
           if (instance == core::EventInstances::kExternal) {
-            g->externalWaits.push_back(uint32_t(i));
+            if (!programEventNode(cs, false)) return false;
           } else if (instance >= 0 && size_t(instance) < instanceEvents.size()) {
             if ((r = waitOn(cs, instanceEvents[instance], eventShapeOf(op).flags)) != CUDA_SUCCESS)
               return fail("waiting on an event");
+            g->eventNodes.push_back(nullptr);
+            g->nodeEvents.push_back(nullptr);
+            g->placeholders.push_back(nullptr);
+            g->besideLaunch.push_back(0);
           } else {
             r = CUDA_ERROR_INVALID_VALUE;
             return fail("bad event structure");
@@ -332,6 +418,9 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
           return fail("a boundary op inside a segment");
       }
     }
+    for (size_t si = 0; branched && si < streams.size(); ++si)
+      if ((r = recordNodeOn(g->tailEvents[si], captureStream(pool, si, &r))) != CUDA_SUCCESS)
+        return fail("capturing a branch's tail record");
     for (size_t si = 1; si < streams.size(); ++si) {
       CUevent e = captureEvent(pool, eventsUsed++, &r);
       if (!e || (r = recordOn(e, captureStream(pool, si, &r))) != CUDA_SUCCESS ||
@@ -352,8 +441,6 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
     g->paramStart.assign(1, 0);
     for (size_t i = 0; i < ops.size(); ++i) {
       g->instance.push(ops[i]);
-      if (ops[i].kind == OpKind::EventRecord || ops[i].kind == OpKind::EventWait)
-        g->eventOps.push_back(uint32_t(i));
       if (ops[i].kind == OpKind::Kernel && kernelShapeOf(ops[i]).paramMode == kParamsArray &&
           ops[i].value.size) {
         const KernelInfo* info = kernels_.find(kernelShapeOf(ops[i]).func);
@@ -382,19 +469,23 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
         g->setBase.emplace(uint32_t(i), p);
       }
     }
-    // Launch plan (DESIGN.md §2.5): on the legacy stream if the segment uses
-    // it (its implicit synchronization is then never looser than eager), else
-    // on the stream of the first op.
+    if (branched) {
+      r = real<ApiId::k_cuStreamCreate_2000>()(&g->ownStream, CU_STREAM_NON_BLOCKING);
+      if (r != CUDA_SUCCESS) return fail("creating the launch stream");
+      g->launchStream = g->ownStream;
+      for (core::StreamKey s : streams) g->branchStreams.push_back(asStream(s));
+      return true;
+    }
+    // One stream, or the legacy stream among several.
     g->launchStream = asStream(hasLegacy ? core::kLegacyStream : streams[0]);
     for (core::StreamKey s : streams) {
       if (asStream(s) == g->launchStream) continue;
-      CUevent e = nullptr;
-      if ((r = real<ApiId::k_cuEventCreate_2000>()(&e, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS)
-        return fail("creating launch events");
+      CUevent e = newEvent(g->joinEvents);
+      if (!e) return fail("creating launch events");
       g->otherStreams.push_back(asStream(s));
-      g->joinEvents.push_back(e);
     }
-    if ((r = real<ApiId::k_cuEventCreate_2000>()(&g->doneEvent, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS)
+    if (!g->otherStreams.empty() &&
+        (r = real<ApiId::k_cuEventCreate_2000>()(&g->doneEvent, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS)
       return fail("creating launch events");
     return true;
   };
@@ -410,6 +501,7 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
     *why = failure;
     return nullptr;
   }
+  if (!g->eventNodes.empty()) graphs_with_event_nodes_.push_back(g.get());
   return g.release();
 }
 
@@ -521,18 +613,47 @@ int GraphExecutor::runLaunch(LaunchJob& job, std::string* why) {
       return int(r);
     }
   }
+  // The instance's program events into the event nodes.
+  for (size_t e = 0; e < g->eventOps.size(); ++e) {
+    if (!g->eventNodes[e] || g->besideLaunch[e]) continue;
+    const CUevent want = reinterpret_cast<CUevent>(job.events[e]);
+    if (want == g->nodeEvents[e]) continue;
+    const CUresult refused = setNodeEvent(*g, e, want);
+    if (refused == CUDA_SUCCESS) {
+      g->nodeEvents[e] = want;
+      continue;
+    }
+    if ((r = setNodeEvent(*g, e, g->placeholders[e])) != CUDA_SUCCESS) {
+      *why = fmt::format("setting graft's own event of op {} in the graph failed: {}", g->eventOps[e], errorName(r));
+      return int(r);
+    }
+    GRAFT_INFO("the driver refused the program's event in a graph's event node ({}); that op is issued beside "
+               "the graph's launches from now on", errorName(refused));
+    g->nodeEvents[e] = g->placeholders[e];
+    g->besideLaunch[e] = 1;
+    g->anyBesideLaunch = true;
+  }
+
   const CUstream L = g->launchStream;
+  for (size_t e = 0; g->anyBesideLaunch && e < g->eventOps.size(); ++e) {
+    if (!g->besideLaunch[e] || g->instance.view(g->eventOps[e]).kind != OpKind::EventWait) continue;
+    const OpDesc op = instanceOp(job, g->eventOps[e]);
+    const CUstream s = g->branchStreams.empty() ? L : asStream(op.stream);
+    if ((r = waitOn(s, reinterpret_cast<CUevent>(op.event), eventShapeOf(op).flags)) != CUDA_SUCCESS) {
+      *why = "waiting on the program's event before the graph failed: " + errorName(r);
+      return int(r);
+    }
+  }
+  for (size_t b = 0; b < g->branchStreams.size(); ++b) {
+    if ((r = recordOn(g->entryEvents[b], g->branchStreams[b])) != CUDA_SUCCESS) {
+      *why = "marking a stream's work before the graph failed: " + errorName(r);
+      return int(r);
+    }
+  }
   for (size_t i = 0; i < g->otherStreams.size(); ++i) {
     if ((r = recordOn(g->joinEvents[i], g->otherStreams[i])) != CUDA_SUCCESS ||
         (r = waitOn(L, g->joinEvents[i])) != CUDA_SUCCESS) {
       *why = "joining streams before the graph failed: " + errorName(r);
-      return int(r);
-    }
-  }
-  for (uint32_t k : g->externalWaits) {
-    const OpDesc op = instanceOp(job, k);
-    if ((r = waitOn(L, reinterpret_cast<CUevent>(op.event), eventShapeOf(op).flags)) != CUDA_SUCCESS) {
-      *why = "waiting on the program's event before the graph failed: " + errorName(r);
       return int(r);
     }
   }
@@ -545,13 +666,17 @@ int GraphExecutor::runLaunch(LaunchJob& job, std::string* why) {
     return int(r);
   }
   applyToInstance(job);  // the graph holds this instance's values now
-  // After the graph: every touched stream waits for it, and the program's
-  // events recorded inside the segment are recorded again.
-  bool ok = g->otherStreams.empty() || (r = recordOn(g->doneEvent, L)) == CUDA_SUCCESS;
+  // After the graph: each program stream of a branch waits for its branch;
+  // under the legacy plan every touched stream waits for the whole graph.
+  bool ok = true;
+  for (size_t b = 0; ok && b < g->branchStreams.size(); ++b)
+    ok = (r = waitOn(g->branchStreams[b], g->tailEvents[b])) == CUDA_SUCCESS;
+  if (ok && !g->otherStreams.empty()) ok = (r = recordOn(g->doneEvent, L)) == CUDA_SUCCESS;
   for (size_t i = 0; ok && i < g->otherStreams.size(); ++i)
     ok = (r = waitOn(g->otherStreams[i], g->doneEvent)) == CUDA_SUCCESS;
-  for (size_t n = 0; ok && n < g->records.size(); ++n) {
-    const OpDesc op = instanceOp(job, g->records[n]);
+  for (size_t e = 0; ok && g->anyBesideLaunch && e < g->eventOps.size(); ++e) {
+    if (!g->besideLaunch[e] || g->instance.view(g->eventOps[e]).kind != OpKind::EventRecord) continue;
+    const OpDesc op = instanceOp(job, g->eventOps[e]);
     ok = (r = issueOp(op, asStream(op.stream), kernels_, job.pointers)) == CUDA_SUCCESS;
   }
   if (!ok) {
@@ -589,7 +714,7 @@ void GraphExecutor::takeOverAfterFailure() {
   for (uint64_t i = first; i < end; ++i) {
     LaunchJob& job = worker_->job(i);
     GraphHandle* g = job.graph;
-    std::string why;
+    std::string why = i == first ? job.failure : std::string();
     int rc = i == first ? worker_->failure() : 0;
     if (!rc && !g->broken) rc = runLaunch(job, &why);  // applies the job to the instance
     if (!rc && !g->broken) continue;
@@ -621,11 +746,28 @@ void GraphExecutor::destroy(GraphHandle* g) {
   for (core::FailedLaunch& f : failed_)
     if (f.graph == g) f.graph = nullptr;  // still counted; the handle may be reused
   ContextScope scope(g->ctx);
+  std::erase(graphs_with_event_nodes_, g);
   destroyHandle(g);
 }
 
-void GraphExecutor::destroyEvent(uint64_t event) {
+void GraphExecutor::forgetEvent(uint64_t event) {
   waitForLaunches();
+  const CUevent e = reinterpret_cast<CUevent>(event);
+  for (GraphHandle* g : graphs_with_event_nodes_) {
+    for (size_t k = 0; k < g->eventNodes.size(); ++k) {
+      if (g->nodeEvents[k] != e) continue;
+      ContextScope scope(g->ctx);
+      // If that fails, the next launch finds the node refusing the
+      // instance's event and the placeholder alike, and issues the instance
+      // eagerly (a failed launch).
+      const bool reset = setNodeEvent(*g, k, g->placeholders[k]) == CUDA_SUCCESS;
+      g->nodeEvents[k] = reset ? g->placeholders[k] : nullptr;
+    }
+  }
+}
+
+void GraphExecutor::destroyEvent(uint64_t event) {
+  forgetEvent(event);
   real<ApiId::k_cuEventDestroy_4000>()(reinterpret_cast<CUevent>(event));
 }
 

@@ -4,6 +4,11 @@
 // (one per program stream, non-blocking, forked and joined with graft's own
 // events, never a program stream), instantiates the graph and remembers, per
 // op, the node it became (cuStreamGetCaptureInfo right after the op).
+// The program's event records, and its waits on events recorded before the
+// segment, become external event nodes where the program issued them; a
+// segment on several streams (the legacy stream not among them) is launched
+// on graft's own stream, each branch waiting for its own program stream only
+// and each program stream waiting for its own branch only (GraphHandle).
 // launch(): patches differing nodes, then launches on the segment's launch
 // stream with the stream and event bookkeeping of DESIGN.md §2.5. With
 // asyncLaunch, launch() copies what the launch needs into a job and returns;
@@ -60,6 +65,12 @@ class GraphExecutor final : public core::Executor {
   std::string describe(const core::OpDesc& op) override;
   std::string describeDifference(const core::OpDesc& expected, const core::OpDesc& actual) override;
 
+  // The program destroys `event` now: every event node holding it gets its
+  // placeholder back first (the driver refuses to set a node's event once the
+  // event it holds is destroyed, measured on an H100), and a later event that
+  // gets this handle is set into nodes again.
+  void forgetEvent(uint64_t event);
+
   // A program stream was destroyed: forget what was cached about it.
   void forgetStream(CUstream stream) {
     waitForLaunches();
@@ -86,6 +97,7 @@ class GraphExecutor final : public core::Executor {
     std::vector<uint8_t> bytes;
     std::vector<uint64_t> events;        // per event op of the graph, in op order
     std::vector<void*> pointers;         // scratch: kernel parameter pointers
+    std::string failure;                 // why its launch failed on the launch thread
   };
   int runLaunch(LaunchJob& job, std::string* why);
   // After a launch failed on the launch thread: issues that job and, in order,
@@ -122,6 +134,8 @@ class GraphExecutor final : public core::Executor {
   CUcontext orLastContext(CUcontext ctx);
   std::vector<void*> params_;
   CUcontext last_ctx_ = nullptr;
+  // The graphs with event nodes (forgetEvent); changed with no launch queued.
+  std::vector<core::GraphHandle*> graphs_with_event_nodes_;
 };
 
 }  // namespace graft::graph

@@ -1090,6 +1090,111 @@ void ipcEvent() {
   print("end", 0, deviceDigest(buf, kN * 4) ^ seen.h);
 }
 
+// A kernel that spins until the host writes at least `want` into a mapped
+// flag. It gives up after `maxCycles` and counts that in *timeouts: a program
+// that waited for it before releasing it would otherwise hang.
+__global__ void gateKernel(const volatile uint32_t* flag, uint32_t want, uint32_t* timeouts,
+                           long long maxCycles) {
+  const long long t0 = clock64();
+  while (*flag < want) {
+    if (clock64() - t0 > maxCycles) {
+      atomicAdd(timeouts, 1u);
+      return;
+    }
+  }
+}
+
+// The host releases a gate kernel only after it has seen other work of the
+// step finish, work that eagerly never waits for the gate (the variants as in
+// tests/sim/sim_gated_release.cc):
+//   exit        gate and work on stream A, work on B; sync B, then release.
+//   entry       the gate is issued on A before the step (a stream query);
+//               the step has work on A and B; sync B, then release.
+//   mid_record  on A: work, record E, the gate, work; sync E, then release.
+//   mid_wait    on C: the gate, work, record E, a query; on A: work, record
+//               F, wait E, work reading C's result; sync F, then release.
+// Eagerly no gate ever times out; a replay that makes the awaited work wait
+// for the gate makes every gate time out (a second each).
+void gatedRelease(const char* variant) {
+  cudaStream_t a = nonBlockingStream(), b = nonBlockingStream(), c = nonBlockingStream();
+  uint32_t* host = nullptr;
+  CK(cudaHostAlloc(&host, 64, cudaHostAllocMapped));
+  uint32_t* dev = nullptr;
+  CK(cudaHostGetDevicePointer(&dev, host, 0));
+  host[0] = 0;  // the gate flag
+  host[1] = 0;  // timeouts
+  int clockKHz = 0;
+  CK(cudaDeviceGetAttribute(&clockKHz, cudaDevAttrClockRate, 0));
+  const long long maxCycles = (long long)clockKHz * 1000;  // about a second
+  uint32_t *x = deviceBuffer(71), *y = deviceBuffer(72), *z = deviceBuffer(73), *w = deviceBuffer(74);
+  // Load both kernels first: the first launch of a kernel may take long.
+  gateKernel<<<1, 1>>>(dev, 0, dev + 1, maxCycles);
+  mix<<<kGrid, kBlock>>>(y, x, kN, 0);
+  CK(cudaDeviceSynchronize());
+  const std::string v = variant;
+  const int iters = g_iters / 5;
+  auto gate = [&](int i, cudaStream_t s) { gateKernel<<<1, 1, 0, s>>>(dev, uint32_t(i + 1), dev + 1, maxCycles); };
+  auto release = [&](int i) {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    *reinterpret_cast<volatile uint32_t*>(host) = uint32_t(i + 1);
+  };
+  for (int i = 0; i < iters; ++i) {
+    if (v == "exit" || v == "entry") {
+      gate(i, a);
+      if (v == "entry") (void)cudaStreamQuery(a);  // the gate is issued before the step
+      mix<<<kGrid, kBlock, 0, a>>>(y, w, kN, i);  // A and B share no buffer
+      mix<<<kGrid, kBlock, 0, b>>>(x, z, kN, i);
+      mix<<<kGrid, kBlock, 0, b>>>(z, x, kN, i);
+      mix<<<kGrid, kBlock, 0, b>>>(x, z, kN, i + 1);
+      CKL();
+      CK(cudaStreamSynchronize(b));
+      release(i);
+      CK(cudaStreamSynchronize(a));
+    } else if (v == "mid_record") {
+      cudaEvent_t e;
+      CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      mix<<<kGrid, kBlock, 0, a>>>(x, z, kN, i);
+      mix<<<kGrid, kBlock, 0, a>>>(z, x, kN, i);
+      CK(cudaEventRecord(e, a));
+      gate(i, a);
+      mix<<<kGrid, kBlock, 0, a>>>(y, x, kN, i);
+      CKL();
+      CK(cudaEventSynchronize(e));
+      release(i);
+      CK(cudaStreamSynchronize(a));
+      CK(cudaEventDestroy(e));
+    } else {  // mid_wait
+      cudaEvent_t e, f;
+      CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      CK(cudaEventCreateWithFlags(&f, cudaEventDisableTiming));
+      gate(i, c);
+      mix<<<kGrid, kBlock, 0, c>>>(z, w, kN, i);
+      CK(cudaEventRecord(e, c));
+      (void)cudaStreamQuery(c);  // the gate, z's step and the record are issued before the step
+      mix<<<kGrid, kBlock, 0, a>>>(x, y, kN, i);
+      mix<<<kGrid, kBlock, 0, a>>>(y, x, kN, i);
+      CK(cudaEventRecord(f, a));
+      CK(cudaStreamWaitEvent(a, e, 0));
+      mix<<<kGrid, kBlock, 0, a>>>(w, z, kN, i);  // reads this step's z
+      CKL();
+      CK(cudaEventSynchronize(f));
+      release(i);
+      CK(cudaStreamSynchronize(a));
+      CK(cudaStreamSynchronize(c));
+      CK(cudaEventDestroy(f));  // in this order each may get its handle back
+      CK(cudaEventDestroy(e));
+    }
+  }
+  CK(cudaDeviceSynchronize());
+  print("timeouts", 0, host[1]);
+  print("end", 0, deviceDigest(x, kN * 4) ^ deviceDigest(y, kN * 4) ^ deviceDigest(z, kN * 4) ^
+                      deviceDigest(w, kN * 4));
+}
+void gatedExit() { gatedRelease("exit"); }
+void gatedEntry() { gatedRelease("entry"); }
+void gatedMidRecord() { gatedRelease("mid_record"); }
+void gatedMidWait() { gatedRelease("mid_wait"); }
+
 struct Scenario {
   const char* name;
   void (*run)();
@@ -1109,6 +1214,8 @@ constexpr Scenario kScenarios[] = {
     {"sticky_fault", stickyFault},       {"device_reset", deviceReset},
     {"module_reload", moduleReload},     {"stream_recreate", streamRecreate},
     {"odd_ops", oddOps},                 {"ipc_event", ipcEvent},
+    {"gated_exit", gatedExit},           {"gated_entry", gatedEntry},
+    {"gated_mid_record", gatedMidRecord}, {"gated_mid_wait", gatedMidWait},
 };
 
 }  // namespace

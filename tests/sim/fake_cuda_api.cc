@@ -446,6 +446,8 @@ CUresult createStream(CUstream* ph, unsigned flags, int priority) {
     st.freedStreamHandles.pop_back();
   } else {
     s->handle = reinterpret_cast<CUstream>(s.get());
+    // The object landed where a recycled handle still names a live stream.
+    if (st.streamByHandle.count(s->handle)) s->handle = reinterpret_cast<CUstream>(freshHandle());
   }
   s->flags = flags;
   s->priority = std::clamp(priority, -5, 0);
@@ -1314,6 +1316,9 @@ CUresult CUDAAPI cuEventCreate(CUevent* ph, unsigned int flags) {
   if (!state().freedEventHandles.empty()) {
     h = state().freedEventHandles.back();
     state().freedEventHandles.pop_back();
+  } else if (state().events.count(h)) {
+    // The object landed where a recycled handle still names a live event.
+    h = reinterpret_cast<CUevent>(freshHandle());
   }
   state().events[h] = ev;
   *ph = h;

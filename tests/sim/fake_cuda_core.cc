@@ -85,8 +85,23 @@ std::string describeItem(const Item& it) {
   return "?";
 }
 
+// A gate kernel (KernelEffect::Gate) not yet released by the host.
+bool gateClosed(const KernelLaunch& k) {
+  const KernelObj* ko = k.kernel;
+  if (!ko || ko->effect != KernelEffect::Gate) return false;
+  uint64_t flag, threshold;
+  std::memcpy(&flag, k.params.data() + ko->offsets[0], 8);
+  std::memcpy(&threshold, k.params.data() + ko->offsets[2], 8);
+  if (classify(flag, 8) == MemClass::Invalid) return false;  // faults when it runs
+  uint64_t v;
+  std::memcpy(&v, reinterpret_cast<const void*>(flag), 8);
+  return v < threshold;
+}
+
 bool graphNodeRunnable(const GraphRun& g, size_t i) {
   if (g.state[i] != 0 || g.pendingPreds[i] != 0) return false;
+  const NodeParams& p = g.snap->params[i];
+  if (p.kind == NodeKind::Kernel && gateClosed(p.kernel)) return false;
   const CompletionPtr& w = g.waitTokens[i];
   return !w || w->done;
 }
@@ -104,6 +119,7 @@ bool headReady(Stream* s) {
   if (it->kind == ItemKind::GraphLaunch && it->graph->started) {
     return graphHasRunnableNode(*it->graph);
   }
+  if (it->kind == ItemKind::Kernel && gateClosed(it->kernel)) return false;
   auto& deps = it->deps;
   deps.erase(std::remove_if(deps.begin(), deps.end(), [](const CompletionPtr& c) { return c->done; }), deps.end());
   return deps.empty();
@@ -340,6 +356,8 @@ void randomSteps(Lock& lk, unsigned minSteps) {
   }
 }
 
+uintptr_t freshHandle() { return uintptr_t{0x5117} << 32 | (++state().nextFreshHandle << 4); }
+
 bool streamIdle(const Stream* s) { return s->queue.empty() && !s->hostBusy; }
 
 bool allIdle() {
@@ -498,6 +516,7 @@ std::unique_ptr<KernelObj> makeKernelObj(const char* name, SimKernelFamily famil
   k->totalBytes = off;
   if (k->name.rfind("sim_add", 0) == 0) k->effect = KernelEffect::Add;
   if (k->name.rfind("sim_mix", 0) == 0) k->effect = KernelEffect::Mix;
+  if (k->name.rfind("sim_gate", 0) == 0) k->effect = KernelEffect::Gate;
   if (k->effect != KernelEffect::None) {
     if (nparams < 3) return nullptr;
     for (int i = 0; i < 3; ++i) {
@@ -525,7 +544,7 @@ void execKernel(const KernelLaunch& k, const EffectSource& src) {
   t.params = k.params;
   recordEffect(std::move(t), src);
   const KernelObj* ko = k.kernel;
-  if (ko->effect == KernelEffect::None) return;
+  if (ko->effect == KernelEffect::None || ko->effect == KernelEffect::Gate) return;
   uint64_t dst, srcp, kval;
   std::memcpy(&dst, k.params.data() + ko->offsets[0], 8);
   std::memcpy(&srcp, k.params.data() + ko->offsets[1], 8);

@@ -852,6 +852,29 @@ CUresult CUDAAPI cuGraphExecKernelNodeSetParams(CUgraphExec e, CUgraphNode h, co
   return execKernelSet("cuGraphExecKernelNodeSetParams", e, h, v2);
 }
 
+static CUresult execEventSet(const char* api, CUgraphExec e, CUgraphNode h, NodeKind kind, CUevent ev) {
+  SIM_ENTRY(api, kNeedCtx);
+  std::shared_ptr<Exec> ex;
+  Node* node;
+  if (CUresult r = execNodeLookup(e, h, kind, &ex, &node); r != CUDA_SUCCESS) return r;
+  std::shared_ptr<Event> event = lookupEvent(ev);
+  if (!event) return CUDA_ERROR_INVALID_VALUE;
+  // As measured on an H100 (driver 580): once the event a node holds was
+  // destroyed, that node's event cannot be set any more.
+  if (ex->snap->params[node->index].event->destroyed) return CUDA_ERROR_INVALID_VALUE;
+  execParams(*ex, node)->event = std::move(event);
+  ++state().counters.execNodeParamUpdates;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuGraphExecEventRecordNodeSetEvent(CUgraphExec e, CUgraphNode h, CUevent ev) {
+  return execEventSet("cuGraphExecEventRecordNodeSetEvent", e, h, NodeKind::EventRecord, ev);
+}
+
+CUresult CUDAAPI cuGraphExecEventWaitNodeSetEvent(CUgraphExec e, CUgraphNode h, CUevent ev) {
+  return execEventSet("cuGraphExecEventWaitNodeSetEvent", e, h, NodeKind::EventWait, ev);
+}
+
 CUresult CUDAAPI cuGraphExecMemcpyNodeSetParams(CUgraphExec e, CUgraphNode h, const CUDA_MEMCPY3D* p, CUcontext ctx) {
   SIM_ENTRY("cuGraphExecMemcpyNodeSetParams", kNeedCtx);
   (void)ctx;

@@ -42,7 +42,9 @@ using CompletionPtr = std::shared_ptr<Completion>;
 
 // ---------------------------------------------------------------- kernels
 
-enum class KernelEffect { None, Add, Mix };
+// Gate: runnable only once the 8 bytes at its first parameter hold at least
+// its third (a kernel that spins until the host releases it); no effect.
+enum class KernelEffect { None, Add, Mix, Gate };
 
 struct KernelObj {
   std::string name;
@@ -263,6 +265,7 @@ struct SimState {
   unsigned maxSteps = 3;
   uint64_t seq = 0;
   uint64_t nextStreamId = 1;
+  uint64_t nextFreshHandle = 0;  // freshHandle()
   uint64_t nextCaptureId = 1;
   uint64_t nextLaunchId = 1;
   double timeUs = 0;
@@ -352,6 +355,9 @@ CUresult buildKernelFromNodeParams(const CUDA_KERNEL_NODE_PARAMS_v2& p, KernelLa
 
 // Memory (fake_cuda_memory.cc).
 MemClass classify(uint64_t addr, size_t len);
+// A handle value no object address or recycled handle can take (a range of
+// its own, 16-byte steps), for an object whose address a live handle names.
+uintptr_t freshHandle();
 bool isDevice(uint64_t addr, size_t len);
 uint64_t deviceAllocLocked(size_t bytes);  // 0 on failure
 bool deviceFreeLocked(uint64_t addr);      // false if not an allocation base

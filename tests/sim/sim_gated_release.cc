@@ -1,0 +1,157 @@
+// sim_gated_release: the host releases a kernel only after it has seen other
+// work of the same step finish, work that eagerly never waits for that kernel.
+//
+// The gate is a sim_gate kernel: it cannot run until the host writes its
+// iteration number into a flag (a kernel spinning on mapped memory). Each
+// scenario repeats one step 40 times, so graft captures the step and replays
+// it; a replay that makes the awaited work depend on the gate hangs (the
+// simulator reports a deadlock and aborts), where eager always finishes.
+//   exit        gate on stream A and work on stream B in one step; the host
+//               synchronizes B, then opens the gate. (B must not wait for all
+//               of a graph that spans A and B.)
+//   entry       the gate is issued on A before the step (a stream query
+//               between them); the step has work on A and B; the host
+//               synchronizes B, then opens the gate. (B's work must not wait
+//               for what A held before the step.)
+//   mid-record  on A: work, record E, the gate; the host synchronizes E, then
+//               opens the gate. (E must not cover work recorded after it.)
+//   mid-wait    on C: the gate, record E, then a query of C; on A: work, record
+//               F, wait E, more work; the host synchronizes F, then opens the
+//               gate. (The work before the wait must not wait for E, the work
+//               after it must.) E and F are created and destroyed every step,
+//               like PyTorch's events, so their handles recur.
+//   sim_gated_release SCENARIO [--expect-graphs]
+// Exit 1 on a wrong value, or with --expect-graphs unless most kernels ran
+// from graphs; 2 on a setup failure.
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "sim_api.h"
+#include "sim_driver_loader.h"
+
+namespace {
+
+constexpr uint64_t kIterations = 40;
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: sim_gated_release exit|entry|mid-record|mid-wait [--expect-graphs]\n");
+    return 2;
+  }
+  const std::string scenario = argv[1];
+  const bool expectGraphs = argc > 2 && std::strcmp(argv[2], "--expect-graphs") == 0;
+  if (scenario != "exit" && scenario != "entry" && scenario != "mid-record" && scenario != "mid-wait") {
+    std::fprintf(stderr, "sim_gated_release: unknown scenario '%s'\n", scenario.c_str());
+    return 2;
+  }
+  simtest::Driver drv;
+  CUcontext ctx;
+  if (int rc = simtest::startProgram("sim_gated_release", &drv, &ctx)) return rc;
+  auto& cu = drv.plain;
+  CUfunction gate = simtest::libraryKernel3("sim_gate");
+  CUfunction add = simtest::libraryKernel3("sim_add_step");
+  CUdeviceptr flag = simtest::zeroedBuffer(cu), x = simtest::zeroedBuffer(cu), y = simtest::zeroedBuffer(cu),
+              z = simtest::zeroedBuffer(cu), w = simtest::zeroedBuffer(cu);
+  CUstream a, b, c;
+  SIM_CHECK(cu.cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
+  SIM_CHECK(cu.cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
+  SIM_CHECK(cu.cuStreamCreate(&c, CU_STREAM_NON_BLOCKING));
+  auto launchGate = [&](uint64_t it, CUstream s) {
+    uint64_t unused = 0;
+    void* args[] = {&flag, &unused, &it};
+    SIM_CHECK(cu.cuLaunchKernel(gate, 1, 1, 1, 1, 1, 1, 0, s, args, nullptr));
+  };
+  auto addTo = [&](CUdeviceptr p, uint64_t k, CUstream s) { SIM_CHECK(simtest::launchAdd(cu, add, p, p, k, s)); };
+  auto open = [&](uint64_t it) { *reinterpret_cast<volatile uint64_t*>(flag) = it; };
+  auto read = [](CUdeviceptr p) { return *reinterpret_cast<volatile const uint64_t*>(p); };
+
+  for (uint64_t it = 1; it <= kIterations; ++it) {
+    uint64_t expectX = 0, gotX = 0;
+    if (scenario == "exit" || scenario == "entry") {
+      if (scenario == "entry") {
+        launchGate(it, a);
+        cu.cuStreamQuery(a);  // the gate is issued before the step
+      } else {
+        launchGate(it, a);
+      }
+      addTo(y, 1, a);
+      addTo(x, 1, b);
+      addTo(x, 2, b);
+      addTo(x, 3, b);
+      SIM_CHECK(cu.cuStreamSynchronize(b));
+      gotX = read(x);
+      expectX = 6 * it;
+      open(it);
+      SIM_CHECK(cu.cuStreamSynchronize(a));
+    } else if (scenario == "mid-record") {
+      CUevent e;
+      SIM_CHECK(cu.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+      addTo(x, 1, a);
+      addTo(x, 2, a);
+      SIM_CHECK(cu.cuEventRecord(e, a));
+      launchGate(it, a);
+      addTo(y, 1, a);
+      SIM_CHECK(cu.cuEventSynchronize(e));
+      gotX = read(x);
+      expectX = 3 * it;
+      open(it);
+      SIM_CHECK(cu.cuStreamSynchronize(a));
+      SIM_CHECK(cu.cuEventDestroy(e));
+    } else {  // mid-wait
+      CUevent e, f;
+      SIM_CHECK(cu.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+      SIM_CHECK(cu.cuEventCreate(&f, CU_EVENT_DISABLE_TIMING));
+      launchGate(it, c);
+      addTo(z, 1, c);
+      SIM_CHECK(cu.cuEventRecord(e, c));
+      cu.cuStreamQuery(c);  // the gate, z's step and the record are issued before the step
+      addTo(x, 1, a);
+      addTo(x, 2, a);
+      SIM_CHECK(cu.cuEventRecord(f, a));
+      SIM_CHECK(cu.cuStreamWaitEvent(a, e, 0));
+      addTo(y, 1, a);
+      SIM_CHECK(simtest::launchAdd(cu, add, w, z, 0, a));  // w = z, after the wait
+      SIM_CHECK(cu.cuEventSynchronize(f));
+      gotX = read(x);
+      expectX = 3 * it;
+      open(it);
+      SIM_CHECK(cu.cuStreamSynchronize(a));
+      if (read(w) != it) {
+        std::printf("sim_gated_release mid-wait: iteration %llu: A read z = %llu after waiting on C's event, "
+                    "expected %llu\n", static_cast<unsigned long long>(it), static_cast<unsigned long long>(read(w)),
+                    static_cast<unsigned long long>(it));
+        return 1;
+      }
+      SIM_CHECK(cu.cuEventDestroy(f));  // in this order each gets its handle back
+      SIM_CHECK(cu.cuEventDestroy(e));
+    }
+    if (gotX != expectX) {
+      std::printf("sim_gated_release %s: iteration %llu: x = %llu when the host opened the gate, expected %llu\n",
+                  scenario.c_str(), static_cast<unsigned long long>(it), static_cast<unsigned long long>(gotX),
+                  static_cast<unsigned long long>(expectX));
+      return 1;
+    }
+  }
+  SIM_CHECK(cu.cuCtxSynchronize());
+  if (read(y) != kIterations) {
+    std::printf("sim_gated_release %s: y = %llu, expected %llu\n", scenario.c_str(),
+                static_cast<unsigned long long>(read(y)), static_cast<unsigned long long>(kIterations));
+    return 1;
+  }
+  if (simtest::failedCalls()) return 1;
+  SimCounters counters{};
+  simCounters(&counters);
+  std::printf("sim_gated_release %s: %llu iterations right; kernels from graphs %llu, eager %llu\n",
+              scenario.c_str(), static_cast<unsigned long long>(kIterations),
+              static_cast<unsigned long long>(counters.effectsGraph),
+              static_cast<unsigned long long>(counters.effectsEager));
+  if (expectGraphs && counters.effectsGraph * 2 < counters.effectsEager) {
+    std::printf("sim_gated_release %s: most work ran eagerly, so the check proved nothing\n", scenario.c_str());
+    return 1;
+  }
+  return 0;
+}
