@@ -27,8 +27,11 @@ struct GraphHandle {
   // Launch plan (DESIGN.md §2.5), chosen at build:
   //  - one program stream: launched on it;
   //  - branched (several streams, the legacy stream not among them): launched
-  //    on graft's own stream (ownStream; launches of one executable graph are
-  //    serialized by the driver anyway, so it adds no wait). Branch b starts
+  //    on graft's own stream (ownStream, blocking when all the segment's
+  //    streams are, so that the legacy stream orders it as eagerly; it holds
+  //    only this graph's launches, which the driver serializes anyway: no
+  //    wait beyond that one, which is itself stricter than eager, see README
+  //    Limits). Branch b starts
   //    with an external wait on entryEvents[b], recorded on its program stream
   //    right before the launch, and ends with an external record of
   //    tailEvents[b], which its program stream waits on right after it. Each
@@ -64,6 +67,16 @@ struct GraphHandle {
   // stream waited for the graph (never looser than eager, possibly stricter).
   std::vector<uint8_t> besideLaunch;
   bool anyBesideLaunch = false;
+  // The event ops that record events, and launch-time scratch (reserved at
+  // build): (event, op) pairs, and per event op whether a later record of the
+  // same event in the instance supersedes it. Only the last record of an
+  // event in a segment is the program's: an earlier one serves waits inside
+  // the segment, which are edges, so its node keeps its placeholder (two
+  // unordered record nodes of one event would leave its latest record to the
+  // driver).
+  std::vector<uint32_t> recordOps;
+  std::vector<std::pair<uint64_t, uint32_t>> recordScratch;
+  std::vector<uint8_t> superseded;
   // Kernel parameter offsets of op i: paramOffsets[paramStart[i] .. paramStart[i + 1]).
   std::vector<uint32_t> paramStart;
   std::vector<uint32_t> paramOffsets;
@@ -418,6 +431,10 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
           return fail("a boundary op inside a segment");
       }
     }
+    for (size_t e = 0; e < g->eventOps.size(); ++e)
+      if (ops[g->eventOps[e]].kind == OpKind::EventRecord) g->recordOps.push_back(uint32_t(e));
+    g->recordScratch.reserve(g->recordOps.size());
+    g->superseded.assign(g->eventOps.size(), 0);
     for (size_t si = 0; branched && si < streams.size(); ++si)
       if ((r = recordNodeOn(g->tailEvents[si], captureStream(pool, si, &r))) != CUDA_SUCCESS)
         return fail("capturing a branch's tail record");
@@ -470,7 +487,18 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
       }
     }
     if (branched) {
-      r = real<ApiId::k_cuStreamCreate_2000>()(&g->ownStream, CU_STREAM_NON_BLOCKING);
+      // With the priority of the segment's first stream, on which it was
+      // launched before it had a stream of its own (a graph's kernels run at
+      // the priority of the stream it is launched on).
+      int priority = 0;
+      auto getPriority = real<ApiId::k_cuStreamGetPriority_5050>();
+      auto createWithPriority = real<ApiId::k_cuStreamCreateWithPriority_5050>();
+      if (!getPriority || getPriority(asStream(streams[0]), &priority) != CUDA_SUCCESS) priority = 0;
+      bool allBlocking = true;
+      for (core::StreamKey s : streams) allBlocking &= isBlocking(s);
+      const unsigned flags = allBlocking ? CU_STREAM_DEFAULT : CU_STREAM_NON_BLOCKING;
+      r = createWithPriority ? createWithPriority(&g->ownStream, flags, priority)
+                             : real<ApiId::k_cuStreamCreate_2000>()(&g->ownStream, flags);
       if (r != CUDA_SUCCESS) return fail("creating the launch stream");
       g->launchStream = g->ownStream;
       for (core::StreamKey s : streams) g->branchStreams.push_back(asStream(s));
@@ -614,9 +642,17 @@ int GraphExecutor::runLaunch(LaunchJob& job, std::string* why) {
     }
   }
   // The instance's program events into the event nodes.
+  if (g->recordOps.size() > 1) {
+    g->recordScratch.clear();
+    for (uint32_t e : g->recordOps) g->recordScratch.emplace_back(job.events[e], e);
+    std::sort(g->recordScratch.begin(), g->recordScratch.end());
+    for (size_t i = 0; i < g->recordScratch.size(); ++i)
+      g->superseded[g->recordScratch[i].second] =
+          i + 1 < g->recordScratch.size() && g->recordScratch[i + 1].first == g->recordScratch[i].first;
+  }
   for (size_t e = 0; e < g->eventOps.size(); ++e) {
     if (!g->eventNodes[e] || g->besideLaunch[e]) continue;
-    const CUevent want = reinterpret_cast<CUevent>(job.events[e]);
+    const CUevent want = g->superseded[e] ? g->placeholders[e] : reinterpret_cast<CUevent>(job.events[e]);
     if (want == g->nodeEvents[e]) continue;
     const CUresult refused = setNodeEvent(*g, e, want);
     if (refused == CUDA_SUCCESS) {
@@ -674,10 +710,14 @@ int GraphExecutor::runLaunch(LaunchJob& job, std::string* why) {
   if (ok && !g->otherStreams.empty()) ok = (r = recordOn(g->doneEvent, L)) == CUDA_SUCCESS;
   for (size_t i = 0; ok && i < g->otherStreams.size(); ++i)
     ok = (r = waitOn(g->otherStreams[i], g->doneEvent)) == CUDA_SUCCESS;
-  for (size_t e = 0; ok && g->anyBesideLaunch && e < g->eventOps.size(); ++e) {
-    if (!g->besideLaunch[e] || g->instance.view(g->eventOps[e]).kind != OpKind::EventRecord) continue;
+  for (size_t e = 0; g->anyBesideLaunch && e < g->eventOps.size(); ++e) {
+    if (!g->besideLaunch[e] || g->superseded[e] || g->instance.view(g->eventOps[e]).kind != OpKind::EventRecord)
+      continue;
     const OpDesc op = instanceOp(job, g->eventOps[e]);
-    ok = (r = issueOp(op, asStream(op.stream), kernels_, job.pointers)) == CUDA_SUCCESS;
+    if (const CUresult rr = issueOp(op, asStream(op.stream), kernels_, job.pointers); rr != CUDA_SUCCESS) {
+      ok = false;
+      r = rr;
+    }
   }
   if (!ok) {
     // The graph is enqueued; stay never-looser-than-eager by waiting for it.

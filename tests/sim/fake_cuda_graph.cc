@@ -263,16 +263,29 @@ CUresult graphLaunchImpl(bool pt, CUgraphExec e, CUstream h) {
   size_t n = ex->snap->params.size();
   run->recordTokens.resize(n);
   run->waitTokens.resize(n);
+  // Wait nodes wait for the records that are latest when the graph is
+  // launched; then the graph's record nodes become their events' latest. Of
+  // several record nodes of one event (not ordered by the graph), which one
+  // ends up latest is not specified: a random one here.
   for (size_t i = 0; i < n; ++i) {
     const NodeParams& p = ex->snap->params[i];
-    if (p.kind == NodeKind::EventRecord) {
-      run->recordTokens[i] = std::make_shared<Completion>();
-      p.event->lastRecord = run->recordTokens[i];
-      p.event->capSession.reset();
-      p.event->capNodes.clear();
-    } else if (p.kind == NodeKind::EventWait && p.event->lastRecord && !p.event->lastRecord->done) {
+    if (p.kind == NodeKind::EventWait && p.event->lastRecord && !p.event->lastRecord->done)
       run->waitTokens[i] = p.event->lastRecord;
-    }
+  }
+  std::vector<std::pair<Event*, std::vector<size_t>>> recordsOf;  // in node order, for determinism
+  for (size_t i = 0; i < n; ++i) {
+    const NodeParams& p = ex->snap->params[i];
+    if (p.kind != NodeKind::EventRecord) continue;
+    run->recordTokens[i] = std::make_shared<Completion>();
+    auto it = std::find_if(recordsOf.begin(), recordsOf.end(), [&](const auto& r) { return r.first == p.event.get(); });
+    if (it == recordsOf.end()) recordsOf.push_back({p.event.get(), {i}});
+    else it->second.push_back(i);
+  }
+  for (auto& [event, nodes] : recordsOf) {
+    const size_t latest = nodes[nodes.size() == 1 ? 0 : st.rng() % nodes.size()];
+    event->lastRecord = run->recordTokens[latest];
+    event->capSession.reset();
+    event->capNodes.clear();
   }
   item->graph = std::move(run);
   if (ex->lastLaunch && !ex->lastLaunch->done) item->deps.push_back(ex->lastLaunch);

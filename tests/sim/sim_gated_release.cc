@@ -72,12 +72,8 @@ int main(int argc, char** argv) {
   for (uint64_t it = 1; it <= kIterations; ++it) {
     uint64_t expectX = 0, gotX = 0;
     if (scenario == "exit" || scenario == "entry") {
-      if (scenario == "entry") {
-        launchGate(it, a);
-        cu.cuStreamQuery(a);  // the gate is issued before the step
-      } else {
-        launchGate(it, a);
-      }
+      launchGate(it, a);
+      if (scenario == "entry") cu.cuStreamQuery(a);  // the gate is issued before the step
       addTo(y, 1, a);
       addTo(x, 1, b);
       addTo(x, 2, b);
