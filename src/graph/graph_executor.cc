@@ -27,27 +27,27 @@ struct GraphHandle {
   // Launch plan (DESIGN.md §2.5), chosen at build:
   //  - one program stream: launched on it;
   //  - branched (several streams, the legacy stream not among them): launched
-  //    on graft's own stream (ownStream, blocking when all the segment's
-  //    streams are, so that the legacy stream orders it as eagerly; it holds
-  //    only this graph's launches, which the driver serializes anyway: no
-  //    wait beyond that one, which is itself stricter than eager, see README
-  //    Limits). Branch b starts
-  //    with an external wait on entryEvents[b], recorded on its program stream
-  //    right before the launch, and ends with an external record of
-  //    tailEvents[b], which its program stream waits on right after it. Each
-  //    program stream thus waits for its own branch only, and each branch for
-  //    its own stream's earlier work only, as eagerly;
+  //    on graft's own stream (ownStream: blocking if any of the segment's
+  //    streams is, so that the legacy stream orders the graph at least as
+  //    eagerly; it holds only this graph's launches, which the driver
+  //    serializes anyway, a wait that is itself stricter than eager, see
+  //    README Limits). Branch b starts with an external wait on
+  //    entryEvents[b], recorded on its program stream right before the launch;
   //  - legacy (several streams, the legacy stream among them): launched on the
-  //    legacy stream after it waited for the other streams (joinEvents), which
-  //    then wait for the whole graph (doneEvent): never looser than the
-  //    legacy stream's implicit synchronization.
+  //    legacy stream after it waited for the other streams (joinEvents), so
+  //    every branch waits for all of them: never looser than the legacy
+  //    stream's implicit synchronization.
+  // With several streams, branch b ends with an external record of
+  // tailEvents[b] (none for the legacy plan's launch stream), which its
+  // program stream waits on right after the launch: each program stream waits
+  // for its own branch only, as eagerly (a blocking one also waits for the
+  // launch stream through the legacy stream's implicit synchronization).
   CUstream launchStream = nullptr;
   CUstream ownStream = nullptr;          // branched: graft's stream, destroyed with the graph
-  std::vector<CUstream> branchStreams;   // branched: the program stream of each branch
-  std::vector<CUevent> entryEvents, tailEvents;
-  std::vector<CUstream> otherStreams;  // legacy: touched streams other than launchStream
-  std::vector<CUevent> joinEvents;     // legacy: one per other stream
-  CUevent doneEvent = nullptr;
+  std::vector<CUstream> branchStreams;   // several streams: the program stream of each branch
+  std::vector<CUevent> entryEvents;      // branched: per branch
+  std::vector<CUevent> joinEvents;       // legacy: per branch, null for the launch stream
+  std::vector<CUevent> tailEvents;       // several streams: per branch, null for the legacy stream
   // The program's event records and waits on events recorded before the
   // segment are external event nodes, where the program put them: eventNodes[e]
   // for op eventOps[e] (null for a wait on an event recorded inside the
@@ -151,7 +151,6 @@ void destroyHandle(GraphHandle* g) {
   for (const auto* list : {&g->joinEvents, &g->entryEvents, &g->tailEvents, &g->placeholders})
     for (CUevent e : *list)
       if (e) destroyEvent(e);
-  if (g->doneEvent) destroyEvent(g->doneEvent);
   // Launches still queued on it finish first (the driver releases it then).
   if (g->ownStream) real<ApiId::k_cuStreamDestroy_4000>()(g->ownStream);
   delete g;
@@ -347,8 +346,17 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
   };
   auto run = [&]() -> bool {
     if (!origin || !fork) return fail("creating capture streams and events");
-    for (size_t si = 0; branched && si < streams.size(); ++si)
-      if (!newEvent(g->entryEvents) || !newEvent(g->tailEvents)) return fail("creating launch events");
+    for (size_t si = 0; streams.size() > 1 && si < streams.size(); ++si) {
+      const bool launchStream = !branched && streams[si] == core::kLegacyStream;
+      if (launchStream) {
+        g->joinEvents.push_back(nullptr);
+        g->tailEvents.push_back(nullptr);
+      } else if ((branched && !newEvent(g->entryEvents)) || (!branched && !newEvent(g->joinEvents)) ||
+                 !newEvent(g->tailEvents)) {
+        return fail("creating launch events");
+      }
+      g->branchStreams.push_back(asStream(streams[si]));
+    }
     r = real<ApiId::k_cuStreamBeginCapture_10010>()(origin, CU_STREAM_CAPTURE_MODE_RELAXED);
     if (r != CUDA_SUCCESS) return fail("cuStreamBeginCapture");
     capturing = true;
@@ -435,8 +443,8 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
       if (ops[g->eventOps[e]].kind == OpKind::EventRecord) g->recordOps.push_back(uint32_t(e));
     g->recordScratch.reserve(g->recordOps.size());
     g->superseded.assign(g->eventOps.size(), 0);
-    for (size_t si = 0; branched && si < streams.size(); ++si)
-      if ((r = recordNodeOn(g->tailEvents[si], captureStream(pool, si, &r))) != CUDA_SUCCESS)
+    for (size_t si = 0; si < g->tailEvents.size(); ++si)
+      if (g->tailEvents[si] && (r = recordNodeOn(g->tailEvents[si], captureStream(pool, si, &r))) != CUDA_SUCCESS)
         return fail("capturing a branch's tail record");
     for (size_t si = 1; si < streams.size(); ++si) {
       CUevent e = captureEvent(pool, eventsUsed++, &r);
@@ -486,35 +494,25 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
         g->setBase.emplace(uint32_t(i), p);
       }
     }
-    if (branched) {
-      // With the priority of the segment's first stream, on which it was
-      // launched before it had a stream of its own (a graph's kernels run at
-      // the priority of the stream it is launched on).
-      int priority = 0;
-      auto getPriority = real<ApiId::k_cuStreamGetPriority_5050>();
-      auto createWithPriority = real<ApiId::k_cuStreamCreateWithPriority_5050>();
-      if (!getPriority || getPriority(asStream(streams[0]), &priority) != CUDA_SUCCESS) priority = 0;
-      bool allBlocking = true;
-      for (core::StreamKey s : streams) allBlocking &= isBlocking(s);
-      const unsigned flags = allBlocking ? CU_STREAM_DEFAULT : CU_STREAM_NON_BLOCKING;
-      r = createWithPriority ? createWithPriority(&g->ownStream, flags, priority)
-                             : real<ApiId::k_cuStreamCreate_2000>()(&g->ownStream, flags);
-      if (r != CUDA_SUCCESS) return fail("creating the launch stream");
-      g->launchStream = g->ownStream;
-      for (core::StreamKey s : streams) g->branchStreams.push_back(asStream(s));
+    if (!branched) {
+      // One stream, or the legacy stream among several.
+      g->launchStream = asStream(hasLegacy ? core::kLegacyStream : streams[0]);
       return true;
     }
-    // One stream, or the legacy stream among several.
-    g->launchStream = asStream(hasLegacy ? core::kLegacyStream : streams[0]);
-    for (core::StreamKey s : streams) {
-      if (asStream(s) == g->launchStream) continue;
-      CUevent e = newEvent(g->joinEvents);
-      if (!e) return fail("creating launch events");
-      g->otherStreams.push_back(asStream(s));
-    }
-    if (!g->otherStreams.empty() &&
-        (r = real<ApiId::k_cuEventCreate_2000>()(&g->doneEvent, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS)
-      return fail("creating launch events");
+    // With the priority of the segment's first stream, on which it was
+    // launched before it had a stream of its own (a graph's kernels run at
+    // the priority of the stream it is launched on).
+    int priority = 0;
+    auto getPriority = real<ApiId::k_cuStreamGetPriority_5050>();
+    auto createWithPriority = real<ApiId::k_cuStreamCreateWithPriority_5050>();
+    if (!getPriority || getPriority(asStream(streams[0]), &priority) != CUDA_SUCCESS) priority = 0;
+    bool anyBlocking = false;
+    for (core::StreamKey s : streams) anyBlocking |= isBlocking(s);
+    const unsigned flags = anyBlocking ? CU_STREAM_DEFAULT : CU_STREAM_NON_BLOCKING;
+    r = createWithPriority ? createWithPriority(&g->ownStream, flags, priority)
+                           : real<ApiId::k_cuStreamCreate_2000>()(&g->ownStream, flags);
+    if (r != CUDA_SUCCESS) return fail("creating the launch stream");
+    g->launchStream = g->ownStream;
     return true;
   };
 
@@ -674,21 +672,22 @@ int GraphExecutor::runLaunch(LaunchJob& job, std::string* why) {
   for (size_t e = 0; g->anyBesideLaunch && e < g->eventOps.size(); ++e) {
     if (!g->besideLaunch[e] || g->instance.view(g->eventOps[e]).kind != OpKind::EventWait) continue;
     const OpDesc op = instanceOp(job, g->eventOps[e]);
-    const CUstream s = g->branchStreams.empty() ? L : asStream(op.stream);
+    const CUstream s = g->entryEvents.empty() ? L : asStream(op.stream);
     if ((r = waitOn(s, reinterpret_cast<CUevent>(op.event), eventShapeOf(op).flags)) != CUDA_SUCCESS) {
       *why = "waiting on the program's event before the graph failed: " + errorName(r);
       return int(r);
     }
   }
-  for (size_t b = 0; b < g->branchStreams.size(); ++b) {
+  for (size_t b = 0; b < g->entryEvents.size(); ++b) {
     if ((r = recordOn(g->entryEvents[b], g->branchStreams[b])) != CUDA_SUCCESS) {
       *why = "marking a stream's work before the graph failed: " + errorName(r);
       return int(r);
     }
   }
-  for (size_t i = 0; i < g->otherStreams.size(); ++i) {
-    if ((r = recordOn(g->joinEvents[i], g->otherStreams[i])) != CUDA_SUCCESS ||
-        (r = waitOn(L, g->joinEvents[i])) != CUDA_SUCCESS) {
+  for (size_t b = 0; b < g->joinEvents.size(); ++b) {
+    if (!g->joinEvents[b]) continue;
+    if ((r = recordOn(g->joinEvents[b], g->branchStreams[b])) != CUDA_SUCCESS ||
+        (r = waitOn(L, g->joinEvents[b])) != CUDA_SUCCESS) {
       *why = "joining streams before the graph failed: " + errorName(r);
       return int(r);
     }
@@ -702,14 +701,10 @@ int GraphExecutor::runLaunch(LaunchJob& job, std::string* why) {
     return int(r);
   }
   applyToInstance(job);  // the graph holds this instance's values now
-  // After the graph: each program stream of a branch waits for its branch;
-  // under the legacy plan every touched stream waits for the whole graph.
+  // After the graph: each program stream of a branch waits for its branch.
   bool ok = true;
-  for (size_t b = 0; ok && b < g->branchStreams.size(); ++b)
-    ok = (r = waitOn(g->branchStreams[b], g->tailEvents[b])) == CUDA_SUCCESS;
-  if (ok && !g->otherStreams.empty()) ok = (r = recordOn(g->doneEvent, L)) == CUDA_SUCCESS;
-  for (size_t i = 0; ok && i < g->otherStreams.size(); ++i)
-    ok = (r = waitOn(g->otherStreams[i], g->doneEvent)) == CUDA_SUCCESS;
+  for (size_t b = 0; ok && b < g->tailEvents.size(); ++b)
+    if (g->tailEvents[b]) ok = (r = waitOn(g->branchStreams[b], g->tailEvents[b])) == CUDA_SUCCESS;
   for (size_t e = 0; g->anyBesideLaunch && e < g->eventOps.size(); ++e) {
     if (!g->besideLaunch[e] || g->superseded[e] || g->instance.view(g->eventOps[e]).kind != OpKind::EventRecord)
       continue;

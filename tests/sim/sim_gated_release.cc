@@ -9,6 +9,7 @@
 //   exit        gate on stream A and work on stream B in one step; the host
 //               synchronizes B, then opens the gate. (B must not wait for all
 //               of a graph that spans A and B.)
+//   exit-legacy the same with A the legacy default stream (B non-blocking).
 //   entry       the gate is issued on A before the step (a stream query
 //               between them); the step has work on A and B; the host
 //               synchronizes B, then opens the gate. (B's work must not wait
@@ -39,12 +40,13 @@ constexpr uint64_t kIterations = 40;
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: sim_gated_release exit|entry|mid-record|mid-wait [--expect-graphs]\n");
+    std::fprintf(stderr, "usage: sim_gated_release exit|exit-legacy|entry|mid-record|mid-wait [--expect-graphs]\n");
     return 2;
   }
   const std::string scenario = argv[1];
   const bool expectGraphs = argc > 2 && std::strcmp(argv[2], "--expect-graphs") == 0;
-  if (scenario != "exit" && scenario != "entry" && scenario != "mid-record" && scenario != "mid-wait") {
+  if (scenario != "exit" && scenario != "exit-legacy" && scenario != "entry" && scenario != "mid-record" &&
+      scenario != "mid-wait") {
     std::fprintf(stderr, "sim_gated_release: unknown scenario '%s'\n", scenario.c_str());
     return 2;
   }
@@ -71,7 +73,8 @@ int main(int argc, char** argv) {
 
   for (uint64_t it = 1; it <= kIterations; ++it) {
     uint64_t expectX = 0, gotX = 0;
-    if (scenario == "exit" || scenario == "entry") {
+    if (scenario == "exit-legacy") a = nullptr;  // the legacy default stream
+    if (scenario == "exit" || scenario == "exit-legacy" || scenario == "entry") {
       launchGate(it, a);
       if (scenario == "entry") cu.cuStreamQuery(a);  // the gate is issued before the step
       addTo(y, 1, a);
