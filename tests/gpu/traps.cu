@@ -1108,6 +1108,7 @@ __global__ void gateKernel(const volatile uint32_t* flag, uint32_t want, uint32_
 // step finish, work that eagerly never waits for the gate (the variants as in
 // tests/sim/sim_gated_release.cc):
 //   exit        gate and work on stream A, work on B; sync B, then release.
+//   exit_legacy the same with A the legacy default stream (B non-blocking).
 //   entry       the gate is issued on A before the step (a stream query);
 //               the step has work on A and B; sync B, then release.
 //   mid_record  on A: work, record E, the gate, work; sync E, then release.
@@ -1132,6 +1133,7 @@ void gatedRelease(const char* variant) {
   mix<<<kGrid, kBlock>>>(y, x, kN, 0);
   CK(cudaDeviceSynchronize());
   const std::string v = variant;
+  if (v == "exit_legacy") a = cudaStreamLegacy;
   const int iters = g_iters / 5;
   auto gate = [&](int i, cudaStream_t s) { gateKernel<<<1, 1, 0, s>>>(dev, uint32_t(i + 1), dev + 1, maxCycles); };
   auto release = [&](int i) {
@@ -1139,7 +1141,7 @@ void gatedRelease(const char* variant) {
     *reinterpret_cast<volatile uint32_t*>(host) = uint32_t(i + 1);
   };
   for (int i = 0; i < iters; ++i) {
-    if (v == "exit" || v == "entry") {
+    if (v == "exit" || v == "exit_legacy" || v == "entry") {
       gate(i, a);
       if (v == "entry") (void)cudaStreamQuery(a);  // the gate is issued before the step
       mix<<<kGrid, kBlock, 0, a>>>(y, w, kN, i);  // A and B share no buffer
@@ -1191,6 +1193,7 @@ void gatedRelease(const char* variant) {
                       deviceDigest(w, kN * 4));
 }
 void gatedExit() { gatedRelease("exit"); }
+void gatedExitLegacy() { gatedRelease("exit_legacy"); }
 void gatedEntry() { gatedRelease("entry"); }
 void gatedMidRecord() { gatedRelease("mid_record"); }
 void gatedMidWait() { gatedRelease("mid_wait"); }
@@ -1216,6 +1219,7 @@ constexpr Scenario kScenarios[] = {
     {"odd_ops", oddOps},                 {"ipc_event", ipcEvent},
     {"gated_exit", gatedExit},           {"gated_entry", gatedEntry},
     {"gated_mid_record", gatedMidRecord}, {"gated_mid_wait", gatedMidWait},
+    {"gated_exit_legacy", gatedExitLegacy},
 };
 
 }  // namespace
