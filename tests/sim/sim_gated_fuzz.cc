@@ -11,7 +11,11 @@
 // record), does not include the gate, and only then opens the gate. Eagerly
 // that always finishes; a replay that makes the synchronized work wait for
 // the gate is a simulated deadlock (the simulator aborts).
-//   sim_gated_fuzz --seed S [--expect-graphs]
+// With --legacy the last stream is the legacy default stream (its implicit
+// synchronization with the blocking streams counts among the dependencies);
+// graft's replays of such steps are stricter than eager (README Limits), so
+// no test runs it yet.
+//   sim_gated_fuzz --seed S [--legacy] [--expect-graphs]
 // Exit 1 on a wrong count, or with --expect-graphs unless most kernels ran
 // from graphs; 2 on a setup failure.
 #include <cstdint>
@@ -40,6 +44,7 @@ struct Op {
 struct Step {
   int streams = 0;
   std::vector<bool> blocking;
+  int legacy = -1;  // with --legacy: the index of the legacy default stream
   std::vector<Op> ops;
   bool gateBefore = false;  // the gate (ops[0]) is issued, then its stream queried, before the rest
   // What the host synchronizes before it opens the gate: a stream's or an event's index.
@@ -49,7 +54,7 @@ struct Step {
     std::string s = std::to_string(streams) + " streams, ops:";
     for (const Op& op : ops) {
       const char* k = op.kind == Kind::Kernel ? "k" : op.kind == Kind::Record ? "rec" : op.kind == Kind::Wait ? "wait" : "GATE";
-      s += " " + std::string(k) + "@s" + std::to_string(op.stream);
+      s += " " + std::string(k) + "@" + (op.stream == legacy ? "L" : "s" + std::to_string(op.stream));
       if (op.event >= 0) s += "/e" + std::to_string(op.event);
     }
     s += gateBefore ? "; gate before the step" : "";
@@ -73,6 +78,28 @@ std::vector<bool> closureOf(const Step& step, int i) {
         break;
       }
     }
+    // The legacy stream's implicit synchronization: a legacy-stream op waits
+    // for every blocking stream's previous op, and a blocking stream's op for
+    // the legacy stream's previous op.
+    const int sk = step.ops[k].stream;
+    if (sk == step.legacy) {
+      for (int t = 0; t < step.streams; ++t) {
+        if (t == sk || !step.blocking[t]) continue;
+        for (int j = k - 1; j >= 0; --j) {
+          if (step.ops[j].stream == t) {
+            todo.push_back(j);
+            break;
+          }
+        }
+      }
+    } else if (step.legacy >= 0 && step.blocking[sk]) {
+      for (int j = k - 1; j >= 0; --j) {
+        if (step.ops[j].stream == step.legacy) {
+          todo.push_back(j);
+          break;
+        }
+      }
+    }
     if (step.ops[k].kind == Kind::Wait) {
       for (int j = k - 1; j >= 0; --j) {  // the event's latest record before the wait
         if (step.ops[j].kind == Kind::Record && step.ops[j].event == step.ops[k].event) {
@@ -85,12 +112,13 @@ std::vector<bool> closureOf(const Step& step, int i) {
   return in;
 }
 
-bool generate(uint32_t seed, Step* out) {
+bool generate(uint32_t seed, bool withLegacy, Step* out) {
   std::mt19937 rng(seed);
   for (int attempt = 0; attempt < 1000; ++attempt) {
     Step step;
     step.streams = 2 + int(rng() % 3);
     for (int s = 0; s < step.streams; ++s) step.blocking.push_back(rng() % 2);
+    if (withLegacy) step.legacy = step.streams - 1;
     const int events = 1 + int(rng() % 3);
     const int n = 6 + int(rng() % 11);
     step.gateBefore = rng() % 3 == 0;
@@ -153,24 +181,26 @@ bool generate(uint32_t seed, Step* out) {
 
 int main(int argc, char** argv) {
   uint32_t seed = 0;
-  bool haveSeed = false, expectGraphs = false;
+  bool haveSeed = false, expectGraphs = false, withLegacy = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--seed") && i + 1 < argc) {
       seed = uint32_t(std::strtoul(argv[++i], nullptr, 10));
       haveSeed = true;
     } else if (!std::strcmp(argv[i], "--expect-graphs")) {
       expectGraphs = true;
+    } else if (!std::strcmp(argv[i], "--legacy")) {
+      withLegacy = true;
     } else {
       haveSeed = false;
       break;
     }
   }
   if (!haveSeed) {
-    std::fprintf(stderr, "usage: sim_gated_fuzz --seed S [--expect-graphs]\n");
+    std::fprintf(stderr, "usage: sim_gated_fuzz --seed S [--legacy] [--expect-graphs]\n");
     return 2;
   }
   Step step;
-  if (!generate(seed, &step)) {
+  if (!generate(seed, withLegacy, &step)) {
     std::fprintf(stderr, "sim_gated_fuzz: seed %u: no step with a synchronization independent of the gate\n", seed);
     return 2;
   }
@@ -185,7 +215,8 @@ int main(int argc, char** argv) {
   std::vector<CUdeviceptr> counts(step.streams);
   std::vector<uint64_t> perStep(step.streams, 0);
   for (int s = 0; s < step.streams; ++s) {
-    SIM_CHECK(cu.cuStreamCreate(&streams[s], step.blocking[s] ? CU_STREAM_DEFAULT : CU_STREAM_NON_BLOCKING));
+    if (s == step.legacy) streams[s] = nullptr;  // the legacy default stream
+    else SIM_CHECK(cu.cuStreamCreate(&streams[s], step.blocking[s] ? CU_STREAM_DEFAULT : CU_STREAM_NON_BLOCKING));
     counts[s] = simtest::zeroedBuffer(cu);
   }
   for (const Op& op : step.ops)
