@@ -34,9 +34,9 @@ struct GraphHandle {
   //    README Limits). Branch b starts with an external wait on
   //    entryEvents[b], recorded on its program stream right before the launch;
   //  - legacy (several streams, the legacy stream among them): launched on the
-  //    legacy stream after it waited for the other streams (joinEvents), so
-  //    every branch waits for all of them: never looser than the legacy
-  //    stream's implicit synchronization.
+  //    legacy stream after it waited for the other streams' entryEvents (none
+  //    for the legacy stream itself), so every branch waits for all of them:
+  //    never looser than the legacy stream's implicit synchronization.
   // With several streams, branch b ends with an external record of
   // tailEvents[b] (none for the legacy plan's launch stream), which its
   // program stream waits on right after the launch: each program stream waits
@@ -45,38 +45,36 @@ struct GraphHandle {
   CUstream launchStream = nullptr;
   CUstream ownStream = nullptr;          // branched: graft's stream, destroyed with the graph
   std::vector<CUstream> branchStreams;   // several streams: the program stream of each branch
-  std::vector<CUevent> entryEvents;      // branched: per branch
-  std::vector<CUevent> joinEvents;       // legacy: per branch, null for the launch stream
+  std::vector<CUevent> entryEvents;      // several streams: per branch, null for the legacy stream
   std::vector<CUevent> tailEvents;       // several streams: per branch, null for the legacy stream
-  // The program's event records and waits on events recorded before the
-  // segment are external event nodes, where the program put them: eventNodes[e]
-  // for op eventOps[e] (null for a wait on an event recorded inside the
-  // segment, which is an edge of the graph). They are captured with graft's
-  // placeholder events; nodeEvents[e] is the program event the executable
-  // graph's node holds now, set before a launch when the instance's differs
-  // (GraphExecutor::forgetEvent puts the placeholder back before the program's
-  // event is destroyed).
-  std::vector<uint32_t> eventOps;       // every event op, in op order (LaunchJob::events)
-  std::vector<CUgraphNode> eventNodes;
-  std::vector<CUevent> nodeEvents;
-  std::vector<CUevent> placeholders;  // per event op; null where eventNodes is
-  // Per event op: the driver refused the program's event in its node, so the
-  // node keeps its placeholder and the op is issued beside the launch, as
-  // before graft had event nodes: a wait before the graph (on the branch's
-  // program stream, or on the launch stream), a record after it, once its
-  // stream waited for the graph (never looser than eager, possibly stricter).
-  std::vector<uint8_t> besideLaunch;
+  // The program's event records, and its waits on events recorded before the
+  // segment, are external event nodes where the program put them, captured
+  // with graft's placeholder events. Before a launch the node gets the
+  // instance's event (GraphExecutor::forgetEvent puts the placeholder back
+  // before the program's event is destroyed).
+  struct EventOp {
+    uint32_t op;                    // index in the segment (LaunchJob::events follows this order)
+    bool record;                    // a record, else a wait
+    CUgraphNode node = nullptr;     // null: a wait on an event recorded inside the segment (an edge)
+    CUevent placeholder = nullptr;  // graft's event the node was captured with
+    CUevent holds = nullptr;        // the event the executable graph's node holds now
+    // The driver refused the program's event in the node, so it keeps its
+    // placeholder and the op is issued beside the launch, as before graft had
+    // event nodes: a wait before the graph (on the branch's program stream, or
+    // on the launch stream), a record after it, once its stream waited for the
+    // graph (never looser than eager, possibly stricter).
+    bool besideLaunch = false;
+    // Launch-time: a later record of the same event in the instance
+    // supersedes this one. Only the last record of an event in a segment is
+    // the program's; an earlier one serves waits inside the segment, which
+    // are edges, so its node keeps its placeholder (two unordered record
+    // nodes of one event would leave its latest record to the driver).
+    bool superseded = false;
+  };
+  std::vector<EventOp> eventOps;  // every event op, in op order
   bool anyBesideLaunch = false;
-  // The event ops that record events, and launch-time scratch (reserved at
-  // build): (event, op) pairs, and per event op whether a later record of the
-  // same event in the instance supersedes it. Only the last record of an
-  // event in a segment is the program's: an earlier one serves waits inside
-  // the segment, which are edges, so its node keeps its placeholder (two
-  // unordered record nodes of one event would leave its latest record to the
-  // driver).
-  std::vector<uint32_t> recordOps;
-  std::vector<std::pair<uint64_t, uint32_t>> recordScratch;
-  std::vector<uint8_t> superseded;
+  std::vector<uint32_t> recordOps;                           // indices into eventOps of the records
+  std::vector<std::pair<uint64_t, uint32_t>> recordScratch;  // launch-time (event, index), reserved at build
   // Kernel parameter offsets of op i: paramOffsets[paramStart[i] .. paramStart[i + 1]).
   std::vector<uint32_t> paramStart;
   std::vector<uint32_t> paramOffsets;
@@ -148,19 +146,20 @@ void destroyHandle(GraphHandle* g) {
   if (g->exec) real<ApiId::k_cuGraphExecDestroy_10000>()(g->exec);
   if (g->graph) real<ApiId::k_cuGraphDestroy_10000>()(g->graph);
   auto destroyEvent = real<ApiId::k_cuEventDestroy_4000>();
-  for (const auto* list : {&g->joinEvents, &g->entryEvents, &g->tailEvents, &g->placeholders})
+  for (const auto* list : {&g->entryEvents, &g->tailEvents})
     for (CUevent e : *list)
       if (e) destroyEvent(e);
+  for (const GraphHandle::EventOp& e : g->eventOps)
+    if (e.placeholder) destroyEvent(e.placeholder);
   // Launches still queued on it finish first (the driver releases it then).
   if (g->ownStream) real<ApiId::k_cuStreamDestroy_4000>()(g->ownStream);
   delete g;
 }
 
-// Puts `event` into event op e's node of the executable graph.
-CUresult setNodeEvent(const GraphHandle& g, size_t e, CUevent event) {
-  return g.instance.view(g.eventOps[e]).kind == OpKind::EventRecord
-             ? real<ApiId::k_cuGraphExecEventRecordNodeSetEvent_11010>()(g.exec, g.eventNodes[e], event)
-             : real<ApiId::k_cuGraphExecEventWaitNodeSetEvent_11010>()(g.exec, g.eventNodes[e], event);
+// Puts `event` into the event node of `e` in executable graph `exec`.
+CUresult setNodeEvent(CUgraphExec exec, const GraphHandle::EventOp& e, CUevent event) {
+  return e.record ? real<ApiId::k_cuGraphExecEventRecordNodeSetEvent_11010>()(exec, e.node, event)
+                  : real<ApiId::k_cuGraphExecEventWaitNodeSetEvent_11010>()(exec, e.node, event);
 }
 
 }  // namespace
@@ -330,29 +329,25 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
     *node = deps[0];
     return true;
   };
-  // An external event node of the program's event op i, captured with a
-  // placeholder event of graft's (launch() puts the program's event in).
-  auto programEventNode = [&](CUstream cs, bool record) -> bool {
-    CUevent placeholder = newEvent(g->placeholders);
-    if (!placeholder) return fail("creating an event");
-    g->besideLaunch.push_back(0);
-    r = record ? recordNodeOn(placeholder, cs) : waitOn(cs, placeholder, CU_EVENT_WAIT_EXTERNAL);
-    if (r != CUDA_SUCCESS) return fail(record ? "capturing an event record node" : "capturing an event wait node");
-    CUgraphNode node = nullptr;
-    if (!capturedNode(cs, &node)) return false;
-    g->eventNodes.push_back(node);
-    g->nodeEvents.push_back(placeholder);
-    return true;
+  // An external event node for the program's event op just added to
+  // g->eventOps, captured with a placeholder event of graft's (launch() puts
+  // the program's event in).
+  auto programEventNode = [&](CUstream cs) -> bool {
+    GraphHandle::EventOp& e = g->eventOps.back();
+    if ((r = real<ApiId::k_cuEventCreate_2000>()(&e.placeholder, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS)
+      return fail("creating an event");
+    e.holds = e.placeholder;
+    r = e.record ? recordNodeOn(e.placeholder, cs) : waitOn(cs, e.placeholder, CU_EVENT_WAIT_EXTERNAL);
+    if (r != CUDA_SUCCESS) return fail(e.record ? "capturing an event record node" : "capturing an event wait node");
+    return capturedNode(cs, &e.node);
   };
   auto run = [&]() -> bool {
     if (!origin || !fork) return fail("creating capture streams and events");
     for (size_t si = 0; streams.size() > 1 && si < streams.size(); ++si) {
-      const bool launchStream = !branched && streams[si] == core::kLegacyStream;
-      if (launchStream) {
-        g->joinEvents.push_back(nullptr);
+      if (!branched && streams[si] == core::kLegacyStream) {  // the launch stream
+        g->entryEvents.push_back(nullptr);
         g->tailEvents.push_back(nullptr);
-      } else if ((branched && !newEvent(g->entryEvents)) || (!branched && !newEvent(g->joinEvents)) ||
-                 !newEvent(g->tailEvents)) {
+      } else if (!newEvent(g->entryEvents) || !newEvent(g->tailEvents)) {
         return fail("creating launch events");
       }
       g->branchStreams.push_back(asStream(streams[si]));
@@ -412,22 +407,18 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
           CUevent e = captureEvent(pool, eventsUsed++, &r);
           if (!e || (r = recordOn(e, cs)) != CUDA_SUCCESS) return fail("recording an event");
           instanceEvents.push_back(e);
-          g->eventOps.push_back(uint32_t(i));
-          if (!programEventNode(cs, true)) return false;
+          g->eventOps.push_back({uint32_t(i), true});
+          if (!programEventNode(cs)) return false;
           break;
         }
         case OpKind::EventWait: {
           const int32_t instance = req.waitInstance[i];
-          g->eventOps.push_back(uint32_t(i));
+          g->eventOps.push_back({uint32_t(i), false});
           if (instance == core::EventInstances::kExternal) {
-            if (!programEventNode(cs, false)) return false;
+            if (!programEventNode(cs)) return false;
           } else if (instance >= 0 && size_t(instance) < instanceEvents.size()) {
             if ((r = waitOn(cs, instanceEvents[instance], eventShapeOf(op).flags)) != CUDA_SUCCESS)
               return fail("waiting on an event");
-            g->eventNodes.push_back(nullptr);
-            g->nodeEvents.push_back(nullptr);
-            g->placeholders.push_back(nullptr);
-            g->besideLaunch.push_back(0);
           } else {
             r = CUDA_ERROR_INVALID_VALUE;
             return fail("bad event structure");
@@ -440,9 +431,8 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
       }
     }
     for (size_t e = 0; e < g->eventOps.size(); ++e)
-      if (ops[g->eventOps[e]].kind == OpKind::EventRecord) g->recordOps.push_back(uint32_t(e));
+      if (g->eventOps[e].record) g->recordOps.push_back(uint32_t(e));
     g->recordScratch.reserve(g->recordOps.size());
-    g->superseded.assign(g->eventOps.size(), 0);
     for (size_t si = 0; si < g->tailEvents.size(); ++si)
       if (g->tailEvents[si] && (r = recordNodeOn(g->tailEvents[si], captureStream(pool, si, &r))) != CUDA_SUCCESS)
         return fail("capturing a branch's tail record");
@@ -527,7 +517,8 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
     *why = failure;
     return nullptr;
   }
-  if (!g->eventNodes.empty()) graphs_with_event_nodes_.push_back(g.get());
+  if (std::any_of(g->eventOps.begin(), g->eventOps.end(), [](const auto& e) { return e.node; }))
+    graphs_with_event_nodes_.push_back(g.get());
   return g.release();
 }
 
@@ -571,7 +562,7 @@ GRAFT_HOT int GraphExecutor::launch(GraphHandle* g, const core::OpRange& ops,
     if (op.kind == OpKind::Kernel) kernels_.notePatched(kernelShapeOf(op).func);
   }
   job->events.clear();
-  for (uint32_t k : g->eventOps) job->events.push_back(ops[k].event);
+  for (const GraphHandle::EventOp& e : g->eventOps) job->events.push_back(ops[e.op].event);
   if (dry_run_) [[unlikely]] {
     g->dryRunSkipped = true;
     return 0;
@@ -587,7 +578,7 @@ OpDesc GraphExecutor::instanceOp(const LaunchJob& job, uint32_t k) {
   GraphHandle* g = job.graph;
   OpDesc op = g->instance.view(k);
   for (size_t e = 0; e < g->eventOps.size(); ++e)
-    if (g->eventOps[e] == k) op.event = job.events[e];
+    if (g->eventOps[e].op == k) op.event = job.events[e];
   return op;
 }
 
@@ -645,49 +636,48 @@ int GraphExecutor::runLaunch(LaunchJob& job, std::string* why) {
     for (uint32_t e : g->recordOps) g->recordScratch.emplace_back(job.events[e], e);
     std::sort(g->recordScratch.begin(), g->recordScratch.end());
     for (size_t i = 0; i < g->recordScratch.size(); ++i)
-      g->superseded[g->recordScratch[i].second] =
+      g->eventOps[g->recordScratch[i].second].superseded =
           i + 1 < g->recordScratch.size() && g->recordScratch[i + 1].first == g->recordScratch[i].first;
   }
-  for (size_t e = 0; e < g->eventOps.size(); ++e) {
-    if (!g->eventNodes[e] || g->besideLaunch[e]) continue;
-    const CUevent want = g->superseded[e] ? g->placeholders[e] : reinterpret_cast<CUevent>(job.events[e]);
-    if (want == g->nodeEvents[e]) continue;
-    const CUresult refused = setNodeEvent(*g, e, want);
+  for (size_t k = 0; k < g->eventOps.size(); ++k) {
+    GraphHandle::EventOp& e = g->eventOps[k];
+    if (!e.node || e.besideLaunch) continue;
+    const CUevent want = e.superseded ? e.placeholder : reinterpret_cast<CUevent>(job.events[k]);
+    if (want == e.holds) continue;
+    const CUresult refused = setNodeEvent(g->exec, e, want);
     if (refused == CUDA_SUCCESS) {
-      g->nodeEvents[e] = want;
+      e.holds = want;
       continue;
     }
-    if ((r = setNodeEvent(*g, e, g->placeholders[e])) != CUDA_SUCCESS) {
-      *why = fmt::format("setting graft's own event of op {} in the graph failed: {}", g->eventOps[e], errorName(r));
+    if ((r = setNodeEvent(g->exec, e, e.placeholder)) != CUDA_SUCCESS) {
+      *why = fmt::format("setting graft's own event of op {} in the graph failed: {}", e.op, errorName(r));
       return int(r);
     }
     GRAFT_INFO("the driver refused the program's event in a graph's event node ({}); that op is issued beside "
                "the graph's launches from now on", errorName(refused));
-    g->nodeEvents[e] = g->placeholders[e];
-    g->besideLaunch[e] = 1;
+    e.holds = e.placeholder;
+    e.besideLaunch = true;
     g->anyBesideLaunch = true;
   }
 
   const CUstream L = g->launchStream;
-  for (size_t e = 0; g->anyBesideLaunch && e < g->eventOps.size(); ++e) {
-    if (!g->besideLaunch[e] || g->instance.view(g->eventOps[e]).kind != OpKind::EventWait) continue;
-    const OpDesc op = instanceOp(job, g->eventOps[e]);
-    const CUstream s = g->entryEvents.empty() ? L : asStream(op.stream);
+  for (size_t k = 0; g->anyBesideLaunch && k < g->eventOps.size(); ++k) {
+    const GraphHandle::EventOp& e = g->eventOps[k];
+    if (!e.besideLaunch || e.record) continue;
+    const OpDesc op = instanceOp(job, e.op);
+    const CUstream s = g->ownStream ? asStream(op.stream) : L;
     if ((r = waitOn(s, reinterpret_cast<CUevent>(op.event), eventShapeOf(op).flags)) != CUDA_SUCCESS) {
       *why = "waiting on the program's event before the graph failed: " + errorName(r);
       return int(r);
     }
   }
+  // Each branch's program stream marks its work before the graph: the branch
+  // waits on that mark in the graph (branched plan), or the launch stream
+  // waits on it (legacy plan).
   for (size_t b = 0; b < g->entryEvents.size(); ++b) {
-    if ((r = recordOn(g->entryEvents[b], g->branchStreams[b])) != CUDA_SUCCESS) {
-      *why = "marking a stream's work before the graph failed: " + errorName(r);
-      return int(r);
-    }
-  }
-  for (size_t b = 0; b < g->joinEvents.size(); ++b) {
-    if (!g->joinEvents[b]) continue;
-    if ((r = recordOn(g->joinEvents[b], g->branchStreams[b])) != CUDA_SUCCESS ||
-        (r = waitOn(L, g->joinEvents[b])) != CUDA_SUCCESS) {
+    if (!g->entryEvents[b]) continue;
+    if ((r = recordOn(g->entryEvents[b], g->branchStreams[b])) != CUDA_SUCCESS ||
+        (!g->ownStream && (r = waitOn(L, g->entryEvents[b])) != CUDA_SUCCESS)) {
       *why = "joining streams before the graph failed: " + errorName(r);
       return int(r);
     }
@@ -705,10 +695,10 @@ int GraphExecutor::runLaunch(LaunchJob& job, std::string* why) {
   bool ok = true;
   for (size_t b = 0; ok && b < g->tailEvents.size(); ++b)
     if (g->tailEvents[b]) ok = (r = waitOn(g->branchStreams[b], g->tailEvents[b])) == CUDA_SUCCESS;
-  for (size_t e = 0; g->anyBesideLaunch && e < g->eventOps.size(); ++e) {
-    if (!g->besideLaunch[e] || g->superseded[e] || g->instance.view(g->eventOps[e]).kind != OpKind::EventRecord)
-      continue;
-    const OpDesc op = instanceOp(job, g->eventOps[e]);
+  for (const GraphHandle::EventOp& e : g->eventOps) {
+    if (!g->anyBesideLaunch) break;
+    if (!e.besideLaunch || e.superseded || !e.record) continue;
+    const OpDesc op = instanceOp(job, e.op);
     if (const CUresult rr = issueOp(op, asStream(op.stream), kernels_, job.pointers); rr != CUDA_SUCCESS) {
       ok = false;
       r = rr;
@@ -789,14 +779,14 @@ void GraphExecutor::forgetEvent(uint64_t event) {
   waitForLaunches();
   const CUevent e = reinterpret_cast<CUevent>(event);
   for (GraphHandle* g : graphs_with_event_nodes_) {
-    for (size_t k = 0; k < g->eventNodes.size(); ++k) {
-      if (g->nodeEvents[k] != e) continue;
+    for (GraphHandle::EventOp& k : g->eventOps) {
+      if (!k.node || k.holds != e) continue;
       ContextScope scope(g->ctx);
       // If that fails, the next launch finds the node refusing the
       // instance's event and the placeholder alike, and issues the instance
       // eagerly (a failed launch).
-      const bool reset = setNodeEvent(*g, k, g->placeholders[k]) == CUDA_SUCCESS;
-      g->nodeEvents[k] = reset ? g->placeholders[k] : nullptr;
+      const bool reset = setNodeEvent(g->exec, k, k.placeholder) == CUDA_SUCCESS;
+      k.holds = reset ? k.placeholder : nullptr;
     }
   }
 }
