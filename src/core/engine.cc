@@ -480,6 +480,7 @@ bool Engine::deferEventDestroy(uint64_t event) {
     }
   }
   drainLaunches();
+  executor_.forgetEvent(event);
   return false;
 }
 

@@ -107,6 +107,7 @@ class Engine {
   // The program destroys an event. If held ops use it, its destruction is
   // deferred until they have been issued (returns true: the caller must not
   // destroy it now); CUDA allows destroying an event with pending work.
+  // Otherwise the launches are drained and the executor forgets the event.
   bool deferEventDestroy(uint64_t event);
   // A stream-ordered free (cuMemFreeAsync) while ops are held: it is issued
   // right after them, so the memory is never reusable before they ran

@@ -76,6 +76,9 @@ class Executor {
   // Destroys a program event whose destruction the engine deferred until the
   // held ops using it were issued.
   virtual void destroyEvent(uint64_t event) = 0;
+  // The program destroys `event` now (not deferred): forget what refers to it
+  // before the driver does (may call the driver).
+  virtual void forgetEvent(uint64_t /*event*/) {}
   // Issues a stream-ordered free the engine deferred until the held ops
   // before it were issued.
   // `domain`: the context current at the program's call (0: unknown), which

@@ -65,11 +65,11 @@ class GraphExecutor final : public core::Executor {
   std::string describe(const core::OpDesc& op) override;
   std::string describeDifference(const core::OpDesc& expected, const core::OpDesc& actual) override;
 
-  // The program destroys `event` now: every event node holding it gets its
-  // placeholder back first (the driver refuses to set a node's event once the
+  // Every event node holding `event` gets its placeholder back before the
+  // driver destroys it (the driver refuses to set a node's event once the
   // event it holds is destroyed, measured on an H100), and a later event that
   // gets this handle is set into nodes again.
-  void forgetEvent(uint64_t event);
+  void forgetEvent(uint64_t event) override;
 
   // A program stream was destroyed: forget what was cached about it.
   void forgetStream(CUstream stream) {

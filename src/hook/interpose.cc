@@ -512,7 +512,6 @@ template <ApiId Id, int PT, typename Real, typename... A>
         auto lock = rt.engine().lock();
         if (e) rt.encoder().noteEventDestroyed(e);
         if (e && rt.engine().deferEventDestroy(reinterpret_cast<uint64_t>(e))) return CUDA_SUCCESS;
-        if (e) rt.executor().forgetEvent(reinterpret_cast<uint64_t>(e));
         if (s) {
           rt.engine().releaseStream(streamKey(s, PT));
           rt.executor().forgetStream(s);
