@@ -388,6 +388,16 @@ GRAFT_HOT void Engine::launchHeld(Segment* s, size_t begin, size_t length) {
     StageTimer timer(Stage::Launch);
     rc = executor_.launch(s->graph, ops, patch_, &why);
   }
+  if (rc == Executor::kGraphOutdated) [[unlikely]] {
+    logFallback(s, 0, EagerCause::Mismatch, nullptr, nullptr, length);
+    GRAFT_INFO("segment #{}: {}; issuing its {} ops eagerly and dropping its graph (a new one may be built)",
+               s->id, why, length);
+    segments_.retire(s);
+    executor_.destroy(s->graph);
+    s->graph = nullptr;
+    for (size_t k = 0; k < length; ++k) issueHeldEagerly(held_.view(begin + k), EagerCause::Mismatch);
+    return;
+  }
   if (rc != 0) {
     logFallback(s, 0, EagerCause::LaunchFailed, nullptr, nullptr, length);
     GRAFT_WARN("segment #{}: {}; issuing its {} ops eagerly and disabling it", s->id, why, length);

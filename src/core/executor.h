@@ -51,6 +51,10 @@ class Executor {
   // must be updated first. Keeps streams and events as DESIGN.md §2.5 says.
   // Returns 0, or an error code and a one-line reason; on error nothing of
   // the segment's work was enqueued, so the caller may issue `ops` eagerly.
+  // kGraphOutdated: the graph was built for streams that have since been
+  // destroyed and created again under the same handles with other flags; it
+  // must be dropped (a new one may be built), not used again.
+  static constexpr int kGraphOutdated = -1;
   virtual int launch(GraphHandle* graph, const OpRange& ops,
                      std::span<const uint32_t> patch, std::string* whyNot) = 0;
 

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/event_instances.h"
+#include "core/launch_plan.h"
 #include "graph/op_codec.h"
 #include "hook/driver_api.h"
 #include "log/log.h"
@@ -26,27 +27,40 @@ struct GraphHandle {
   std::unordered_map<uint32_t, CUDA_MEMSET_NODE_PARAMS> setBase;
   // Launch plan (DESIGN.md §2.5), chosen at build:
   //  - one program stream: launched on it;
-  //  - branched (several streams, the legacy stream not among them): launched
-  //    on graft's own stream (ownStream: blocking if any of the segment's
-  //    streams is, so that the legacy stream orders the graph at least as
-  //    eagerly; it holds only this graph's launches, which the driver
+  //  - several streams (branched): launched on graft's own non-blocking stream
+  //    (ownStream; it holds only this graph's launches, which the driver
   //    serializes anyway, a wait that is itself stricter than eager, see
   //    README Limits). Branch b starts with an external wait on
-  //    entryEvents[b], recorded on its program stream right before the launch;
-  //  - legacy (several streams, the legacy stream among them): launched on the
-  //    legacy stream after it waited for the other streams' entryEvents (none
-  //    for the legacy stream itself), so every branch waits for all of them:
-  //    never looser than the legacy stream's implicit synchronization.
-  // With several streams, branch b ends with an external record of
-  // tailEvents[b] (none for the legacy plan's launch stream), which its
-  // program stream waits on right after the launch: each program stream waits
-  // for its own branch only, as eagerly (a blocking one also waits for the
-  // launch stream through the legacy stream's implicit synchronization).
+  //    entryEvents[b], recorded on its program stream right before the launch,
+  //    and ends with an external record of tailEvents[b], which its program
+  //    stream waits on right after the launch: each branch waits for what its
+  //    program stream held before, and each program stream for its own branch
+  //    only, as eagerly;
+  //  - branched with a fork and join (core/launch_plan.h): launched on the
+  //    program stream whose ops every other branch follows and whose last op
+  //    follows every other branch, which then needs neither event (null).
+  // The legacy stream's implicit synchronization with blocking streams carries
+  // over through these records and waits (tests/gpu/driver_facts.cu, measured
+  // on an H100): an entry record on the legacy stream completes after earlier
+  // work on blocking streams, one on a blocking stream after earlier legacy
+  // work, and a tail wait is work that later legacy (blocking) work waits for.
+  // Inside the graph, the capture adds the same ordering as edges.
   CUstream launchStream = nullptr;
   CUstream ownStream = nullptr;          // branched: graft's stream, destroyed with the graph
-  std::vector<CUstream> branchStreams;   // several streams: the program stream of each branch
-  std::vector<CUevent> entryEvents;      // several streams: per branch, null for the legacy stream
-  std::vector<CUevent> tailEvents;       // several streams: per branch, null for the legacy stream
+  std::vector<CUstream> branchStreams;   // branched: the program stream of each branch
+  std::vector<CUevent> entryEvents;      // branched: per branch; null for a launch stream of the program's
+  std::vector<CUevent> tailEvents;       // branched: per branch; null for a launch stream of the program's
+  // branched: the order of the tail waits, the legacy stream's first: a wait
+  // on a blocking stream does not wait for earlier legacy work, but a legacy
+  // wait waits for the blocking streams' earlier work, tail waits included
+  // (tests/gpu/driver_facts.cu), which would make the legacy stream wait for
+  // every blocking stream's branch.
+  std::vector<uint32_t> tailOrder;
+  // The legacy stream among the streams: each other stream, and whether it was
+  // blocking when the capture added edges for its implicit synchronization
+  // with the legacy stream. A stream destroyed and created again under the
+  // same handle may differ; launch() then refuses the graph.
+  std::vector<std::pair<core::StreamKey, bool>> blockingAtBuild;
   // The program's event records, and its waits on events recorded before the
   // segment, are external event nodes where the program put them, captured
   // with graft's placeholder events. Before a launch the node gets the
@@ -290,7 +304,28 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
     streamOf[i] = uint32_t(streamIndex(ops[i].stream));
     hasLegacy |= ops[i].stream == core::kLegacyStream;
   }
-  const bool branched = !hasLegacy && streams.size() > 1;
+  const bool branched = streams.size() > 1;
+  if (hasLegacy)
+    for (core::StreamKey s : streams)
+      if (s != core::kLegacyStream) g->blockingAtBuild.emplace_back(s, isBlocking(s));
+  // The program stream to launch on, if the graph forks from and joins into one.
+  int launchOn = -1;
+  if (branched) {
+    std::vector<core::PlanOp> planOps(ops.size());
+    for (size_t i = 0; i < ops.size(); ++i) {
+      planOps[i].stream = streamOf[i];
+      if (ops[i].kind == OpKind::EventRecord) {
+        planOps[i].kind = core::PlanOp::Kind::Record;
+      } else if (ops[i].kind == OpKind::EventWait) {
+        planOps[i].kind = core::PlanOp::Kind::Wait;
+        planOps[i].waitInstance = req.waitInstance[i];
+      }
+    }
+    std::vector<core::PlanStream> planStreams(streams.size());
+    for (size_t si = 0; si < streams.size(); ++si)
+      planStreams[si] = {streams[si] == core::kLegacyStream, isBlocking(streams[si])};
+    launchOn = core::exactLaunchStream(planOps, planStreams);
+  }
 
   CUresult r = CUDA_SUCCESS;
   std::string failure;
@@ -343,14 +378,16 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
   };
   auto run = [&]() -> bool {
     if (!origin || !fork) return fail("creating capture streams and events");
-    for (size_t si = 0; streams.size() > 1 && si < streams.size(); ++si) {
-      if (!branched && streams[si] == core::kLegacyStream) {  // the launch stream
+    for (size_t si = 0; branched && si < streams.size(); ++si) {
+      g->branchStreams.push_back(asStream(streams[si]));
+      if (int(si) == launchOn) {
         g->entryEvents.push_back(nullptr);
         g->tailEvents.push_back(nullptr);
-      } else if (!newEvent(g->entryEvents) || !newEvent(g->tailEvents)) {
-        return fail("creating launch events");
+        continue;
       }
-      g->branchStreams.push_back(asStream(streams[si]));
+      if (!newEvent(g->entryEvents) || !newEvent(g->tailEvents)) return fail("creating launch events");
+      if (streams[si] == core::kLegacyStream) g->tailOrder.insert(g->tailOrder.begin(), uint32_t(si));
+      else g->tailOrder.push_back(uint32_t(si));
     }
     r = real<ApiId::k_cuStreamBeginCapture_10010>()(origin, CU_STREAM_CAPTURE_MODE_RELAXED);
     if (r != CUDA_SUCCESS) return fail("cuStreamBeginCapture");
@@ -364,7 +401,8 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
       if (!started[si]) {  // first op on this stream: fork it from the origin
         started[si] = true;
         if (si > 0 && (r = waitOn(cs, fork)) != CUDA_SUCCESS) return fail("forking a capture stream");
-        if (branched && (r = waitOn(cs, g->entryEvents[si], CU_EVENT_WAIT_EXTERNAL)) != CUDA_SUCCESS)
+        if (branched && g->entryEvents[si] &&
+            (r = waitOn(cs, g->entryEvents[si], CU_EVENT_WAIT_EXTERNAL)) != CUDA_SUCCESS)
           return fail("capturing a branch's entry wait");
       }
       if (hasLegacy) {
@@ -484,9 +522,11 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
         g->setBase.emplace(uint32_t(i), p);
       }
     }
-    if (!branched) {
-      // One stream, or the legacy stream among several.
-      g->launchStream = asStream(hasLegacy ? core::kLegacyStream : streams[0]);
+    if (!branched || launchOn >= 0) {
+      g->launchStream = asStream(streams[branched ? size_t(launchOn) : 0]);
+      if (branched)
+        GRAFT_DEBUG("a graph of {} streams forks from and joins into stream {:#x}: launched on it", streams.size(),
+                    streams[size_t(launchOn)]);
       return true;
     }
     // With the priority of the segment's first stream, on which it was
@@ -496,9 +536,11 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
     auto getPriority = real<ApiId::k_cuStreamGetPriority_5050>();
     auto createWithPriority = real<ApiId::k_cuStreamCreateWithPriority_5050>();
     if (!getPriority || getPriority(asStream(streams[0]), &priority) != CUDA_SUCCESS) priority = 0;
-    bool anyBlocking = false;
-    for (core::StreamKey s : streams) anyBlocking |= isBlocking(s);
-    const unsigned flags = anyBlocking ? CU_STREAM_DEFAULT : CU_STREAM_NON_BLOCKING;
+    // Non-blocking: the branches' entry and tail events order the graph
+    // against the legacy stream exactly as eagerly; implicit synchronization
+    // of the launch itself would make every branch wait for the legacy stream
+    // and the legacy stream for every branch.
+    const unsigned flags = CU_STREAM_NON_BLOCKING;
     r = createWithPriority ? createWithPriority(&g->ownStream, flags, priority)
                            : real<ApiId::k_cuStreamCreate_2000>()(&g->ownStream, flags);
     if (r != CUDA_SUCCESS) return fail("creating the launch stream");
@@ -524,6 +566,13 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
 
 GRAFT_HOT int GraphExecutor::launch(GraphHandle* g, const core::OpRange& ops,
                           std::span<const uint32_t> patch, std::string* why) {
+  for (const auto& [stream, blocking] : g->blockingAtBuild) {
+    if (isBlocking(stream) != blocking) [[unlikely]] {
+      *why = fmt::format("stream {:#x} was created again as a {} stream since the graph was built", stream,
+                         blocking ? "non-blocking" : "blocking");
+      return kGraphOutdated;
+    }
+  }
   LaunchJob* job = &sync_job_;
   // The first launch after the host waited finds the GPU idle: it runs here,
   // at once, when nothing is queued before it (order is kept either way).
@@ -665,19 +714,16 @@ int GraphExecutor::runLaunch(LaunchJob& job, std::string* why) {
     const GraphHandle::EventOp& e = g->eventOps[k];
     if (!e.besideLaunch || e.record) continue;
     const OpDesc op = instanceOp(job, e.op);
-    const CUstream s = g->ownStream ? asStream(op.stream) : L;
-    if ((r = waitOn(s, reinterpret_cast<CUevent>(op.event), eventShapeOf(op).flags)) != CUDA_SUCCESS) {
+    // On its program stream, before the branch's entry record (branched plan).
+    if ((r = waitOn(asStream(op.stream), reinterpret_cast<CUevent>(op.event), eventShapeOf(op).flags)) != CUDA_SUCCESS) {
       *why = "waiting on the program's event before the graph failed: " + errorName(r);
       return int(r);
     }
   }
-  // Each branch's program stream marks its work before the graph: the branch
-  // waits on that mark in the graph (branched plan), or the launch stream
-  // waits on it (legacy plan).
+  // Each branch's program stream marks its work before the graph; the branch
+  // waits on that mark in the graph.
   for (size_t b = 0; b < g->entryEvents.size(); ++b) {
-    if (!g->entryEvents[b]) continue;
-    if ((r = recordOn(g->entryEvents[b], g->branchStreams[b])) != CUDA_SUCCESS ||
-        (!g->ownStream && (r = waitOn(L, g->entryEvents[b])) != CUDA_SUCCESS)) {
+    if (g->entryEvents[b] && (r = recordOn(g->entryEvents[b], g->branchStreams[b])) != CUDA_SUCCESS) {
       *why = "joining streams before the graph failed: " + errorName(r);
       return int(r);
     }
@@ -693,8 +739,10 @@ int GraphExecutor::runLaunch(LaunchJob& job, std::string* why) {
   applyToInstance(job);  // the graph holds this instance's values now
   // After the graph: each program stream of a branch waits for its branch.
   bool ok = true;
-  for (size_t b = 0; ok && b < g->tailEvents.size(); ++b)
-    if (g->tailEvents[b]) ok = (r = waitOn(g->branchStreams[b], g->tailEvents[b])) == CUDA_SUCCESS;
+  for (size_t i = 0; ok && i < g->tailOrder.size(); ++i) {
+    const uint32_t b = g->tailOrder[i];
+    ok = (r = waitOn(g->branchStreams[b], g->tailEvents[b])) == CUDA_SUCCESS;
+  }
   for (const GraphHandle::EventOp& e : g->eventOps) {
     if (!g->anyBesideLaunch) break;
     if (!e.besideLaunch || e.superseded || !e.record) continue;

@@ -1114,6 +1114,16 @@ __global__ void gateKernel(const volatile uint32_t* flag, uint32_t want, uint32_
 //   mid_record  on A: work, record E, the gate, work; sync E, then release.
 //   mid_wait    on C: the gate, work, record E, a query; on A: work, record
 //               F, wait E, work reading C's result; sync F, then release.
+//   legacy_mixed_exit   the gate and work on C (non-blocking), work on the
+//               legacy stream, then on a blocking stream D (which eagerly waits
+//               for the legacy work, not for C); sync D, then release.
+//   legacy_mixed_entry  the gate on C issued before the step; the step as in
+//               legacy_mixed_exit; sync the legacy stream, then release.
+//   fork_join   PyTorch's side stream: the legacy stream forks C (event E)
+//               and joins it back (event F), then the gate on C; sync the
+//               legacy stream, then release. (graft may launch a forking and
+//               joining graph on the legacy stream, but not with the gate in
+//               it.)
 // Eagerly no gate ever times out; a replay that makes the awaited work wait
 // for the gate makes every gate time out (a second each).
 void gatedRelease(const char* variant) {
@@ -1134,6 +1144,13 @@ void gatedRelease(const char* variant) {
   CK(cudaDeviceSynchronize());
   const std::string v = variant;
   if (v == "exit_legacy") a = cudaStreamLegacy;
+  cudaStream_t d = nullptr;
+  uint32_t *u = nullptr, *t = nullptr;
+  if (v == "legacy_mixed_exit" || v == "legacy_mixed_entry") {
+    CK(cudaStreamCreateWithFlags(&d, cudaStreamDefault));
+    u = deviceBuffer(75);
+    t = deviceBuffer(76);
+  }
   const int iters = g_iters / 5;
   auto gate = [&](int i, cudaStream_t s) { gateKernel<<<1, 1, 0, s>>>(dev, uint32_t(i + 1), dev + 1, maxCycles); };
   auto release = [&](int i) {
@@ -1152,6 +1169,36 @@ void gatedRelease(const char* variant) {
       CK(cudaStreamSynchronize(b));
       release(i);
       CK(cudaStreamSynchronize(a));
+    } else if (v == "legacy_mixed_exit" || v == "legacy_mixed_entry") {
+      gate(i, c);
+      if (v == "legacy_mixed_entry") (void)cudaStreamQuery(c);  // the gate is issued before the step
+      mix<<<kGrid, kBlock, 0, c>>>(u, t, kN, i);  // C shares no buffer with the others
+      mix<<<kGrid, kBlock, 0, cudaStreamLegacy>>>(y, w, kN, i);
+      mix<<<kGrid, kBlock, 0, d>>>(x, y, kN, i);  // reads the legacy stream's y
+      mix<<<kGrid, kBlock, 0, d>>>(z, x, kN, i);
+      CKL();
+      CK(cudaStreamSynchronize(v == "legacy_mixed_exit" ? d : cudaStreamLegacy));
+      release(i);
+      CK(cudaStreamSynchronize(d));
+      CK(cudaStreamSynchronize(c));
+    } else if (v == "fork_join") {
+      cudaEvent_t e, f;
+      CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      CK(cudaEventCreateWithFlags(&f, cudaEventDisableTiming));
+      mix<<<kGrid, kBlock, 0, cudaStreamLegacy>>>(x, y, kN, i);
+      CK(cudaEventRecord(e, cudaStreamLegacy));
+      CK(cudaStreamWaitEvent(c, e, 0));
+      mix<<<kGrid, kBlock, 0, c>>>(z, x, kN, i);  // reads the legacy stream's x
+      CK(cudaEventRecord(f, c));
+      CK(cudaStreamWaitEvent(cudaStreamLegacy, f, 0));
+      mix<<<kGrid, kBlock, 0, cudaStreamLegacy>>>(w, z, kN, i);  // reads C's z
+      gate(i, c);
+      CKL();
+      CK(cudaStreamSynchronize(cudaStreamLegacy));
+      release(i);
+      CK(cudaStreamSynchronize(c));
+      CK(cudaEventDestroy(f));
+      CK(cudaEventDestroy(e));
     } else if (v == "mid_record") {
       cudaEvent_t e;
       CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
@@ -1189,14 +1236,20 @@ void gatedRelease(const char* variant) {
   }
   CK(cudaDeviceSynchronize());
   print("timeouts", 0, host[1]);
-  print("end", 0, deviceDigest(x, kN * 4) ^ deviceDigest(y, kN * 4) ^ deviceDigest(z, kN * 4) ^
-                      deviceDigest(w, kN * 4));
+  uint64_t digest = deviceDigest(x, kN * 4) ^ deviceDigest(y, kN * 4) ^ deviceDigest(z, kN * 4) ^
+                    deviceDigest(w, kN * 4);
+  if (u) digest ^= deviceDigest(u, kN * 4);
+  print("end", 0, digest);
+  if (d) CK(cudaStreamDestroy(d));
 }
 void gatedExit() { gatedRelease("exit"); }
 void gatedExitLegacy() { gatedRelease("exit_legacy"); }
 void gatedEntry() { gatedRelease("entry"); }
 void gatedMidRecord() { gatedRelease("mid_record"); }
 void gatedMidWait() { gatedRelease("mid_wait"); }
+void gatedLegacyMixedExit() { gatedRelease("legacy_mixed_exit"); }
+void gatedLegacyMixedEntry() { gatedRelease("legacy_mixed_entry"); }
+void gatedForkJoin() { gatedRelease("fork_join"); }
 
 struct Scenario {
   const char* name;
@@ -1219,7 +1272,8 @@ constexpr Scenario kScenarios[] = {
     {"odd_ops", oddOps},                 {"ipc_event", ipcEvent},
     {"gated_exit", gatedExit},           {"gated_entry", gatedEntry},
     {"gated_mid_record", gatedMidRecord}, {"gated_mid_wait", gatedMidWait},
-    {"gated_exit_legacy", gatedExitLegacy},
+    {"gated_exit_legacy", gatedExitLegacy}, {"gated_legacy_mixed_exit", gatedLegacyMixedExit},
+    {"gated_legacy_mixed_entry", gatedLegacyMixedEntry}, {"gated_fork_join", gatedForkJoin},
 };
 
 }  // namespace

@@ -565,6 +565,13 @@ CUresult eventRecordImpl(const char* api, bool pt, CUevent e, CUstream h, unsign
   item->kind = ItemKind::EventRecord;
   enqueue(s, std::move(item));
   ev->lastRecord = s->lastDone;
+  if (s->blocking && !s->legacy) {
+    // Measured on an H100 (tests/gpu/driver_facts.cu): an event recorded on a
+    // blocking stream completes only after earlier legacy-stream work, while
+    // the stream itself goes on without waiting for that work.
+    const CompletionPtr& legacyLast = legacyStreamOf(s->ctx)->lastDone;
+    if (legacyLast && !legacyLast->done) ev->lastRecord = joinedCompletion({s->lastDone, legacyLast});
+  }
   ev->capSession.reset();
   ev->capNodes.clear();
   return CUDA_SUCCESS;

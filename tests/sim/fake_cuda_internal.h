@@ -251,7 +251,13 @@ struct EffectSource {
   uint64_t launchId = 0;
 };
 
+struct Join {
+  CompletionPtr joined;
+  std::vector<CompletionPtr> parts;
+};
+
 struct SimState {
+  std::vector<Join> joins;  // joinedCompletion's, not yet done
   std::mutex mutex;
   std::condition_variable cv;
   bool envParsed = false;
@@ -336,6 +342,10 @@ Context* lookupContext(CUcontext h);    // null unless a live context
 Stream* legacyStreamOf(Context* ctx);   // creates it on first use
 Stream* threadPerThreadStream();        // of the current context (null: none current)
 Stream* perThreadStreamOf(Context* ctx); // the calling thread's, in `ctx`
+// A completion done as soon as all of `all` are (settleJoins, called whenever
+// a completion is done).
+CompletionPtr joinedCompletion(std::vector<CompletionPtr> all);
+void settleJoins();
 Stream* resolveStream(CUstream h, bool perThreadVariant, CUresult* err);
 bool streamIdle(const Stream* s);
 

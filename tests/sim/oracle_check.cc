@@ -167,7 +167,7 @@ std::string explainLink(const std::vector<LogOp>& log, const LogOp& x, const Log
       chain += " [host synchronization]";
     } else if (l.kind != Kind::StreamWait && lanes[l.lane].legacy) {
       chain += " [the legacy stream waits for blocking streams]";
-    } else if (l.kind != Kind::StreamWait && lanes[l.lane].blocking) {
+    } else if (l.kind != Kind::StreamWait && l.kind != Kind::EventRecord && lanes[l.lane].blocking) {
       chain += " [a blocking stream waits for the legacy stream]";
     }
     if (i == y.id) break;

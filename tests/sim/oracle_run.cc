@@ -196,7 +196,11 @@ class Runner {
   Op demote(const Op& op) const;
   void commitCells(const std::vector<Access>& acc, int lane, uint32_t stamp, int logId);
   void applyModel(const Op& op, int lane, uint64_t k);
-  Clock nextClock(int lane, int thread) const;
+  // The clock of the next op on `lane`. eventOp: a record or a wait, which on
+  // a blocking stream does not wait for earlier legacy work (measured,
+  // tests/gpu/driver_facts.cu; a record's event still covers it: eventClock).
+  Clock nextClock(int lane, int thread, bool eventOp = false) const;
+  Clock eventClock(int lane, const Clock& recordVc) const;
   void commitLane(int lane, const Clock& vc) {
     lanes_[lane].vc = vc;
     lanes_[lane].count = vc[lane];
@@ -436,7 +440,7 @@ void Runner::applyModel(const Op& op, int lane, uint64_t k) {
   }
 }
 
-Clock Runner::nextClock(int lane, int thread) const {
+Clock Runner::nextClock(int lane, int thread, bool eventOp) const {
   const Lane& l = lanes_[lane];
   Clock vc = l.vc;
   join(vc, hostVc_[thread]);
@@ -444,10 +448,17 @@ Clock Runner::nextClock(int lane, int thread) const {
     for (const Lane& b : lanes_) {
       if (&b != &l && b.blocking && b.device == l.device) join(vc, b.vc);
     }
-  } else if (l.blocking) {
+  } else if (l.blocking && !eventOp) {
     join(vc, lanes_[legacyLaneOf(l.device)].vc);
   }
   vc[lane] = l.count + 1;
+  return vc;
+}
+
+Clock Runner::eventClock(int lane, const Clock& recordVc) const {
+  const Lane& l = lanes_[lane];
+  Clock vc = recordVc;
+  if (l.blocking && !l.legacy) join(vc, lanes_[legacyLaneOf(l.device)].vc);
   return vc;
 }
 
@@ -839,10 +850,10 @@ void Runner::issue(const Op& op, int thread, int iteration) {
           op.viaPerThreadApi ? t.api->cuEventRecordWithFlags(ev, t.stream, 0) : t.api->cuEventRecord(ev, t.stream);
       if (!check(r, "cuEventRecord", iteration, &op)) return;
       std::lock_guard<std::mutex> lk(mu_);
-      Clock vc = nextClock(t.lane, thread);
+      Clock vc = nextClock(t.lane, thread, true);
       commitLane(t.lane, vc);
       events_[op.event].recorded = true;
-      events_[op.event].vc = vc;
+      events_[op.event].vc = eventClock(t.lane, vc);
       events_[op.event].lane = t.lane;
       events_[op.event].seq = ++recordSeq_;
       events_[op.event].effectsAt = lanes_[t.lane].effects.size();
@@ -859,7 +870,7 @@ void Runner::issue(const Op& op, int thread, int iteration) {
       }
       std::lock_guard<std::mutex> lk(mu_);
       if (events_[op.event].recorded) {  // a wait on a never-recorded event is a no-op
-        Clock vc = nextClock(t.lane, thread);
+        Clock vc = nextClock(t.lane, thread, true);
         join(vc, events_[op.event].vc);
         commitLane(t.lane, vc);
         lo.lane = t.lane;

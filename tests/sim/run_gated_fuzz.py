@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """run_gated_fuzz.py - run sim_gated_fuzz over seeds (one process per seed).
 
-  run_gated_fuzz.py --exe sim_gated_fuzz --seeds 1:40 [--preload LIB] [--env NAME=VALUE ...]
+  run_gated_fuzz.py --exe sim_gated_fuzz --seeds 1:40 [--legacy] [--preload LIB] [--env NAME=VALUE ...]
+
+--legacy makes one of each step's streams the legacy default stream.
 
 LD_PRELOAD and the --env variables are given to sim_gated_fuzz only. With
 --preload every seed runs with --expect-graphs. Every seed must exit 0; on
@@ -22,6 +24,7 @@ def main():
     ap.add_argument("--preload", default="")
     ap.add_argument("--env", action="append", default=[])
     ap.add_argument("--timeout", type=float, default=60)
+    ap.add_argument("--legacy", action="store_true")
     a = ap.parse_args()
     lo, _, hi = a.seeds.partition(":")
     env = dict(os.environ)
@@ -34,7 +37,8 @@ def main():
     env.update(extra)
     seeds = range(int(lo), int(hi or lo) + 1)
     for seed in seeds:
-        cmd = [a.exe, "--seed", str(seed)] + (["--expect-graphs"] if a.preload else [])
+        cmd = [a.exe, "--seed", str(seed)] + (["--legacy"] if a.legacy else []) + \
+              (["--expect-graphs"] if a.preload else [])
         try:
             p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                timeout=a.timeout)

@@ -12,9 +12,10 @@
 // that always finishes; a replay that makes the synchronized work wait for
 // the gate is a simulated deadlock (the simulator aborts).
 // With --legacy the last stream is the legacy default stream (its implicit
-// synchronization with the blocking streams counts among the dependencies);
-// graft's replays of such steps are stricter than eager (README Limits), so
-// no test runs it yet.
+// synchronization with the blocking streams counts among the dependencies;
+// the model below is stricter than the driver, which does not hold a wait or
+// a record on a blocking stream for earlier legacy work, so a chosen sync
+// target excludes the gate on the real driver too).
 //   sim_gated_fuzz --seed S [--legacy] [--expect-graphs]
 // Exit 1 on a wrong count, or with --expect-graphs unless most kernels ran
 // from graphs; 2 on a setup failure.

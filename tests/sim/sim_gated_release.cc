@@ -21,6 +21,20 @@
 //               gate. (The work before the wait must not wait for E, the work
 //               after it must.) E and F are created and destroyed every step,
 //               like PyTorch's events, so their handles recur.
+//   legacy-mixed-exit   the gate and work on C (non-blocking), work on the
+//               legacy stream, then work on a blocking stream D reading the
+//               legacy stream's result; the host synchronizes D, then opens
+//               the gate. (D waits for the legacy stream, not for C.)
+//   legacy-mixed-entry  the gate issued on C before the step; the step as in
+//               legacy-mixed-exit; the host synchronizes the legacy stream,
+//               then opens the gate. (The legacy stream's work must not wait
+//               for what C held before the step.)
+//   fork-join   PyTorch's side stream: on the legacy stream work, record E;
+//               on C wait E, work, record F; on the legacy stream wait F,
+//               work; the host synchronizes the legacy stream (no gate: the
+//               graph may run on the legacy stream).
+//   fork-join-late-gate  the same, then the gate on C. (Now the graph may
+//               not run on the legacy stream.)
 //   sim_gated_release SCENARIO [--expect-graphs]
 // Exit 1 on a wrong value, or with --expect-graphs unless most kernels ran
 // from graphs; 2 on a setup failure.
@@ -40,13 +54,16 @@ constexpr uint64_t kIterations = 40;
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: sim_gated_release exit|exit-legacy|entry|mid-record|mid-wait [--expect-graphs]\n");
+    std::fprintf(stderr,
+                 "usage: sim_gated_release exit|exit-legacy|entry|mid-record|mid-wait|legacy-mixed-exit|"
+                 "legacy-mixed-entry|fork-join|fork-join-late-gate [--expect-graphs]\n");
     return 2;
   }
   const std::string scenario = argv[1];
   const bool expectGraphs = argc > 2 && std::strcmp(argv[2], "--expect-graphs") == 0;
   if (scenario != "exit" && scenario != "exit-legacy" && scenario != "entry" && scenario != "mid-record" &&
-      scenario != "mid-wait") {
+      scenario != "mid-wait" && scenario != "legacy-mixed-exit" && scenario != "legacy-mixed-entry" &&
+      scenario != "fork-join" && scenario != "fork-join-late-gate") {
     std::fprintf(stderr, "sim_gated_release: unknown scenario '%s'\n", scenario.c_str());
     return 2;
   }
@@ -58,10 +75,11 @@ int main(int argc, char** argv) {
   CUfunction add = simtest::libraryKernel3("sim_add_step");
   CUdeviceptr flag = simtest::zeroedBuffer(cu), x = simtest::zeroedBuffer(cu), y = simtest::zeroedBuffer(cu),
               z = simtest::zeroedBuffer(cu), w = simtest::zeroedBuffer(cu);
-  CUstream a, b, c;
+  CUstream a, b, c, d;
   SIM_CHECK(cu.cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
   SIM_CHECK(cu.cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
   SIM_CHECK(cu.cuStreamCreate(&c, CU_STREAM_NON_BLOCKING));
+  SIM_CHECK(cu.cuStreamCreate(&d, CU_STREAM_DEFAULT));  // blocking
   auto launchGate = [&](uint64_t it, CUstream s) {
     uint64_t unused = 0;
     void* args[] = {&flag, &unused, &it};
@@ -86,6 +104,41 @@ int main(int argc, char** argv) {
       expectX = 6 * it;
       open(it);
       SIM_CHECK(cu.cuStreamSynchronize(a));
+    } else if (scenario == "legacy-mixed-exit" || scenario == "legacy-mixed-entry") {
+      launchGate(it, c);
+      if (scenario == "legacy-mixed-entry") cu.cuStreamQuery(c);  // the gate is issued before the step
+      addTo(z, 1, c);
+      addTo(x, 1, nullptr);
+      SIM_CHECK(simtest::launchAdd(cu, add, w, x, 0, d));  // w = x, after the legacy stream's add
+      addTo(w, 1, d);
+      SIM_CHECK(cu.cuStreamSynchronize(scenario == "legacy-mixed-exit" ? d : nullptr));
+      const bool exit = scenario == "legacy-mixed-exit";
+      gotX = read(x) + (exit ? read(w) : 0);  // x is the legacy stream's; w, D's
+      expectX = exit ? it + it + 1 : it;
+      open(it);
+      SIM_CHECK(cu.cuStreamSynchronize(c));
+      SIM_CHECK(cu.cuStreamSynchronize(d));
+      addTo(y, 1, c);  // y counts iterations, as in the other scenarios
+    } else if (scenario == "fork-join" || scenario == "fork-join-late-gate") {
+      CUevent e, f;
+      SIM_CHECK(cu.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+      SIM_CHECK(cu.cuEventCreate(&f, CU_EVENT_DISABLE_TIMING));
+      addTo(y, 1, nullptr);  // y counts iterations, as in the other scenarios
+      addTo(x, 1, nullptr);
+      SIM_CHECK(cu.cuEventRecord(e, nullptr));
+      SIM_CHECK(cu.cuStreamWaitEvent(c, e, 0));
+      SIM_CHECK(simtest::launchAdd(cu, add, z, x, 0, c));  // z = x, after the legacy stream's add
+      SIM_CHECK(cu.cuEventRecord(f, c));
+      SIM_CHECK(cu.cuStreamWaitEvent(nullptr, f, 0));
+      SIM_CHECK(simtest::launchAdd(cu, add, w, z, 1, nullptr));  // w = z + 1, after C's copy
+      if (scenario == "fork-join-late-gate") launchGate(it, c);
+      SIM_CHECK(cu.cuStreamSynchronize(nullptr));
+      gotX = read(x) + read(w);
+      expectX = it + it + 1;
+      open(it);
+      SIM_CHECK(cu.cuStreamSynchronize(c));
+      SIM_CHECK(cu.cuEventDestroy(f));
+      SIM_CHECK(cu.cuEventDestroy(e));
     } else if (scenario == "mid-record") {
       CUevent e;
       SIM_CHECK(cu.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));

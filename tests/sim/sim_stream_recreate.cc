@@ -4,18 +4,36 @@
 // legacy stream. A blocking stream is ordered against the legacy stream by
 // the driver; for a non-blocking one the program orders with events. A tool
 // that kept a recycled handle's old flags would drop the implicit ordering.
-//   sim_stream_recreate [--expect-graphs]
+// The host reads the values back every N iterations (default 50): each N
+// cuts the loop into other sequences, which graft may build into graphs long
+// after it saw them, when the handle names a stream with other flags.
+//   sim_stream_recreate [--expect-graphs [PERCENT]] [--check-every N]
+// --expect-graphs: at least PERCENT (default 50) of the kernels ran from graphs.
 // exit 0: every read-back right (and, with --expect-graphs, most kernels ran
 // from graphs); 1 otherwise.
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "sim_api.h"
 #include "sim_driver_loader.h"
 
 int main(int argc, char** argv) {
-  const bool expectGraphs = argc > 1 && std::strcmp(argv[1], "--expect-graphs") == 0;
+  uint64_t expectGraphPercent = 0;
+  uint64_t checkEvery = 50;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--expect-graphs") == 0) {
+      expectGraphPercent = 50;
+      if (i + 1 < argc && argv[i + 1][0] != '-') expectGraphPercent = std::strtoull(argv[++i], nullptr, 10);
+    } else if (std::strcmp(argv[i], "--check-every") == 0 && i + 1 < argc) {
+      checkEvery = std::strtoull(argv[++i], nullptr, 10);
+    } else {
+      std::fprintf(stderr, "usage: sim_stream_recreate [--expect-graphs [PERCENT]] [--check-every N]\n");
+      return 2;
+    }
+  }
+  if (checkEvery == 0) checkEvery = 1;
   simtest::Driver drv;
   CUcontext ctx;
   if (int rc = simtest::startProgram("sim_stream_recreate", &drv, &ctx)) return rc;
@@ -30,7 +48,9 @@ int main(int argc, char** argv) {
   for (uint64_t it = 0; it < 600; ++it) {
     if (it % 30 == 0) {
       if (s) {
-        cu.cuStreamSynchronize(s);
+        // All of it: the last legacy-stream add is not ordered before the new
+        // stream's first add when that stream is non-blocking.
+        cu.cuCtxSynchronize();
         cu.cuStreamDestroy(s);
       }
       blocking = (it / 30) % 2 == 1;  // non-blocking first: a stale flag would then be "non-blocking"
@@ -52,7 +72,7 @@ int main(int argc, char** argv) {
         cu.cuStreamWaitEvent(s, e, 0);
       }
     }
-    if (it % 50 == 49) {
+    if (it % checkEvery == checkEvery - 1) {
       uint64_t got[2] = {};
       cu.cuStreamSynchronize(s);
       cu.cuMemcpyDtoH(&got[0], x, 8);
@@ -76,8 +96,9 @@ int main(int argc, char** argv) {
     std::printf("sim_stream_recreate: the simulated driver never reused a stream handle\n");
     return 1;
   }
-  if (expectGraphs && c.effectsGraph * 2 < c.effectsGraph + c.effectsEager) {
-    std::printf("sim_stream_recreate: fewer than half of the effects came from graphs\n");
+  if (c.effectsGraph * 100 < expectGraphPercent * (c.effectsGraph + c.effectsEager)) {
+    std::printf("sim_stream_recreate: fewer than %llu %% of the effects came from graphs\n",
+                (unsigned long long)expectGraphPercent);
     return 1;
   }
   return 0;

@@ -1,0 +1,217 @@
+// Driver behaviours graft's launch plans rely on (src/graph/graph_executor.cc,
+// "Launch plan"), asserted on the real driver, without graft.
+//
+// A segment that uses the legacy default stream is launched on a stream of
+// graft's (non-blocking); each program stream records an entry event before
+// the launch and waits on its branch's tail event after it. That keeps the
+// legacy stream's implicit synchronization with blocking streams only if:
+//   record_*  an event record is work for implicit synchronization: recorded
+//             on the legacy stream it completes after earlier work on blocking
+//             streams, and on a blocking stream after earlier legacy work;
+//   wait_*    a stream wait is work too: later legacy work waits for a
+//             blocking stream's pending wait, and later blocking work for the
+//             legacy stream's pending wait;
+//   graph_*   a graph launch is work too, whole: launched on the legacy
+//             stream (a segment on it alone is), later blocking work waits for
+//             all of it, also for a branch that does not end the graph;
+//   control   none of this reaches a non-blocking stream (shows that the
+//             probe can tell both outcomes apart).
+// Each fact is probed with a kernel that spins until the host writes a mapped
+// flag: the probed event must still be pending while the kernel spins.
+//
+// Exit: 0 every fact holds; 1 one does not (graft's legacy plan would be
+// looser than eager); 77 no GPU.
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#define CK(x)                                                                           \
+  do {                                                                                  \
+    cudaError_t e_ = (x);                                                               \
+    if (e_ != cudaSuccess) {                                                            \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(2);                                                                     \
+    }                                                                                   \
+  } while (0)
+
+namespace {
+
+__global__ void spinUntil(const volatile unsigned* flag, unsigned want) {
+  const long long t0 = clock64();
+  while (*flag < want && clock64() - t0 < 20000000000LL) {
+  }
+}
+
+unsigned* g_host = nullptr;
+unsigned* g_dev = nullptr;
+unsigned g_round = 0;
+
+cudaStream_t stream(unsigned flags) {
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, flags));
+  return s;
+}
+
+// Runs `setup` (which issues a spinning kernel and then the probed event, or
+// sets *queried to a stream to probe instead), waits a little, asks whether
+// the event (stream) is still pending, then releases the kernel. Returns true
+// when it was pending.
+template <typename F>
+bool pendingWhileSpinning(F setup) {
+  ++g_round;
+  cudaEvent_t probe;
+  CK(cudaEventCreateWithFlags(&probe, cudaEventDisableTiming));
+  cudaStream_t queried = nullptr;
+  setup(probe, [](cudaStream_t s) { spinUntil<<<1, 1, 0, s>>>(g_dev, g_round); }, &queried);
+  CK(cudaGetLastError());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const cudaError_t q = queried ? cudaStreamQuery(queried) : cudaEventQuery(probe);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  *reinterpret_cast<volatile unsigned*>(g_host) = g_round;
+  CK(cudaDeviceSynchronize());
+  CK(cudaEventDestroy(probe));
+  if (q != cudaErrorNotReady && q != cudaSuccess) {
+    std::fprintf(stderr, "query: %s\n", cudaGetErrorString(q));
+    std::exit(2);
+  }
+  return q == cudaErrorNotReady;
+}
+
+// A graph of a spinning kernel, alone or beside an independent empty branch.
+cudaGraphExec_t spinGraph(bool withSideBranch) {
+  cudaStream_t cs, side;
+  CK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
+  CK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+  cudaEvent_t fork, join;
+  CK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+  CK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+  cudaGraph_t graph;
+  CK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeRelaxed));
+  if (withSideBranch) {
+    CK(cudaEventRecord(fork, cs));
+    CK(cudaStreamWaitEvent(side, fork, 0));
+  }
+  spinUntil<<<1, 1, 0, cs>>>(g_dev, g_round);  // built inside the round it is launched in
+  if (withSideBranch) {
+    spinUntil<<<1, 1, 0, side>>>(g_dev, 0);  // returns at once
+    CK(cudaEventRecord(join, side));
+    CK(cudaStreamWaitEvent(cs, join, 0));
+  }
+  CK(cudaStreamEndCapture(cs, &graph));
+  cudaGraphExec_t exec;
+  CK(cudaGraphInstantiate(&exec, graph, 0));
+  CK(cudaGraphDestroy(graph));
+  CK(cudaStreamDestroy(cs));
+  CK(cudaStreamDestroy(side));
+  return exec;
+}
+
+}  // namespace
+
+int main() {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("driver_facts: no CUDA device\n");
+    return 77;
+  }
+  CK(cudaHostAlloc(&g_host, 64, cudaHostAllocMapped));
+  CK(cudaHostGetDevicePointer(&g_dev, g_host, 0));
+  *g_host = 0;
+  spinUntil<<<1, 1>>>(g_dev, 0);  // load the kernel
+  CK(cudaDeviceSynchronize());
+
+  const cudaStream_t legacy = cudaStreamLegacy;
+  const cudaStream_t blocking = stream(cudaStreamDefault), nonBlocking = stream(cudaStreamNonBlocking);
+  cudaEvent_t mid;
+  CK(cudaEventCreateWithFlags(&mid, cudaEventDisableTiming));
+
+  // expect: 1 pending, 0 complete, -1 only observed (graft does not rely on it).
+  struct Fact {
+    const char* name;
+    int expect;
+    bool pending;
+  };
+  Fact facts[] = {
+      {"record_legacy_after_blocking", 1, pendingWhileSpinning([&](cudaEvent_t e, auto spin, auto*) {
+         spin(blocking);
+         CK(cudaEventRecord(e, legacy));
+       })},
+      {"record_blocking_after_legacy", 1, pendingWhileSpinning([&](cudaEvent_t e, auto spin, auto*) {
+         spin(legacy);
+         CK(cudaEventRecord(e, blocking));
+       })},
+      {"wait_blocking_then_record_legacy", 1, pendingWhileSpinning([&](cudaEvent_t e, auto spin, auto*) {
+         spin(nonBlocking);
+         CK(cudaEventRecord(mid, nonBlocking));
+         CK(cudaStreamWaitEvent(blocking, mid, 0));
+         CK(cudaEventRecord(e, legacy));
+       })},
+      {"wait_legacy_then_record_blocking", 1, pendingWhileSpinning([&](cudaEvent_t e, auto spin, auto*) {
+         spin(nonBlocking);
+         CK(cudaEventRecord(mid, nonBlocking));
+         CK(cudaStreamWaitEvent(legacy, mid, 0));
+         CK(cudaEventRecord(e, blocking));
+       })},
+      {"graph_on_legacy_then_record_blocking", 1, pendingWhileSpinning([&](cudaEvent_t e, auto, auto*) {
+         CK(cudaGraphLaunch(spinGraph(false), legacy));
+         CK(cudaEventRecord(e, blocking));
+       })},
+      {"graph_on_blocking_then_record_legacy", 1, pendingWhileSpinning([&](cudaEvent_t e, auto, auto*) {
+         CK(cudaGraphLaunch(spinGraph(false), blocking));
+         CK(cudaEventRecord(e, legacy));
+       })},
+      {"branched_graph_on_legacy_then_record_blocking", 1, pendingWhileSpinning([&](cudaEvent_t e, auto, auto*) {
+         CK(cudaGraphLaunch(spinGraph(true), legacy));
+         CK(cudaEventRecord(e, blocking));
+       })},
+      {"branched_graph_on_legacy_then_kernel_blocking", 1, pendingWhileSpinning([&](cudaEvent_t e, auto, auto*) {
+         CK(cudaGraphLaunch(spinGraph(true), legacy));
+         spinUntil<<<1, 1, 0, blocking>>>(g_dev, 0);
+         CK(cudaEventRecord(e, blocking));
+       })},
+      {"kernel_blocking_after_legacy_stream_query", 1, pendingWhileSpinning([&](cudaEvent_t, auto spin, auto* q) {
+         spin(legacy);
+         spinUntil<<<1, 1, 0, blocking>>>(g_dev, 0);
+         *q = blocking;
+       })},
+      {"wait_blocking_after_legacy_stream_query", -1, pendingWhileSpinning([&](cudaEvent_t, auto spin, auto* q) {
+         spin(legacy);
+         CK(cudaEventRecord(mid, nonBlocking));
+         CK(cudaStreamWaitEvent(blocking, mid, 0));
+         *q = blocking;
+       })},
+      {"wait_legacy_after_blocking_stream_query", -1, pendingWhileSpinning([&](cudaEvent_t, auto spin, auto* q) {
+         spin(blocking);
+         CK(cudaEventRecord(mid, nonBlocking));
+         CK(cudaStreamWaitEvent(legacy, mid, 0));
+         *q = legacy;
+       })},
+      {"record_blocking_after_legacy_stream_query", -1, pendingWhileSpinning([&](cudaEvent_t e, auto spin, auto* q) {
+         spin(legacy);
+         CK(cudaEventRecord(e, blocking));
+         *q = blocking;
+       })},
+      {"control_record_legacy_after_non_blocking", 0, pendingWhileSpinning([&](cudaEvent_t e, auto spin, auto*) {
+         spin(nonBlocking);
+         CK(cudaEventRecord(e, legacy));
+       })},
+      {"control_record_non_blocking_after_legacy", 0, pendingWhileSpinning([&](cudaEvent_t e, auto spin, auto*) {
+         spin(legacy);
+         CK(cudaEventRecord(e, nonBlocking));
+       })},
+  };
+  int wrong = 0, asserted = 0;
+  for (const Fact& f : facts) {
+    const bool ok = f.expect < 0 || f.pending == bool(f.expect);
+    wrong += !ok;
+    asserted += f.expect >= 0;
+    std::printf("%-48s %s (probed %s while the kernel spun)\n", f.name,
+                f.expect < 0 ? "observed" : ok ? "holds" : "DOES NOT HOLD", f.pending ? "pending" : "complete");
+  }
+  std::printf("driver_facts: %d of %d hold\n", asserted - wrong, asserted);
+  return wrong ? 1 : 0;
+}
