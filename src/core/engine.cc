@@ -72,7 +72,24 @@ GRAFT_FAST_LANE void Engine::countStream(StreamKey stream) {
 // Inline (as holdAs and expectSoleAt): the fast lane calls it for every op.
 [[gnu::always_inline]] inline void Engine::noteActivity(const OpDesc& op) {
   last_stream_counters_->activity = boundary_generation_;  // countStream() ran first for op.stream
-  if (op.kind == OpKind::EventRecord) event_record_generation_[op.event] = boundary_generation_;
+  if (op.kind == OpKind::EventRecord) {
+    event_records_[op.event] = {boundary_generation_, op.stream, last_stream_counters_->ops, event_epoch_};
+  } else if (op.kind == OpKind::EventWait) [[unlikely]] {
+    noteWait(op);
+  }
+}
+
+void Engine::noteWait(const OpDesc& op) {
+  auto it = event_records_.find(op.event);
+  StreamCounters& c = *last_stream_counters_;
+  if (it == event_records_.end() || it->second.epoch != event_epoch_) {
+    // A no-op wait (never recorded), or one whose record graft may not have
+    // seen: the stream's earlier claim stays true, as waits only add order.
+    return;
+  }
+  c.forkedFrom = it->second.stream;
+  c.forkedFromOps = it->second.streamOps;
+  c.forkedAtOp = ops_total_;
 }
 
 GRAFT_HOT Decision Engine::submit(const OpDesc& op) {
@@ -83,6 +100,7 @@ GRAFT_HOT Decision Engine::submit(const OpDesc& op) {
   ++ops_total_;
   countStream(op.stream);
   if (stepsAside()) {
+    ++event_epoch_;
     pending_cause_ = capture_depth_ > 0 ? EagerCause::ProgramCapture : EagerCause::NotCaptured;
     pending_boundary_ = false;
     drainLaunches();
@@ -91,6 +109,9 @@ GRAFT_HOT Decision Engine::submit(const OpDesc& op) {
   noteActivity(op);
 
   if (op.kind == OpKind::Boundary) {
+    if (op.cause == EagerCause::ProgramGraph || op.cause == EagerCause::OtherStreamOrdered ||
+        op.cause == EagerCause::ProgramCapture)
+      ++event_epoch_;  // may record events graft does not see
     if (!held_.empty()) resolveHeld(EagerCause::BoundaryInSegment, &op);
     pending_cause_ = op.cause;
     pending_boundary_ = true;
@@ -199,6 +220,7 @@ GRAFT_COLD void Engine::handleFailedLaunches() {
 
 void Engine::countPassthrough(StreamKey stream) {
   ++ops_total_;
+  ++event_epoch_;  // its records are not tracked
   countStream(stream);
   ++stats_.eagerByCause[size_t(EagerCause::NotCaptured)];
 }
@@ -287,6 +309,7 @@ GRAFT_HOT void Engine::hold(const OpDesc& op, const Segment* matched, const OpDe
 
 [[gnu::always_inline]] inline void Engine::holdAs(const OpDesc& op, const Segment* matched, const uint8_t* shape,
                               const uint8_t* sameValue) {
+  if (held_.empty()) [[unlikely]] held_first_op_ = ops_total_;
   held_.pushBorrowing(op, shape, sameValue);
   held_matched_.push_back({matched, sameValue == nullptr});
 }
@@ -367,6 +390,27 @@ void Engine::resolveHeld(EagerCause cause, const OpDesc* trigger) {
   heldCleared();
 }
 
+bool Engine::forkedBeforeHeld(const Segment& s, size_t begin) const {
+  const StreamKey join = s.fork.joinsInto;
+  auto joinIt = streams_.find(join);
+  if (joinIt == streams_.end()) return false;
+  // The join stream's ops when the instance began: its ops now less those
+  // submitted since (the held ops from `begin` on, and the op being submitted
+  // if it was counted but not held: held ops are the latest ops, in a row).
+  const uint64_t segmentStart = held_first_op_ + begin;  // ops_total_ of its first op
+  uint64_t since = 0;
+  for (size_t k = begin; k < held_.size(); ++k) since += held_.view(k).stream == join;
+  if (ops_total_ >= held_first_op_ + held_.size() && last_stream_ == join) ++since;
+  const uint64_t joinOpsAtStart = joinIt->second.ops - since;
+  for (StreamKey b : s.fork.forkNeeded) {
+    auto it = streams_.find(b);
+    if (it == streams_.end()) return false;
+    const StreamCounters& c = it->second;
+    if (c.forkedFrom != join || c.forkedAtOp >= segmentStart || c.forkedFromOps != joinOpsAtStart) return false;
+  }
+  return true;
+}
+
 GRAFT_HOT void Engine::launchHeld(Segment* s, size_t begin, size_t length) {
   if (!s->graph) {  // disabled while its ops were held
     for (size_t k = 0; k < length; ++k) issueHeldEagerly(held_.view(begin + k), EagerCause::LaunchFailed);
@@ -386,7 +430,8 @@ GRAFT_HOT void Engine::launchHeld(Segment* s, size_t begin, size_t length) {
   int rc;
   {
     StageTimer timer(Stage::Launch);
-    rc = executor_.launch(s->graph, ops, patch_, &why);
+    const bool onJoinStream = s->fork.joinsInto && forkedBeforeHeld(*s, begin);
+    rc = executor_.launch(s->graph, ops, patch_, onJoinStream, &why);
   }
   if (rc == Executor::kGraphOutdated) [[unlikely]] {
     logFallback(s, 0, EagerCause::Mismatch, nullptr, nullptr, length);
@@ -455,8 +500,8 @@ void Engine::query(StreamKey stream, uint64_t event, uint64_t queryHash) {
   if (!stepsAside()) {
     bool relevant = false;
     if (event) {
-      auto it = event_record_generation_.find(event);
-      relevant = it != event_record_generation_.end() && it->second == boundary_generation_;
+      auto it = event_records_.find(event);
+      relevant = it != event_records_.end() && it->second.generation == boundary_generation_;
     } else {
       auto it = streams_.find(stream);
       relevant = it != streams_.end() && it->second.activity == boundary_generation_;
@@ -476,13 +521,17 @@ void Engine::releaseStream(StreamKey stream) {
       break;
     }
   }
-  // Its op count stays for the report; a reused handle starts with no activity.
-  if (auto it = streams_.find(stream); it != streams_.end()) it->second.activity = 0;
+  // Its op count stays for the report; a reused handle starts with no activity
+  // and has waited on nothing.
+  if (auto it = streams_.find(stream); it != streams_.end()) {
+    it->second.activity = 0;
+    it->second.forkedFrom = 0;
+  }
   drainLaunches();
 }
 
 bool Engine::deferEventDestroy(uint64_t event) {
-  event_record_generation_.erase(event);
+  event_records_.erase(event);
   for (size_t k = 0; k < held_.size(); ++k) {
     if (held_.view(k).event == event) {
       deferred_.push_back({false, event, 0, 0});
@@ -856,6 +905,7 @@ void Engine::buildPiece(const OpBuffer& ops, size_t begin, size_t end) {
     return;
   }
   seg->graph = graph;
+  if (const ForkCandidate* fork = executor_.forkCandidate(graph)) seg->fork = *fork;
   seg->expanded = h;
   seg->tokenHash = hashCombine(h.value ^ kSegmentSalt, h.length);
   Segment* stored = segments_.add(std::move(seg));

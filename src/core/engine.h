@@ -177,6 +177,11 @@ class Engine {
   Segment* longestCompleteMatch(size_t begin, size_t end);
   bool matchesAt(Segment* segment, size_t begin, EventInstances& events);
   void launchHeld(Segment* segment, size_t begin, size_t length);
+  // Whether, when the held instance of `segment` at `begin` started, each of
+  // its fork candidate's forkNeeded streams had last waited on an event that
+  // the join stream recorded as its latest op (see core/launch_plan.h).
+  bool forkedBeforeHeld(const Segment& segment, size_t begin) const;
+  void noteWait(const OpDesc& op);
   void heldCleared();
   void issueHeldEagerly(const OpDesc& op, EagerCause cause);
   void recordEagerOp(const OpDesc& op, bool boundary);
@@ -208,14 +213,22 @@ class Engine {
   uint64_t boundary_generation_ = 1;  // query relevance (see StreamCounters)
   StreamKey last_stream_ = 0;  // cache for streams_ (unordered_map values stay put)
   struct StreamCounters {
-    uint64_t ops = 0;       // for the report
+    uint64_t ops = 0;       // for the report, and for fork claims (ops so far, this one included)
     uint64_t activity = 0;  // the boundary generation of its last op (query relevance); 0: none
+    // The record of this stream's latest wait: the stream that recorded it,
+    // that stream's ops then, and the wait's index among all ops (ops_total_).
+    // The stream's later work follows all of `from`'s work while `from` has
+    // issued no op since.
+    StreamKey forkedFrom = 0;
+    uint64_t forkedFromOps = 0;
+    uint64_t forkedAtOp = 0;
   };
   StreamCounters* last_stream_counters_ = nullptr;
   // The fast lane's counters (the rest of stats_ is further down), apart so
   // that the compiler does not add them as a vector (a constant's line more).
   // ops_total_ also tells the idle watchdog whether ops were submitted.
   uint64_t ops_total_ = 0;
+  uint64_t held_first_op_ = 0;  // ops_total_ of held_[0] (ops are held in a row, as submitted)
   Segment* sole_segment_ = nullptr;  // candidates_[sole_candidate_].segment
   uint64_t ops_sole_expected_ = 0;
   OpDesc sole_expected_;  // second line
@@ -260,7 +273,18 @@ class Engine {
   std::unordered_map<StreamKey, StreamCounters, std::hash<StreamKey>, std::equal_to<StreamKey>,
                      HotAllocator<std::pair<const StreamKey, StreamCounters>>>
       streams_;
-  std::unordered_map<uint64_t, uint64_t> event_record_generation_;
+  struct EventRecordInfo {
+    uint64_t generation;  // boundary generation of its latest record (query relevance)
+    StreamKey stream;     // where it was recorded last
+    uint64_t streamOps;   // that stream's ops then, the record included
+    uint64_t epoch;       // event_epoch_ then
+  };
+  // Bumped whenever events may have been recorded out of graft's sight (the
+  // program's graph launches and captures, ops graft does not model, ops
+  // while it steps aside): older EventRecordInfo no longer name an event's
+  // latest record, so a wait on it yields no fork claim.
+  uint64_t event_epoch_ = 0;
+  std::unordered_map<uint64_t, EventRecordInfo> event_records_;
 
   std::chrono::steady_clock::time_point start_;
 };

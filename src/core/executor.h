@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/launch_plan.h"
 #include "core/op.h"
 #include "core/op_buffer.h"
 
@@ -54,9 +55,17 @@ class Executor {
   // kGraphOutdated: the graph was built for streams that have since been
   // destroyed and created again under the same handles with other flags; it
   // must be dropped (a new one may be built), not used again.
+  // onJoinStream: launch on the graph's ForkCandidate::joinsInto stream; the
+  // engine asks for it only when, at the start of this instance, every stream
+  // of forkNeeded followed all of that stream's earlier work.
   static constexpr int kGraphOutdated = -1;
   virtual int launch(GraphHandle* graph, const OpRange& ops,
-                     std::span<const uint32_t> patch, std::string* whyNot) = 0;
+                     std::span<const uint32_t> patch, bool onJoinStream, std::string* whyNot) = 0;
+
+  // A graph on several streams that joins into one of them without forking
+  // from it in the graph itself (core/launch_plan.h); null: none. Valid as
+  // long as the graph.
+  virtual const ForkCandidate* forkCandidate(const GraphHandle* /*graph*/) { return nullptr; }
 
   // An executor may run launches on a thread of its own (launch() then only
   // queues the launch and returns 0). drain() returns once every launch queued

@@ -4,9 +4,10 @@
 
 namespace graft::core {
 
-int exactLaunchStream(std::span<const PlanOp> ops, std::span<const PlanStream> streams) {
+LaunchPlan planLaunch(std::span<const PlanOp> ops, std::span<const PlanStream> streams) {
+  LaunchPlan plan;
   const size_t n = streams.size();
-  if (n < 2) return -1;
+  if (n < 2) return plan;
   using Clock = std::vector<uint32_t>;  // per stream: how many of its ops are followed
   auto join = [](Clock& into, const Clock& from) {
     for (size_t i = 0; i < into.size(); ++i) into[i] = std::max(into[i], from[i]);
@@ -18,7 +19,7 @@ int exactLaunchStream(std::span<const PlanOp> ops, std::span<const PlanStream> s
     if (streams[s].legacy) legacy = int(s);
   for (const PlanOp& op : ops) {
     const uint32_t s = op.stream;
-    if (s >= n) return -1;
+    if (s >= n) return plan;
     Clock vc = clock[s];
     if (streams[s].legacy) {
       for (size_t j = 0; j < n; ++j)
@@ -27,7 +28,7 @@ int exactLaunchStream(std::span<const PlanOp> ops, std::span<const PlanStream> s
       join(vc, clock[size_t(legacy)]);
     }
     if (op.kind == PlanOp::Kind::Wait && op.waitInstance >= 0) {
-      if (size_t(op.waitInstance) >= records.size()) return -1;
+      if (size_t(op.waitInstance) >= records.size()) return plan;
       join(vc, records[size_t(op.waitInstance)]);
     }
     ++vc[s];
@@ -40,15 +41,26 @@ int exactLaunchStream(std::span<const PlanOp> ops, std::span<const PlanStream> s
     // wait would wait for the whole launch on it (implicit synchronization),
     // where eagerly a sync of the legacy stream right after the segment waits
     // only for the blocking stream's ops issued before the legacy one's last.
-    bool exact = !first[p].empty() && !(legacy >= 0 && streams[p].blocking);
-    for (size_t b = 0; exact && b < n; ++b) {
+    bool joins = !first[p].empty() && !(legacy >= 0 && streams[p].blocking);
+    std::vector<uint32_t> forkNeeded;
+    for (size_t b = 0; joins && b < n; ++b) {
       if (b == p || first[b].empty()) continue;
-      exact = first[b][p] > 0 &&           // b's first op follows an op of P
-              clock[p][b] == clock[b][b];  // P's last op follows b's last op
+      joins = clock[p][b] == clock[b][b];             // P's last op follows b's last op
+      if (first[b][p] == 0) forkNeeded.push_back(uint32_t(b));  // b's first op follows no op of P
     }
-    if (exact) return int(p);
+    if (!joins) continue;
+    if (forkNeeded.empty()) {
+      plan.launchOn = int(p);
+      plan.joinsInto = -1;
+      plan.forkNeeded.clear();
+      return plan;
+    }
+    if (plan.joinsInto < 0) {
+      plan.joinsInto = int(p);
+      plan.forkNeeded = std::move(forkNeeded);
+    }
   }
-  return -1;
+  return plan;
 }
 
 }  // namespace graft::core

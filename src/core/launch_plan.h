@@ -40,11 +40,28 @@ struct PlanStream {
 // adds them: stream order, waits on records of the segment, and the legacy
 // stream's implicit ordering (a legacy-stream op follows every blocking
 // stream's ops so far; a blocking stream's op follows the legacy stream's).
-// Returns the index of a stream the graph can be launched on as above, the
-// first such in stream order (streams are numbered in order of first use), or
-// -1 when there is none or only one stream. A blocking stream is never chosen
-// when the legacy stream is among the streams: the legacy stream's tail wait
-// would wait for the whole launch through implicit synchronization.
-int exactLaunchStream(std::span<const PlanOp> ops, std::span<const PlanStream> streams);
+// A blocking stream is never chosen when the legacy stream is among the
+// streams: the legacy stream's tail wait would wait for the whole launch
+// through implicit synchronization.
+struct LaunchPlan {
+  // A stream the graph can always be launched on as above, the first such in
+  // stream order (streams are numbered in order of first use); -1: none.
+  int launchOn = -1;
+  // Else a stream P whose last op follows every other branch's last op, the
+  // first such; -1: none. The graph may be launched on P for an instance in
+  // which each stream of forkNeeded (whose first op in the graph follows no
+  // op of P) already followed all of P's earlier work when the segment began
+  // (it waited on an event P recorded last; the engine tracks that).
+  int joinsInto = -1;
+  std::vector<uint32_t> forkNeeded;
+};
+LaunchPlan planLaunch(std::span<const PlanOp> ops, std::span<const PlanStream> streams);
+
+// An instance's fork into the branches of a graph, as the engine checks it
+// (stream handles; see LaunchPlan::joinsInto).
+struct ForkCandidate {
+  uint64_t joinsInto = 0;  // 0: none
+  std::vector<uint64_t> forkNeeded;
+};
 
 }  // namespace graft::core

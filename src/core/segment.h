@@ -26,6 +26,7 @@ struct Segment {
   SequenceHash expanded;              // over the ops' shape hashes
   uint64_t tokenHash = 0;             // what the period detector sees for one replay
   GraphHandle* graph = nullptr;
+  ForkCandidate fork;                 // the graph's (Executor::forkCandidate); joinsInto 0: none
   bool disabled = false;              // a launch or patch failed: never matched again
   uint64_t replays = 0;
   uint64_t patches = 0;

@@ -61,6 +61,12 @@ struct GraphHandle {
   // with the legacy stream. A stream destroyed and created again under the
   // same handle may differ; launch() then refuses the graph.
   std::vector<std::pair<core::StreamKey, bool>> blockingAtBuild;
+  // Launched on ownStream unless the engine finds that, for this instance,
+  // the fork into the branches happened before the segment (see
+  // core/launch_plan.h): then on branch joinsInto's program stream, which
+  // waits for no tail event.
+  int joinsInto = -1;
+  core::ForkCandidate fork;
   // The program's event records, and its waits on events recorded before the
   // segment, are external event nodes where the program put them, captured
   // with graft's placeholder events. Before a launch the node gets the
@@ -324,7 +330,13 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
     std::vector<core::PlanStream> planStreams(streams.size());
     for (size_t si = 0; si < streams.size(); ++si)
       planStreams[si] = {streams[si] == core::kLegacyStream, isBlocking(streams[si])};
-    launchOn = core::exactLaunchStream(planOps, planStreams);
+    const core::LaunchPlan plan = core::planLaunch(planOps, planStreams);
+    launchOn = plan.launchOn;
+    if (plan.joinsInto >= 0) {
+      g->joinsInto = plan.joinsInto;
+      g->fork.joinsInto = streams[size_t(plan.joinsInto)];
+      for (uint32_t b : plan.forkNeeded) g->fork.forkNeeded.push_back(streams[b]);
+    }
   }
 
   CUresult r = CUDA_SUCCESS;
@@ -564,8 +576,12 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
   return g.release();
 }
 
+const core::ForkCandidate* GraphExecutor::forkCandidate(const GraphHandle* g) {
+  return g->joinsInto >= 0 ? &g->fork : nullptr;
+}
+
 GRAFT_HOT int GraphExecutor::launch(GraphHandle* g, const core::OpRange& ops,
-                          std::span<const uint32_t> patch, std::string* why) {
+                          std::span<const uint32_t> patch, bool onJoinStream, std::string* why) {
   for (const auto& [stream, blocking] : g->blockingAtBuild) {
     if (isBlocking(stream) != blocking) [[unlikely]] {
       *why = fmt::format("stream {:#x} was created again as a {} stream since the graph was built", stream,
@@ -612,6 +628,8 @@ GRAFT_HOT int GraphExecutor::launch(GraphHandle* g, const core::OpRange& ops,
   }
   job->events.clear();
   for (const GraphHandle::EventOp& e : g->eventOps) job->events.push_back(ops[e.op].event);
+  job->onJoinStream = onJoinStream && g->joinsInto >= 0;
+  if (job->onJoinStream) GRAFT_TRACE("forked before the segment: launched on stream {:#x}", g->fork.joinsInto);
   if (dry_run_) [[unlikely]] {
     g->dryRunSkipped = true;
     return 0;
@@ -709,7 +727,12 @@ int GraphExecutor::runLaunch(LaunchJob& job, std::string* why) {
     g->anyBesideLaunch = true;
   }
 
-  const CUstream L = g->launchStream;
+  // On the join stream the graph follows that stream's earlier work by stream
+  // order (its entry record is then already complete) and the stream's later
+  // work follows the whole graph, whose tail events its own branch's tail
+  // follows: it waits for no tail event.
+  const int joinBranch = job.onJoinStream ? g->joinsInto : -1;
+  const CUstream L = job.onJoinStream ? g->branchStreams[size_t(g->joinsInto)] : g->launchStream;
   for (size_t k = 0; g->anyBesideLaunch && k < g->eventOps.size(); ++k) {
     const GraphHandle::EventOp& e = g->eventOps[k];
     if (!e.besideLaunch || e.record) continue;
@@ -741,7 +764,7 @@ int GraphExecutor::runLaunch(LaunchJob& job, std::string* why) {
   bool ok = true;
   for (size_t i = 0; ok && i < g->tailOrder.size(); ++i) {
     const uint32_t b = g->tailOrder[i];
-    ok = (r = waitOn(g->branchStreams[b], g->tailEvents[b])) == CUDA_SUCCESS;
+    if (int(b) != joinBranch) ok = (r = waitOn(g->branchStreams[b], g->tailEvents[b])) == CUDA_SUCCESS;
   }
   for (const GraphHandle::EventOp& e : g->eventOps) {
     if (!g->anyBesideLaunch) break;

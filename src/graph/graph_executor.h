@@ -50,8 +50,9 @@ class GraphExecutor final : public core::Executor {
 
   int issue(const core::OpDesc& op) override;
   core::GraphHandle* build(const core::BuildRequest& request, std::string* whyNot) override;
+  const core::ForkCandidate* forkCandidate(const core::GraphHandle* graph) override;
   int launch(core::GraphHandle* graph, const core::OpRange& ops,
-             std::span<const uint32_t> patch, std::string* whyNot) override;
+             std::span<const uint32_t> patch, bool onJoinStream, std::string* whyNot) override;
   void drain(std::vector<core::FailedLaunch>* failed) override;
   void expectLaunch() override { launch_inline_ = launchThread(); }
   // Benchmark-only (GRAFT_MODE=match): launches and eager kernels, memsets
@@ -98,6 +99,7 @@ class GraphExecutor final : public core::Executor {
     std::vector<uint64_t> events;        // per event op of the graph, in op order
     std::vector<void*> pointers;         // scratch: kernel parameter pointers
     std::string failure;                 // why its launch failed on the launch thread
+    bool onJoinStream = false;           // see Executor::launch
   };
   int runLaunch(LaunchJob& job, std::string* why);
   // After a launch failed on the launch thread: issues that job and, in order,

@@ -35,6 +35,17 @@
 //               graph may run on the legacy stream).
 //   fork-join-late-gate  the same, then the gate on C. (Now the graph may
 //               not run on the legacy stream.)
+//   fork-before  PyTorch's side stream with host copies: the legacy stream
+//               records E, C waits on E, copies from pinned host memory
+//               (which graft issues eagerly, so the graph begins after them),
+//               works and records F; the legacy stream waits on F and works;
+//               the host synchronizes the legacy stream. (The graph joins
+//               into the legacy stream and may run on it: C forked from it
+//               before the graph.)
+//   fork-stale  the same, but the legacy stream runs the gate after E, and
+//               the host synchronizes C, then opens the gate. (C forked from
+//               the legacy stream before the gate: the graph must not run on
+//               the legacy stream.)
 //   sim_gated_release SCENARIO [--expect-graphs]
 // Exit 1 on a wrong value, or with --expect-graphs unless most kernels ran
 // from graphs; 2 on a setup failure.
@@ -56,14 +67,15 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: sim_gated_release exit|exit-legacy|entry|mid-record|mid-wait|legacy-mixed-exit|"
-                 "legacy-mixed-entry|fork-join|fork-join-late-gate [--expect-graphs]\n");
+                 "legacy-mixed-entry|fork-join|fork-join-late-gate|fork-before|fork-stale [--expect-graphs]\n");
     return 2;
   }
   const std::string scenario = argv[1];
   const bool expectGraphs = argc > 2 && std::strcmp(argv[2], "--expect-graphs") == 0;
   if (scenario != "exit" && scenario != "exit-legacy" && scenario != "entry" && scenario != "mid-record" &&
       scenario != "mid-wait" && scenario != "legacy-mixed-exit" && scenario != "legacy-mixed-entry" &&
-      scenario != "fork-join" && scenario != "fork-join-late-gate") {
+      scenario != "fork-join" && scenario != "fork-join-late-gate" && scenario != "fork-before" &&
+      scenario != "fork-stale") {
     std::fprintf(stderr, "sim_gated_release: unknown scenario '%s'\n", scenario.c_str());
     return 2;
   }
@@ -75,6 +87,8 @@ int main(int argc, char** argv) {
   CUfunction add = simtest::libraryKernel3("sim_add_step");
   CUdeviceptr flag = simtest::zeroedBuffer(cu), x = simtest::zeroedBuffer(cu), y = simtest::zeroedBuffer(cu),
               z = simtest::zeroedBuffer(cu), w = simtest::zeroedBuffer(cu);
+  void* pinned = nullptr;  // pinned host memory: graft issues copies from it eagerly
+  SIM_CHECK(cu.cuMemAllocHost(&pinned, 64));
   CUstream a, b, c, d;
   SIM_CHECK(cu.cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
   SIM_CHECK(cu.cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
@@ -137,6 +151,30 @@ int main(int argc, char** argv) {
       expectX = it + it + 1;
       open(it);
       SIM_CHECK(cu.cuStreamSynchronize(c));
+      SIM_CHECK(cu.cuEventDestroy(f));
+      SIM_CHECK(cu.cuEventDestroy(e));
+    } else if (scenario == "fork-before" || scenario == "fork-stale") {
+      const bool stale = scenario == "fork-stale";
+      CUevent e, f;
+      SIM_CHECK(cu.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+      SIM_CHECK(cu.cuEventCreate(&f, CU_EVENT_DISABLE_TIMING));
+      addTo(y, 1, nullptr);  // y counts iterations, as in the other scenarios
+      SIM_CHECK(cu.cuEventRecord(e, nullptr));
+      SIM_CHECK(cu.cuStreamWaitEvent(c, e, 0));
+      if (stale) launchGate(it, nullptr);  // after E: C does not wait for it
+      *reinterpret_cast<volatile uint64_t*>(pinned) = it;
+      SIM_CHECK(cu.cuMemcpyHtoDAsync(x, reinterpret_cast<const void*>(pinned), 8, c));  // x = it
+      SIM_CHECK(simtest::launchAdd(cu, add, z, x, 0, c));                                // z = x
+      addTo(z, 1, c);
+      addTo(z, 1, c);
+      SIM_CHECK(cu.cuEventRecord(f, c));
+      SIM_CHECK(cu.cuStreamWaitEvent(nullptr, f, 0));
+      SIM_CHECK(simtest::launchAdd(cu, add, w, z, 1, nullptr));  // w = z + 1, after C's copy
+      SIM_CHECK(cu.cuStreamSynchronize(stale ? c : nullptr));
+      gotX = read(z) + (stale ? 0 : read(w));
+      expectX = stale ? it + 2 : it + 2 + it + 3;
+      open(it);
+      SIM_CHECK(cu.cuCtxSynchronize());
       SIM_CHECK(cu.cuEventDestroy(f));
       SIM_CHECK(cu.cuEventDestroy(e));
     } else if (scenario == "mid-record") {

@@ -86,7 +86,7 @@ class FakeExecutor : public core::Executor {
     return g;
   }
   int launch(core::GraphHandle* g, const core::OpRange& ops, std::span<const uint32_t> patch,
-             std::string* why) override {
+             bool /*onJoinStream*/, std::string* why) override {
     for (uint32_t k : patch) {
       if (patches++ == failPatchAt) {
         *why = "injected patch failure";
