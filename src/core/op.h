@@ -36,7 +36,8 @@ enum class OpKind : uint8_t {
   X(NotCaptured, "not_captured", "warm-up, or a sequence that has not repeated (yet)")                     \
   X(Mismatch, "mismatch",                                                                                  \
     "held ops issued eagerly because the program diverged from a captured segment (kernel, launch "        \
-    "configuration, stream or event structure differed)")                                                  \
+    "configuration, stream or event structure differed, or a stream handle now names a stream with other " \
+    "flags)")                                                                                              \
   X(SyncInSegment, "sync_in_segment", "the host synchronized in the middle of a segment")                  \
   X(QueryInSegment, "query_in_segment",                                                                    \
     "the host queried held work in the middle of a segment (a query issues it, so polling makes progress)") \
