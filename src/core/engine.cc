@@ -73,7 +73,7 @@ GRAFT_FAST_LANE void Engine::countStream(StreamKey stream) {
 [[gnu::always_inline]] inline void Engine::noteActivity(const OpDesc& op) {
   last_stream_counters_->activity = boundary_generation_;  // countStream() ran first for op.stream
   if (op.kind == OpKind::EventRecord) {
-    event_records_[op.event] = {boundary_generation_, op.stream, last_stream_counters_->ops, event_epoch_};
+    event_records_[op.event] = {boundary_generation_, op.stream, last_stream_counters_->ops, ops_total_, event_epoch_};
   } else if (op.kind == OpKind::EventWait) [[unlikely]] {
     noteWait(op);
   }
@@ -89,7 +89,9 @@ void Engine::noteWait(const OpDesc& op) {
   }
   c.forkedFrom = it->second.stream;
   c.forkedFromOps = it->second.streamOps;
+  c.forkedRecordAtOp = it->second.atOp;
   c.forkedAtOp = ops_total_;
+  c.forkedOwnOps = c.ops;
 }
 
 GRAFT_HOT Decision Engine::submit(const OpDesc& op) {
@@ -391,22 +393,36 @@ void Engine::resolveHeld(EagerCause cause, const OpDesc* trigger) {
 }
 
 bool Engine::forkedBeforeHeld(const Segment& s, size_t begin) const {
-  const StreamKey join = s.fork.joinsInto;
-  auto joinIt = streams_.find(join);
-  if (joinIt == streams_.end()) return false;
-  // The join stream's ops when the instance began: its ops now less those
-  // submitted since (the held ops from `begin` on, and the op being submitted
-  // if it was counted but not held: held ops are the latest ops, in a row).
   const uint64_t segmentStart = held_first_op_ + begin;  // ops_total_ of its first op
-  uint64_t since = 0;
-  for (size_t k = begin; k < held_.size(); ++k) since += held_.view(k).stream == join;
-  if (ops_total_ >= held_first_op_ + held_.size() && last_stream_ == join) ++since;
-  const uint64_t joinOpsAtStart = joinIt->second.ops - since;
+  // A stream's ops when the instance began: its ops now less those submitted
+  // since (the held ops from `begin` on, and the op being submitted if it was
+  // counted but not held: held ops are the latest ops, in a row). ~0: unknown.
+  const bool countedNotHeld = ops_total_ >= held_first_op_ + held_.size();
+  auto opsAtStart = [&](StreamKey stream) -> uint64_t {
+    auto it = streams_.find(stream);
+    if (it == streams_.end()) return ~uint64_t(0);
+    uint64_t since = countedNotHeld && last_stream_ == stream;
+    for (size_t k = begin; k < held_.size(); ++k) since += held_.view(k).stream == stream;
+    return it->second.ops - since;
+  };
+  const StreamKey join = s.fork.joinsInto;
+  const uint64_t joinOpsAtStart = opsAtStart(join);
+  if (joinOpsAtStart == ~uint64_t(0)) return false;
   for (StreamKey b : s.fork.forkNeeded) {
     auto it = streams_.find(b);
     if (it == streams_.end()) return false;
     const StreamCounters& c = it->second;
     if (c.forkedFrom != join || c.forkedAtOp >= segmentStart || c.forkedFromOps != joinOpsAtStart) return false;
+    if (s.fork.joinSyncsImplicitly) {
+      // A launch on the join stream also waits for whatever the legacy
+      // stream's implicit synchronization orders before it, issued up to the
+      // segment's start; b followed that only up to the record. So: the wait
+      // came right after the record, and b alone issued ops since.
+      const uint64_t bOpsAtStart = opsAtStart(b);
+      if (c.forkedAtOp != c.forkedRecordAtOp + 1 || bOpsAtStart == ~uint64_t(0) ||
+          bOpsAtStart - c.forkedOwnOps != segmentStart - c.forkedAtOp - 1)
+        return false;
+    }
   }
   return true;
 }

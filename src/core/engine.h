@@ -216,12 +216,14 @@ class Engine {
     uint64_t ops = 0;       // for the report, and for fork claims (ops so far, this one included)
     uint64_t activity = 0;  // the boundary generation of its last op (query relevance); 0: none
     // The record of this stream's latest wait: the stream that recorded it,
-    // that stream's ops then, and the wait's index among all ops (ops_total_).
-    // The stream's later work follows all of `from`'s work while `from` has
-    // issued no op since.
+    // that stream's ops then, the record's and the wait's index among all ops
+    // (ops_total_), and this stream's ops after the wait. The stream's later
+    // work follows all of `forkedFrom`'s work while that has issued no op since.
     StreamKey forkedFrom = 0;
     uint64_t forkedFromOps = 0;
+    uint64_t forkedRecordAtOp = 0;
     uint64_t forkedAtOp = 0;
+    uint64_t forkedOwnOps = 0;
   };
   StreamCounters* last_stream_counters_ = nullptr;
   // The fast lane's counters (the rest of stats_ is further down), apart so
@@ -277,6 +279,7 @@ class Engine {
     uint64_t generation;  // boundary generation of its latest record (query relevance)
     StreamKey stream;     // where it was recorded last
     uint64_t streamOps;   // that stream's ops then, the record included
+    uint64_t atOp;        // ops_total_ then
     uint64_t epoch;       // event_epoch_ then
   };
   // Bumped whenever events may have been recorded out of graft's sight (the

@@ -62,6 +62,9 @@ LaunchPlan planLaunch(std::span<const PlanOp> ops, std::span<const PlanStream> s
 struct ForkCandidate {
   uint64_t joinsInto = 0;  // 0: none
   std::vector<uint64_t> forkNeeded;
+  // The join stream is the legacy stream or a blocking one: a launch on it
+  // also waits for work the implicit synchronization orders before it.
+  bool joinSyncsImplicitly = false;
 };
 
 }  // namespace graft::core

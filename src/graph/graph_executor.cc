@@ -335,6 +335,7 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
     if (plan.joinsInto >= 0) {
       g->joinsInto = plan.joinsInto;
       g->fork.joinsInto = streams[size_t(plan.joinsInto)];
+      g->fork.joinSyncsImplicitly = planStreams[size_t(plan.joinsInto)].legacy || planStreams[size_t(plan.joinsInto)].blocking;
       for (uint32_t b : plan.forkNeeded) g->fork.forkNeeded.push_back(streams[b]);
     }
   }

@@ -46,6 +46,9 @@
 //               the host synchronizes C, then opens the gate. (C forked from
 //               the legacy stream before the gate: the graph must not run on
 //               the legacy stream.)
+//   fork-blocking  as fork-before, but a blocking stream D runs the gate after
+//               C's wait, and the host synchronizes C, then opens the gate.
+//               (A launch on the legacy stream would wait for D's gate.)
 //   sim_gated_release SCENARIO [--expect-graphs]
 // Exit 1 on a wrong value, or with --expect-graphs unless most kernels ran
 // from graphs; 2 on a setup failure.
@@ -67,7 +70,7 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: sim_gated_release exit|exit-legacy|entry|mid-record|mid-wait|legacy-mixed-exit|"
-                 "legacy-mixed-entry|fork-join|fork-join-late-gate|fork-before|fork-stale [--expect-graphs]\n");
+                 "legacy-mixed-entry|fork-join|fork-join-late-gate|fork-before|fork-stale|fork-blocking [--expect-graphs]\n");
     return 2;
   }
   const std::string scenario = argv[1];
@@ -75,7 +78,7 @@ int main(int argc, char** argv) {
   if (scenario != "exit" && scenario != "exit-legacy" && scenario != "entry" && scenario != "mid-record" &&
       scenario != "mid-wait" && scenario != "legacy-mixed-exit" && scenario != "legacy-mixed-entry" &&
       scenario != "fork-join" && scenario != "fork-join-late-gate" && scenario != "fork-before" &&
-      scenario != "fork-stale") {
+      scenario != "fork-stale" && scenario != "fork-blocking") {
     std::fprintf(stderr, "sim_gated_release: unknown scenario '%s'\n", scenario.c_str());
     return 2;
   }
@@ -153,15 +156,16 @@ int main(int argc, char** argv) {
       SIM_CHECK(cu.cuStreamSynchronize(c));
       SIM_CHECK(cu.cuEventDestroy(f));
       SIM_CHECK(cu.cuEventDestroy(e));
-    } else if (scenario == "fork-before" || scenario == "fork-stale") {
-      const bool stale = scenario == "fork-stale";
+    } else if (scenario == "fork-before" || scenario == "fork-stale" || scenario == "fork-blocking") {
+      const bool stale = scenario != "fork-before";
       CUevent e, f;
       SIM_CHECK(cu.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
       SIM_CHECK(cu.cuEventCreate(&f, CU_EVENT_DISABLE_TIMING));
       addTo(y, 1, nullptr);  // y counts iterations, as in the other scenarios
       SIM_CHECK(cu.cuEventRecord(e, nullptr));
       SIM_CHECK(cu.cuStreamWaitEvent(c, e, 0));
-      if (stale) launchGate(it, nullptr);  // after E: C does not wait for it
+      if (scenario == "fork-stale") launchGate(it, nullptr);  // after E: C does not wait for it
+      if (scenario == "fork-blocking") launchGate(it, d);     // C does not wait for it
       *reinterpret_cast<volatile uint64_t*>(pinned) = it;
       SIM_CHECK(cu.cuMemcpyHtoDAsync(x, reinterpret_cast<const void*>(pinned), 8, c));  // x = it
       SIM_CHECK(simtest::launchAdd(cu, add, z, x, 0, c));                                // z = x
