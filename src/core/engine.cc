@@ -73,7 +73,10 @@ GRAFT_FAST_LANE void Engine::countStream(StreamKey stream) {
 [[gnu::always_inline]] inline void Engine::noteActivity(const OpDesc& op) {
   last_stream_counters_->activity = boundary_generation_;  // countStream() ran first for op.stream
   if (op.kind == OpKind::EventRecord) {
-    event_records_[op.event] = {boundary_generation_, op.stream, last_stream_counters_->ops, ops_total_, event_epoch_};
+    // The legacy and per-thread stream keys name one stream per context.
+    const uint64_t context = isDefaultStream(op.stream) ? executor_.contextOfEventOp(op) : 0;
+    event_records_[op.event] = {boundary_generation_, op.stream, last_stream_counters_->ops, ops_total_,
+                                event_epoch_, context};
   } else if (op.kind == OpKind::EventWait) [[unlikely]] {
     noteWait(op);
   }
@@ -90,6 +93,7 @@ void Engine::noteWait(const OpDesc& op) {
   c.forkedFrom = it->second.stream;
   c.forkedFromOps = it->second.streamOps;
   c.forkedRecordAtOp = it->second.atOp;
+  c.forkedContext = it->second.context;
   c.forkedAtOp = ops_total_;
   c.forkedOwnOps = c.ops;
 }
@@ -111,9 +115,7 @@ GRAFT_HOT Decision Engine::submit(const OpDesc& op) {
   noteActivity(op);
 
   if (op.kind == OpKind::Boundary) {
-    if (op.cause == EagerCause::ProgramGraph || op.cause == EagerCause::OtherStreamOrdered ||
-        op.cause == EagerCause::ProgramCapture)
-      ++event_epoch_;  // may record events graft does not see
+    ++event_epoch_;  // it may record an event graft does not see (per-thread stream, program graph, ...)
     if (!held_.empty()) resolveHeld(EagerCause::BoundaryInSegment, &op);
     pending_cause_ = op.cause;
     pending_boundary_ = true;
@@ -413,6 +415,7 @@ bool Engine::forkedBeforeHeld(const Segment& s, size_t begin) const {
     if (it == streams_.end()) return false;
     const StreamCounters& c = it->second;
     if (c.forkedFrom != join || c.forkedAtOp >= segmentStart || c.forkedFromOps != joinOpsAtStart) return false;
+    if (isDefaultStream(join) && c.forkedContext != s.fork.context) return false;  // another context's
     if (s.fork.joinSyncsImplicitly) {
       // A launch on the join stream also waits for whatever the legacy
       // stream's implicit synchronization orders before it, issued up to the
@@ -451,8 +454,7 @@ GRAFT_HOT void Engine::launchHeld(Segment* s, size_t begin, size_t length) {
   }
   if (rc == Executor::kGraphOutdated) [[unlikely]] {
     logFallback(s, 0, EagerCause::Mismatch, nullptr, nullptr, length);
-    GRAFT_INFO("segment #{}: {}; issuing its {} ops eagerly and dropping its graph (a new one may be built)",
-               s->id, why, length);
+    GRAFT_INFO("segment #{}: {}; issuing its {} ops eagerly and dropping its graph", s->id, why, length);
     segments_.retire(s);
     executor_.destroy(s->graph);
     s->graph = nullptr;
@@ -505,6 +507,7 @@ void Engine::issueHeldEagerly(const OpDesc& op, EagerCause cause) {
 
 void Engine::hostBarrier(uint64_t barrierHash) {
   expect_launch_hint_ = true;
+  ++event_epoch_;  // some barriers record events (cuCtxRecordEvent, green contexts)
   if (!stepsAside()) {
     if (!held_.empty()) resolveHeld(EagerCause::SyncInSegment, nullptr);
     pushBoundaryToken(hashCombine(barrierHash, kBoundarySalt));

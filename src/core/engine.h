@@ -224,6 +224,7 @@ class Engine {
     uint64_t forkedRecordAtOp = 0;
     uint64_t forkedAtOp = 0;
     uint64_t forkedOwnOps = 0;
+    uint64_t forkedContext = 0;  // of a record on a default stream
   };
   StreamCounters* last_stream_counters_ = nullptr;
   // The fast lane's counters (the rest of stats_ is further down), apart so
@@ -281,6 +282,7 @@ class Engine {
     uint64_t streamOps;   // that stream's ops then, the record included
     uint64_t atOp;        // ops_total_ then
     uint64_t epoch;       // event_epoch_ then
+    uint64_t context;     // recorded on a default stream: its context (Executor::contextOfEventOp); else 0
   };
   // Bumped whenever events may have been recorded out of graft's sight (the
   // program's graph launches and captures, ops graft does not model, ops

@@ -66,6 +66,9 @@ class Executor {
   // from it in the graph itself (core/launch_plan.h); null: none. Valid as
   // long as the graph.
   virtual const ForkCandidate* forkCandidate(const GraphHandle* /*graph*/) { return nullptr; }
+  // The context current when the program issued an event op (which has no
+  // domain of its own, see domainOf); 0: unknown. Pure function of the op.
+  virtual uint64_t contextOfEventOp(const OpDesc& /*op*/) { return 0; }
 
   // An executor may run launches on a thread of its own (launch() then only
   // queues the launch and returns 0). drain() returns once every launch queued

@@ -65,6 +65,7 @@ struct ForkCandidate {
   // The join stream is the legacy stream or a blocking one: a launch on it
   // also waits for work the implicit synchronization orders before it.
   bool joinSyncsImplicitly = false;
+  uint64_t context = 0;  // the graph's: a default stream key names one stream per context
 };
 
 }  // namespace graft::core

@@ -18,6 +18,9 @@ namespace graft::core {
 using StreamKey = uint64_t;
 inline constexpr StreamKey kLegacyStream = 0x1;
 inline constexpr StreamKey kPerThreadStream = 0x2;
+// The default streams' keys name one stream per context (per thread too, for
+// the per-thread stream).
+inline constexpr bool isDefaultStream(StreamKey s) { return s == kLegacyStream || s == kPerThreadStream; }
 
 enum class OpKind : uint8_t {
   Kernel,       // graphable

@@ -335,7 +335,9 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
     if (plan.joinsInto >= 0) {
       g->joinsInto = plan.joinsInto;
       g->fork.joinsInto = streams[size_t(plan.joinsInto)];
-      g->fork.joinSyncsImplicitly = planStreams[size_t(plan.joinsInto)].legacy || planStreams[size_t(plan.joinsInto)].blocking;
+      g->fork.joinSyncsImplicitly =
+          planStreams[size_t(plan.joinsInto)].legacy || planStreams[size_t(plan.joinsInto)].blocking;
+      g->fork.context = reinterpret_cast<uint64_t>(ctx);
       for (uint32_t b : plan.forkNeeded) g->fork.forkNeeded.push_back(streams[b]);
     }
   }
@@ -629,7 +631,10 @@ GRAFT_HOT int GraphExecutor::launch(GraphHandle* g, const core::OpRange& ops,
   }
   job->events.clear();
   for (const GraphHandle::EventOp& e : g->eventOps) job->events.push_back(ops[e.op].event);
-  job->onJoinStream = onJoinStream && g->joinsInto >= 0;
+  // Not when the join stream's handle now names a blocking stream where the
+  // engine checked for a non-blocking one (a stream created again).
+  job->onJoinStream = onJoinStream && g->joinsInto >= 0 &&
+                      (g->fork.joinSyncsImplicitly || !isBlocking(g->fork.joinsInto));
   if (job->onJoinStream) GRAFT_TRACE("forked before the segment: launched on stream {:#x}", g->fork.joinsInto);
   if (dry_run_) [[unlikely]] {
     g->dryRunSkipped = true;
@@ -721,6 +726,14 @@ int GraphExecutor::runLaunch(LaunchJob& job, std::string* why) {
       *why = fmt::format("setting graft's own event of op {} in the graph failed: {}", e.op, errorName(r));
       return int(r);
     }
+    if (!g->ownStream && g->branchStreams.size() > 1) {
+      // Launched on a program stream with other branches: a wait issued
+      // beside the launch on that stream would hold every branch.
+      *why = fmt::format("the driver refused the program's event in a graph's event node ({}), and the graph "
+                         "runs on a program stream with other branches",
+                         errorName(refused));
+      return int(refused);
+    }
     GRAFT_INFO("the driver refused the program's event in a graph's event node ({}); that op is issued beside "
                "the graph's launches from now on", errorName(refused));
     e.holds = e.placeholder;
@@ -732,8 +745,11 @@ int GraphExecutor::runLaunch(LaunchJob& job, std::string* why) {
   // order (its entry record is then already complete) and the stream's later
   // work follows the whole graph, whose tail events its own branch's tail
   // follows: it waits for no tail event.
-  const int joinBranch = job.onJoinStream ? g->joinsInto : -1;
-  const CUstream L = job.onJoinStream ? g->branchStreams[size_t(g->joinsInto)] : g->launchStream;
+  // (Not with waits issued beside the launch: on the join stream they would
+  // hold every branch.)
+  const bool onJoin = job.onJoinStream && !g->anyBesideLaunch;
+  const int joinBranch = onJoin ? g->joinsInto : -1;
+  const CUstream L = onJoin ? g->branchStreams[size_t(g->joinsInto)] : g->launchStream;
   for (size_t k = 0; g->anyBesideLaunch && k < g->eventOps.size(); ++k) {
     const GraphHandle::EventOp& e = g->eventOps[k];
     if (!e.besideLaunch || e.record) continue;
@@ -880,6 +896,8 @@ void GraphExecutor::freeAsync(uint64_t pointer, core::StreamKey stream, uint64_t
 }
 
 uint64_t GraphExecutor::domainOf(const OpDesc& op) { return reinterpret_cast<uint64_t>(runContext(op)); }
+
+uint64_t GraphExecutor::contextOfEventOp(const OpDesc& op) { return reinterpret_cast<uint64_t>(contextOf(op)); }
 
 void GraphExecutor::forgetKernels() {
   waitForLaunches();

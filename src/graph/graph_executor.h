@@ -62,6 +62,7 @@ class GraphExecutor final : public core::Executor {
   void destroyEvent(uint64_t event) override;
   void freeAsync(uint64_t pointer, core::StreamKey stream, uint64_t domain) override;
   uint64_t domainOf(const core::OpDesc& op) override;
+  uint64_t contextOfEventOp(const core::OpDesc& op) override;
   void forgetKernels() override;
   std::string describe(const core::OpDesc& op) override;
   std::string describeDifference(const core::OpDesc& expected, const core::OpDesc& actual) override;

@@ -49,6 +49,18 @@
 //   fork-blocking  as fork-before, but a blocking stream D runs the gate after
 //               C's wait, and the host synchronizes C, then opens the gate.
 //               (A launch on the legacy stream would wait for D's gate.)
+//   fork-pts    A runs the gate and records E, E is recorded again on the
+//               per-thread default stream, C waits on E, then as fork-before
+//               with A as the join stream. (C did not fork from A.)
+//   fork-blocking-join  as fork-before with a blocking join stream D; the
+//               legacy stream runs the gate after E.
+//   fork-xctx   device 1's legacy stream runs the gate; device 0's legacy
+//               stream records E; device 1's stream C1 waits on E, then as
+//               fork-before on device 1. (C1 did not fork from device 1's
+//               legacy stream.)
+//   fork-recreate  as fork-blocking-join, with the join stream non-blocking
+//               for 20 iterations, then destroyed and created blocking under
+//               the same handle.
 //   sim_gated_release SCENARIO [--expect-graphs]
 // Exit 1 on a wrong value, or with --expect-graphs unless most kernels ran
 // from graphs; 2 on a setup failure.
@@ -70,7 +82,7 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: sim_gated_release exit|exit-legacy|entry|mid-record|mid-wait|legacy-mixed-exit|"
-                 "legacy-mixed-entry|fork-join|fork-join-late-gate|fork-before|fork-stale|fork-blocking [--expect-graphs]\n");
+                 "legacy-mixed-entry|fork-join|fork-join-late-gate|fork-before|fork-stale|fork-blocking|fork-pts|fork-blocking-join|fork-xctx|fork-recreate [--expect-graphs]\n");
     return 2;
   }
   const std::string scenario = argv[1];
@@ -78,7 +90,8 @@ int main(int argc, char** argv) {
   if (scenario != "exit" && scenario != "exit-legacy" && scenario != "entry" && scenario != "mid-record" &&
       scenario != "mid-wait" && scenario != "legacy-mixed-exit" && scenario != "legacy-mixed-entry" &&
       scenario != "fork-join" && scenario != "fork-join-late-gate" && scenario != "fork-before" &&
-      scenario != "fork-stale" && scenario != "fork-blocking") {
+      scenario != "fork-stale" && scenario != "fork-blocking" && scenario != "fork-pts" &&
+      scenario != "fork-blocking-join" && scenario != "fork-xctx" && scenario != "fork-recreate") {
     std::fprintf(stderr, "sim_gated_release: unknown scenario '%s'\n", scenario.c_str());
     return 2;
   }
@@ -178,6 +191,109 @@ int main(int argc, char** argv) {
       gotX = read(z) + (stale ? 0 : read(w));
       expectX = stale ? it + 2 : it + 2 + it + 3;
       open(it);
+      SIM_CHECK(cu.cuCtxSynchronize());
+      SIM_CHECK(cu.cuEventDestroy(f));
+      SIM_CHECK(cu.cuEventDestroy(e));
+    } else if (scenario == "fork-pts" || scenario == "fork-blocking-join") {
+      // fork-pts: fork "from" A (A: gate, record E), but E is re-recorded on the per-thread stream.
+      // fork-blocking-join: join stream D is blocking; the gate runs on the legacy stream after E.
+      const bool pts = scenario == "fork-pts";
+      const bool bj = scenario == "fork-blocking-join";
+      CUstream j = pts ? a : d;
+      CUevent e, f;
+      SIM_CHECK(cu.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+      SIM_CHECK(cu.cuEventCreate(&f, CU_EVENT_DISABLE_TIMING));
+      addTo(y, 1, c);
+      if (pts) launchGate(it, a);
+      SIM_CHECK(cu.cuEventRecord(e, j));
+      if (pts) SIM_CHECK(cu.cuEventRecord(e, CU_STREAM_PER_THREAD));
+      SIM_CHECK(cu.cuStreamWaitEvent(c, e, 0));
+      if (bj) launchGate(it, nullptr);
+      *reinterpret_cast<volatile uint64_t*>(pinned) = it;
+      SIM_CHECK(cu.cuMemcpyHtoDAsync(x, reinterpret_cast<const void*>(pinned), 8, c));  // x = it
+      SIM_CHECK(simtest::launchAdd(cu, add, z, x, 0, c));                                // z = x
+      addTo(z, 1, c);
+      addTo(z, 1, c);
+      SIM_CHECK(cu.cuEventRecord(f, c));
+      SIM_CHECK(cu.cuStreamWaitEvent(j, f, 0));
+      SIM_CHECK(simtest::launchAdd(cu, add, w, z, 1, j));
+      SIM_CHECK(cu.cuStreamSynchronize(c));
+      gotX = read(z);
+      expectX = it + 2;
+      open(it);
+      SIM_CHECK(cu.cuCtxSynchronize());
+      SIM_CHECK(cu.cuEventDestroy(f));
+      SIM_CHECK(cu.cuEventDestroy(e));
+    } else if (scenario == "fork-recreate") {
+      // J non-blocking for 20 iterations (graphs built), then destroyed and created blocking
+      // under the same handle; the gate runs on the legacy stream after E.
+      static CUstream jj = nullptr;
+      if (!jj) SIM_CHECK(cu.cuStreamCreate(&jj, CU_STREAM_NON_BLOCKING));
+      if (it == 21) {
+        CUstream old = jj;
+        SIM_CHECK(cu.cuStreamDestroy(jj));
+        SIM_CHECK(cu.cuStreamCreate(&jj, CU_STREAM_DEFAULT));
+        if (jj != old) { std::printf("handle not reused\n"); return 2; }
+      }
+      CUevent e, f;
+      SIM_CHECK(cu.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+      SIM_CHECK(cu.cuEventCreate(&f, CU_EVENT_DISABLE_TIMING));
+      addTo(y, 1, c);
+      SIM_CHECK(cu.cuEventRecord(e, jj));
+      SIM_CHECK(cu.cuStreamWaitEvent(c, e, 0));
+      launchGate(it, nullptr);
+      *reinterpret_cast<volatile uint64_t*>(pinned) = it;
+      SIM_CHECK(cu.cuMemcpyHtoDAsync(x, reinterpret_cast<const void*>(pinned), 8, c));
+      SIM_CHECK(simtest::launchAdd(cu, add, z, x, 0, c));
+      addTo(z, 1, c);
+      addTo(z, 1, c);
+      SIM_CHECK(cu.cuEventRecord(f, c));
+      SIM_CHECK(cu.cuStreamWaitEvent(jj, f, 0));
+      SIM_CHECK(simtest::launchAdd(cu, add, w, z, 1, jj));
+      SIM_CHECK(cu.cuStreamSynchronize(c));
+      gotX = read(z);
+      expectX = it + 2;
+      open(it);
+      SIM_CHECK(cu.cuCtxSynchronize());
+      SIM_CHECK(cu.cuEventDestroy(f));
+      SIM_CHECK(cu.cuEventDestroy(e));
+    } else if (scenario == "fork-xctx") {
+      // Device 1's legacy stream runs the gate; device 0's legacy stream records E; C1 (device 1,
+      // non-blocking) waits on E: eagerly C1 never waits for the gate.
+      static CUcontext ctxB = nullptr;
+      static CUstream c1 = nullptr;
+      if (!ctxB) {
+        CUdevice dev1;
+        SIM_CHECK(cu.cuDeviceGet(&dev1, 1));
+        SIM_CHECK(cu.cuDevicePrimaryCtxRetain(&ctxB, dev1));
+        SIM_CHECK(cu.cuCtxSetCurrent(ctxB));
+        SIM_CHECK(cu.cuStreamCreate(&c1, CU_STREAM_NON_BLOCKING));
+        SIM_CHECK(cu.cuCtxSetCurrent(ctx));
+      }
+      CUevent e, f;
+      SIM_CHECK(cu.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+      addTo(y, 1, c);
+      SIM_CHECK(cu.cuCtxSetCurrent(ctxB));
+      SIM_CHECK(cu.cuEventCreate(&f, CU_EVENT_DISABLE_TIMING));
+      launchGate(it, nullptr);
+      SIM_CHECK(cu.cuCtxSetCurrent(ctx));
+      SIM_CHECK(cu.cuEventRecord(e, nullptr));
+      SIM_CHECK(cu.cuCtxSetCurrent(ctxB));
+      SIM_CHECK(cu.cuStreamWaitEvent(c1, e, 0));
+      *reinterpret_cast<volatile uint64_t*>(pinned) = it;
+      SIM_CHECK(cu.cuMemcpyHtoDAsync(x, reinterpret_cast<const void*>(pinned), 8, c1));
+      SIM_CHECK(simtest::launchAdd(cu, add, z, x, 0, c1));
+      addTo(z, 1, c1);
+      addTo(z, 1, c1);
+      SIM_CHECK(cu.cuEventRecord(f, c1));
+      SIM_CHECK(cu.cuStreamWaitEvent(nullptr, f, 0));
+      SIM_CHECK(simtest::launchAdd(cu, add, w, z, 1, nullptr));
+      SIM_CHECK(cu.cuStreamSynchronize(c1));
+      gotX = read(z);
+      expectX = it + 2;
+      open(it);
+      SIM_CHECK(cu.cuCtxSynchronize());
+      SIM_CHECK(cu.cuCtxSetCurrent(ctx));
       SIM_CHECK(cu.cuCtxSynchronize());
       SIM_CHECK(cu.cuEventDestroy(f));
       SIM_CHECK(cu.cuEventDestroy(e));
