@@ -452,22 +452,22 @@ GRAFT_HOT void Engine::launchHeld(Segment* s, size_t begin, size_t length) {
     const bool onJoinStream = s->fork.joinsInto && forkedBeforeHeld(*s, begin);
     rc = executor_.launch(s->graph, ops, patch_, onJoinStream, &why);
   }
-  if (rc == Executor::kGraphOutdated) [[unlikely]] {
-    logFallback(s, 0, EagerCause::Mismatch, nullptr, nullptr, length);
-    GRAFT_INFO("segment #{}: {}; issuing its {} ops eagerly and dropping its graph", s->id, why, length);
-    segments_.retire(s);
-    executor_.destroy(s->graph);
-    s->graph = nullptr;
-    for (size_t k = 0; k < length; ++k) issueHeldEagerly(held_.view(begin + k), EagerCause::Mismatch);
-    return;
-  }
   if (rc != 0) {
-    logFallback(s, 0, EagerCause::LaunchFailed, nullptr, nullptr, length);
-    GRAFT_WARN("segment #{}: {}; issuing its {} ops eagerly and disabling it", s->id, why, length);
-    segments_.disable(s);
+    // An outdated graph (streams created again with other flags) is a
+    // mismatch and retired; any other failure disables the segment.
+    const bool outdated = rc == Executor::kGraphOutdated;
+    const EagerCause cause = outdated ? EagerCause::Mismatch : EagerCause::LaunchFailed;
+    logFallback(s, 0, cause, nullptr, nullptr, length);
+    if (outdated) {
+      GRAFT_INFO("segment #{}: {}; issuing its {} ops eagerly and dropping its graph", s->id, why, length);
+      segments_.retire(s);
+    } else {
+      GRAFT_WARN("segment #{}: {}; issuing its {} ops eagerly and disabling it", s->id, why, length);
+      segments_.disable(s);
+    }
     executor_.destroy(s->graph);
     s->graph = nullptr;
-    for (size_t k = 0; k < length; ++k) issueHeldEagerly(held_.view(begin + k), EagerCause::LaunchFailed);
+    for (size_t k = 0; k < length; ++k) issueHeldEagerly(held_.view(begin + k), cause);
     return;
   }
   for (uint32_t k : patch_) s->ops.setValue(k, ops[k].value);

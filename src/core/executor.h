@@ -54,7 +54,7 @@ class Executor {
   // the segment's work was enqueued, so the caller may issue `ops` eagerly.
   // kGraphOutdated: the graph was built for streams that have since been
   // destroyed and created again under the same handles with other flags; it
-  // must be dropped (a new one may be built), not used again.
+  // must be dropped, not used again.
   // onJoinStream: launch on the graph's ForkCandidate::joinsInto stream; the
   // engine asks for it only when, at the start of this instance, every stream
   // of forkNeeded followed all of that stream's earlier work.

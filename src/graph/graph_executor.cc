@@ -311,9 +311,6 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
     hasLegacy |= ops[i].stream == core::kLegacyStream;
   }
   const bool branched = streams.size() > 1;
-  if (hasLegacy)
-    for (core::StreamKey s : streams)
-      if (s != core::kLegacyStream) g->blockingAtBuild.emplace_back(s, isBlocking(s));
   // The program stream to launch on, if the graph forks from and joins into one.
   int launchOn = -1;
   if (branched) {
@@ -328,8 +325,10 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
       }
     }
     std::vector<core::PlanStream> planStreams(streams.size());
-    for (size_t si = 0; si < streams.size(); ++si)
+    for (size_t si = 0; si < streams.size(); ++si) {
       planStreams[si] = {streams[si] == core::kLegacyStream, isBlocking(streams[si])};
+      if (hasLegacy && !planStreams[si].legacy) g->blockingAtBuild.emplace_back(streams[si], planStreams[si].blocking);
+    }
     const core::LaunchPlan plan = core::planLaunch(planOps, planStreams);
     launchOn = plan.launchOn;
     if (plan.joinsInto >= 0) {

@@ -117,6 +117,20 @@ int main(int argc, char** argv) {
   };
   auto addTo = [&](CUdeviceptr p, uint64_t k, CUstream s) { SIM_CHECK(simtest::launchAdd(cu, add, p, p, k, s)); };
   auto open = [&](uint64_t it) { *reinterpret_cast<volatile uint64_t*>(flag) = it; };
+  // The fork scenarios' step after the side stream's fork: copy `it` from
+  // pinned host memory to x (graft issues it eagerly, so the graph starts
+  // after it), z = x + 2 on `side`, record `f` there, `join` waits on it and
+  // computes w = z + 1.
+  auto sideStepJoinedInto = [&](CUstream side, CUstream join, CUevent f, uint64_t it) {
+    *reinterpret_cast<volatile uint64_t*>(pinned) = it;
+    SIM_CHECK(cu.cuMemcpyHtoDAsync(x, reinterpret_cast<const void*>(pinned), 8, side));
+    SIM_CHECK(simtest::launchAdd(cu, add, z, x, 0, side));  // z = x
+    addTo(z, 1, side);
+    addTo(z, 1, side);
+    SIM_CHECK(cu.cuEventRecord(f, side));
+    SIM_CHECK(cu.cuStreamWaitEvent(join, f, 0));
+    SIM_CHECK(simtest::launchAdd(cu, add, w, z, 1, join));  // w = z + 1
+  };
   auto read = [](CUdeviceptr p) { return *reinterpret_cast<volatile const uint64_t*>(p); };
 
   for (uint64_t it = 1; it <= kIterations; ++it) {
@@ -179,14 +193,7 @@ int main(int argc, char** argv) {
       SIM_CHECK(cu.cuStreamWaitEvent(c, e, 0));
       if (scenario == "fork-stale") launchGate(it, nullptr);  // after E: C does not wait for it
       if (scenario == "fork-blocking") launchGate(it, d);     // C does not wait for it
-      *reinterpret_cast<volatile uint64_t*>(pinned) = it;
-      SIM_CHECK(cu.cuMemcpyHtoDAsync(x, reinterpret_cast<const void*>(pinned), 8, c));  // x = it
-      SIM_CHECK(simtest::launchAdd(cu, add, z, x, 0, c));                                // z = x
-      addTo(z, 1, c);
-      addTo(z, 1, c);
-      SIM_CHECK(cu.cuEventRecord(f, c));
-      SIM_CHECK(cu.cuStreamWaitEvent(nullptr, f, 0));
-      SIM_CHECK(simtest::launchAdd(cu, add, w, z, 1, nullptr));  // w = z + 1, after C's copy
+      sideStepJoinedInto(c, nullptr, f, it);
       SIM_CHECK(cu.cuStreamSynchronize(stale ? c : nullptr));
       gotX = read(z) + (stale ? 0 : read(w));
       expectX = stale ? it + 2 : it + 2 + it + 3;
@@ -209,14 +216,7 @@ int main(int argc, char** argv) {
       if (pts) SIM_CHECK(cu.cuEventRecord(e, CU_STREAM_PER_THREAD));
       SIM_CHECK(cu.cuStreamWaitEvent(c, e, 0));
       if (bj) launchGate(it, nullptr);
-      *reinterpret_cast<volatile uint64_t*>(pinned) = it;
-      SIM_CHECK(cu.cuMemcpyHtoDAsync(x, reinterpret_cast<const void*>(pinned), 8, c));  // x = it
-      SIM_CHECK(simtest::launchAdd(cu, add, z, x, 0, c));                                // z = x
-      addTo(z, 1, c);
-      addTo(z, 1, c);
-      SIM_CHECK(cu.cuEventRecord(f, c));
-      SIM_CHECK(cu.cuStreamWaitEvent(j, f, 0));
-      SIM_CHECK(simtest::launchAdd(cu, add, w, z, 1, j));
+      sideStepJoinedInto(c, j, f, it);
       SIM_CHECK(cu.cuStreamSynchronize(c));
       gotX = read(z);
       expectX = it + 2;
@@ -242,14 +242,7 @@ int main(int argc, char** argv) {
       SIM_CHECK(cu.cuEventRecord(e, jj));
       SIM_CHECK(cu.cuStreamWaitEvent(c, e, 0));
       launchGate(it, nullptr);
-      *reinterpret_cast<volatile uint64_t*>(pinned) = it;
-      SIM_CHECK(cu.cuMemcpyHtoDAsync(x, reinterpret_cast<const void*>(pinned), 8, c));
-      SIM_CHECK(simtest::launchAdd(cu, add, z, x, 0, c));
-      addTo(z, 1, c);
-      addTo(z, 1, c);
-      SIM_CHECK(cu.cuEventRecord(f, c));
-      SIM_CHECK(cu.cuStreamWaitEvent(jj, f, 0));
-      SIM_CHECK(simtest::launchAdd(cu, add, w, z, 1, jj));
+      sideStepJoinedInto(c, jj, f, it);
       SIM_CHECK(cu.cuStreamSynchronize(c));
       gotX = read(z);
       expectX = it + 2;
@@ -280,14 +273,7 @@ int main(int argc, char** argv) {
       SIM_CHECK(cu.cuEventRecord(e, nullptr));
       SIM_CHECK(cu.cuCtxSetCurrent(ctxB));
       SIM_CHECK(cu.cuStreamWaitEvent(c1, e, 0));
-      *reinterpret_cast<volatile uint64_t*>(pinned) = it;
-      SIM_CHECK(cu.cuMemcpyHtoDAsync(x, reinterpret_cast<const void*>(pinned), 8, c1));
-      SIM_CHECK(simtest::launchAdd(cu, add, z, x, 0, c1));
-      addTo(z, 1, c1);
-      addTo(z, 1, c1);
-      SIM_CHECK(cu.cuEventRecord(f, c1));
-      SIM_CHECK(cu.cuStreamWaitEvent(nullptr, f, 0));
-      SIM_CHECK(simtest::launchAdd(cu, add, w, z, 1, nullptr));
+      sideStepJoinedInto(c1, nullptr, f, it);
       SIM_CHECK(cu.cuStreamSynchronize(c1));
       gotX = read(z);
       expectX = it + 2;
