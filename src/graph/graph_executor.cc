@@ -108,6 +108,11 @@ struct GraphHandle {
   // Benchmark-only: a dry-run launch (GraphExecutor::setDryRun) skipped its
   // updates, so the graph may differ from the segment in any op.
   bool dryRunSkipped = false;
+  // Node updates per op, for the report: counted where the updates are made
+  // (the launch thread), added to the kernel registry's counts under the
+  // engine lock with no launch queued (GraphExecutor::countPatches), so the
+  // program's thread reads no kernel entry per update.
+  std::vector<uint32_t> nodeUpdates;
 };
 
 }  // namespace graft::core
@@ -185,7 +190,7 @@ CUresult setNodeEvent(CUgraphExec exec, const GraphHandle::EventOp& e, CUevent e
 }  // namespace
 
 GraphExecutor::GraphExecutor(KernelRegistry& kernels, pool::DevicePool* pool, bool asyncLaunch,
-                             void (*onLaunchThread)())
+                             void (*onLaunchThread)(), unsigned launchPollMicros)
     : kernels_(kernels), pool_(pool) {
   if (!asyncLaunch) return;
   worker_ = std::make_unique<LaunchWorker<LaunchJob>>(
@@ -193,7 +198,7 @@ GraphExecutor::GraphExecutor(KernelRegistry& kernels, pool::DevicePool* pool, bo
         job.failure.clear();  // only a failure builds text
         return runLaunch(job, &job.failure);
       },
-      onLaunchThread);
+      onLaunchThread, launchPollMicros);
   if (!worker_->start()) {
     GRAFT_WARN("graft could not start its launch thread; graph launches run on the program's thread");
     worker_.reset();
@@ -295,6 +300,7 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
   g->ctx = ctx;
   g->nodes.assign(ops.size(), nullptr);
   g->kernelBase.resize(ops.size());
+  g->nodeUpdates.assign(ops.size(), 0);
 
   // Program streams in order of first use; capture stream i stands for stream i.
   std::vector<core::StreamKey> streams;
@@ -575,6 +581,7 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
   }
   if (std::any_of(g->eventOps.begin(), g->eventOps.end(), [](const auto& e) { return e.node; }))
     graphs_with_event_nodes_.push_back(g.get());
+  graphs_.push_back(g.get());
   return g.release();
 }
 
@@ -626,7 +633,6 @@ GRAFT_HOT int GraphExecutor::launch(GraphHandle* g, const core::OpRange& ops,
     job->patchOps.push_back(k);
     job->patchOffsets.push_back(uint32_t(job->bytes.size()));
     job->bytes.insert(job->bytes.end(), op.value.data, op.value.data + op.value.size);
-    if (op.kind == OpKind::Kernel) kernels_.notePatched(kernelShapeOf(op).func);
   }
   job->events.clear();
   for (const GraphHandle::EventOp& e : g->eventOps) job->events.push_back(ops[e.op].event);
@@ -675,6 +681,7 @@ int GraphExecutor::runLaunch(LaunchJob& job, std::string* why) {
         params.kernelParams = buffer ? nullptr : job.pointers.data();
         params.extra = buffer ? extra : nullptr;
         r = real<ApiId::k_cuGraphExecKernelNodeSetParams_12000>()(g->exec, g->nodes[k], &params);
+        ++g->nodeUpdates[k];
         break;
       }
       case OpKind::Memcpy: {
@@ -857,9 +864,24 @@ void GraphExecutor::destroy(GraphHandle* g) {
   waitForLaunches();
   for (core::FailedLaunch& f : failed_)
     if (f.graph == g) f.graph = nullptr;  // still counted; the handle may be reused
+  countPatches(g);
   ContextScope scope(g->ctx);
   std::erase(graphs_with_event_nodes_, g);
+  std::erase(graphs_, g);
   destroyHandle(g);
+}
+
+void GraphExecutor::countPatches(GraphHandle* g) {
+  for (uint32_t k = 0; k < g->nodeUpdates.size(); ++k) {
+    if (!g->nodeUpdates[k]) continue;
+    kernels_.notePatched(kernelShapeOf(g->instance.view(k)).func, g->nodeUpdates[k]);
+    g->nodeUpdates[k] = 0;
+  }
+}
+
+void GraphExecutor::countPatches() {
+  waitForLaunches();
+  for (GraphHandle* g : graphs_) countPatches(g);
 }
 
 void GraphExecutor::forgetEvent(uint64_t event) {
@@ -899,7 +921,7 @@ uint64_t GraphExecutor::domainOf(const OpDesc& op) { return reinterpret_cast<uin
 uint64_t GraphExecutor::contextOfEventOp(const OpDesc& op) { return reinterpret_cast<uint64_t>(contextOf(op)); }
 
 void GraphExecutor::forgetKernels() {
-  waitForLaunches();
+  countPatches();  // by the handles' current names
   kernels_.retireAll();
   // A context may be going away with its streams: graft's capture streams
   // and events for it go first, and stream handles may be reused later.

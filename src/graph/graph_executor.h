@@ -43,9 +43,10 @@ class GraphExecutor final : public core::Executor {
   // `pool` (may be null) serves the program's stream-ordered allocations; the
   // frees the engine deferred go back to it rather than to the driver.
   // asyncLaunch: run launches on graft's launch thread, which first calls
-  // onLaunchThread (may be null).
+  // onLaunchThread (may be null) and polls every launchPollMicros while idle
+  // (LaunchWorker).
   GraphExecutor(KernelRegistry& kernels, pool::DevicePool* pool, bool asyncLaunch,
-                void (*onLaunchThread)() = nullptr);
+                void (*onLaunchThread)() = nullptr, unsigned launchPollMicros = 50);
   ~GraphExecutor() override;
 
   int issue(const core::OpDesc& op) override;
@@ -72,6 +73,20 @@ class GraphExecutor final : public core::Executor {
   // event it holds is destroyed, measured on an H100), and a later event that
   // gets this handle is set into nodes again.
   void forgetEvent(uint64_t event) override;
+
+  // The launch thread's CPU time so far and how often it slept until woken
+  // (false without a launch thread).
+  bool launchThreadStats(double* cpuSeconds, uint64_t* deepSleeps) const {
+    if (!worker_) return false;
+    *cpuSeconds = worker_->cpuSeconds();
+    *deepSleeps = worker_->deepSleeps();
+    return true;
+  }
+
+  // Adds the node updates of every graph's launches so far to the kernel
+  // registry's per-kernel counts (the report's kernels_patched). Waits for
+  // queued launches.
+  void countPatches();
 
   // A program stream was destroyed: forget what was cached about it.
   void forgetStream(CUstream stream) {
@@ -113,6 +128,7 @@ class GraphExecutor final : public core::Executor {
   // instance copy holds them).
   static core::OpDesc instanceOp(const LaunchJob& job, uint32_t k);
   void applyToInstance(const LaunchJob& job);
+  void countPatches(core::GraphHandle* graph);
   bool launchThread() const { return worker_ && LaunchWorker<LaunchJob>::usable(); }
   void waitForLaunches() {
     if (launchThread() && !worker_->idle() && !worker_->drain()) takeOverAfterFailure();
@@ -139,6 +155,7 @@ class GraphExecutor final : public core::Executor {
   CUcontext last_ctx_ = nullptr;
   // The graphs with event nodes (forgetEvent); changed with no launch queued.
   std::vector<core::GraphHandle*> graphs_with_event_nodes_;
+  std::vector<core::GraphHandle*> graphs_;  // every graph built and not destroyed
 };
 
 }  // namespace graft::graph

@@ -75,9 +75,10 @@ class KernelRegistry {
   // launches, or of graph node updates.
   std::vector<std::pair<std::string, uint64_t>> byLaunches() const { return ranked(&KernelInfo::launches); }
   std::vector<std::pair<std::string, uint64_t>> byPatches() const { return ranked(&KernelInfo::patches); }
-  // A replay updated a graph node of this kernel's (no-op for an unknown handle).
-  void notePatched(uint64_t handle) {
-    if (KernelInfo* info = lookup(handle)) ++info->patches;
+  // Replays updated graph nodes of this kernel's `count` times (no-op for an
+  // unknown handle).
+  void notePatched(uint64_t handle, uint64_t count) {
+    if (KernelInfo* info = lookup(handle)) info->patches += count;
   }
   // Code was unloaded: a handle seen before may name another kernel now. Every
   // entry is resolved again on next use (no KernelInfo is held across calls);

@@ -13,6 +13,18 @@
 // more, so the caller can issue the failed work and everything after it in
 // order.
 //
+// Idle worker, so that queue() makes no system call while the program issues
+// launches every few milliseconds (a futex wake of a sleeping thread cost the
+// program's thread 4-12 us per launch on the H100 hosts, docs/PERF.md):
+//   1. it spins for kSpinMicros after its last job;
+//   2. then it polls: sleeps pollMicros at a time (a futex wait with a
+//      timeout, timer slack 5 us) until kPollMillis passed without a job;
+//   3. then it sleeps until queue() wakes it (one system call, once per idle
+//      spell).
+// A job queued while it polls starts at most pollMicros later, unless the
+// producer waits for it (drain(), slot()), which wakes it at once. With
+// pollMicros 0 the worker goes from spinning straight to step 3.
+//
 // Threading: slot/queue/drain/failed/finish from the producer only; the run
 // function on the worker thread only. Allocates only when the thread starts.
 #pragma once
@@ -25,7 +37,12 @@
 #include <mutex>
 #include <thread>
 
+#include <linux/futex.h>
 #include <pthread.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -37,9 +54,10 @@ template <typename Job, size_t kSlots = 8>
 class LaunchWorker {
  public:
   // `run` returns 0, or an error that stops the worker (see drain()).
-  // `onThread` (may be null) runs first on the worker thread.
-  LaunchWorker(std::function<int(Job&)> run, void (*onThread)())
-      : run_(std::move(run)), on_thread_(onThread) {}
+  // `onThread` (may be null) runs first on the worker thread. pollMicros: see
+  // above (0: no polling).
+  LaunchWorker(std::function<int(Job&)> run, void (*onThread)(), unsigned pollMicros = 50)
+      : run_(std::move(run)), on_thread_(onThread), poll_micros_(pollMicros) {}
   ~LaunchWorker() = default;  // the thread is detached and idle at exit
   LaunchWorker(const LaunchWorker&) = delete;
   LaunchWorker& operator=(const LaunchWorker&) = delete;
@@ -51,14 +69,17 @@ class LaunchWorker {
       const uint64_t st = state_.load(std::memory_order_acquire);
       if (st & kHalted) return nullptr;
       if (queued_ - st < kSlots) return &slots_[queued_ % kSlots];
+      wakeWorker(kPolling);
       waitForChange(state_, st);
     }
   }
   void queue() {
     ++queued_;
-    queuedShared_.store(queued_, std::memory_order_release);
-    signal_.fetch_add(1, std::memory_order_release);
-    signal_.notify_one();
+    // seq_cst store, then seq_cst load of idle_: against the worker's store
+    // of idle_ and load of queuedShared_ before it sleeps (see idleWait), one
+    // side sees the other's store, so a job is never left to a sleeper.
+    queuedShared_.store(queued_, std::memory_order_seq_cst);
+    wakeWorker(kSleeping);
   }
   bool idle() const { return state_.load(std::memory_order_acquire) == queued_; }
   // False in a child the process forked after the thread started: the thread
@@ -71,8 +92,20 @@ class LaunchWorker {
       const uint64_t st = state_.load(std::memory_order_acquire);
       if (st == queued_) return true;
       if (st & kHalted) return false;
+      wakeWorker(kPolling);  // the caller waits anyway: no poll period on top
       waitForChange(state_, st);
     }
+  }
+  // Sleep-and-wake statistics, for the report: times the worker went to sleep
+  // until woken (step 3 above), and CPU seconds the worker thread used.
+  uint64_t deepSleeps() const { return deep_sleeps_.load(std::memory_order_relaxed); }
+  double cpuSeconds() const {
+    clockid_t clock;
+    timespec ts{};
+    if (!started_.load(std::memory_order_acquire) || pthread_getcpuclockid(thread_, &clock) != 0 ||
+        clock_gettime(clock, &ts) != 0)
+      return 0;
+    return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
   }
   // After drain() returned false: the failed job, then those queued after it.
   uint64_t firstUndone() const { return state_.load(std::memory_order_acquire) & ~kHalted; }
@@ -92,10 +125,14 @@ class LaunchWorker {
       pthread_atfork(nullptr, nullptr, [] { forked_.store(true, std::memory_order_relaxed); });
     });
     try {
-      std::thread([this] {
+      std::thread t([this] {
+        prctl(PR_SET_TIMERSLACK, 5000UL, 0UL, 0UL, 0UL);  // polls wake within ~5 us of their time
         if (on_thread_) on_thread_();
         loop();
-      }).detach();
+      });
+      thread_ = t.native_handle();
+      started_.store(true, std::memory_order_release);
+      t.detach();
     } catch (const std::exception&) {
       return false;
     }
@@ -105,12 +142,15 @@ class LaunchWorker {
   // state_: jobs finished, with kHalted set while the worker waits for the
   // caller to take over after a failure. Every change wakes the waiters.
   static constexpr uint64_t kHalted = uint64_t(1) << 63;
+  static constexpr int kSpinMicros = 200;
+  static constexpr int kPollMillis = 20;
+  // idle_: what the worker does while it has no job.
+  static constexpr uint32_t kAwake = 0, kPolling = 1, kSleeping = 2;
   // Waits until `a` no longer holds `old`: spins for a while first, since a
   // launch takes tens of microseconds and a futex sleep and wake-up costs
   // several (and the waker's notify is nearly free while nobody sleeps).
   static void waitForChange(const std::atomic<uint64_t>& a, uint64_t old) {
-    constexpr int spinMicros = 200;
-    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(spinMicros);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(kSpinMicros);
     for (unsigned i = 1;; ++i) {
       if (a.load(std::memory_order_acquire) != old) return;
 #if defined(__x86_64__)
@@ -121,12 +161,52 @@ class LaunchWorker {
     a.wait(old, std::memory_order_acquire);
   }
 
+  static long futex(std::atomic<uint32_t>& word, int op, uint32_t value, const timespec* timeout) {
+    return syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), op | FUTEX_PRIVATE_FLAG, value, timeout,
+                   nullptr, 0);
+  }
+  // Producer: wakes the worker if it is idle at `atLeast` (kPolling: polling
+  // or asleep; kSleeping: asleep).
+  void wakeWorker(uint32_t atLeast) {
+    if (idle_.load(std::memory_order_seq_cst) < atLeast) return;
+    signal_.fetch_add(1, std::memory_order_seq_cst);
+    futex(signal_, FUTEX_WAKE, 1, nullptr);
+  }
+  bool jobQueued(uint64_t next) const { return queuedShared_.load(std::memory_order_seq_cst) != next; }
+  // Worker: returns once a job after `next` is queued (or spuriously).
+  void idleWait(uint64_t next) {
+    const auto spinUntil = std::chrono::steady_clock::now() + std::chrono::microseconds(kSpinMicros);
+    for (unsigned i = 1; !jobQueued(next); ++i) {
+#if defined(__x86_64__)
+      _mm_pause();
+#endif
+      if (i % 64 == 0 && std::chrono::steady_clock::now() > spinUntil) break;
+    }
+    if (poll_micros_) {
+      const auto pollUntil = std::chrono::steady_clock::now() + std::chrono::milliseconds(kPollMillis);
+      const timespec period{0, long(poll_micros_) * 1000};
+      while (!jobQueued(next) && std::chrono::steady_clock::now() < pollUntil) {
+        const uint32_t sig = signal_.load(std::memory_order_seq_cst);
+        idle_.store(kPolling, std::memory_order_seq_cst);
+        if (!jobQueued(next)) futex(signal_, FUTEX_WAIT, sig, &period);
+        idle_.store(kAwake, std::memory_order_relaxed);
+      }
+    }
+    if (jobQueued(next)) return;
+    const uint32_t sig = signal_.load(std::memory_order_seq_cst);
+    idle_.store(kSleeping, std::memory_order_seq_cst);
+    if (!jobQueued(next)) {
+      deep_sleeps_.fetch_add(1, std::memory_order_relaxed);
+      futex(signal_, FUTEX_WAIT, sig, nullptr);
+    }
+    idle_.store(kAwake, std::memory_order_relaxed);
+  }
+
   void loop() {
     uint64_t next = 0;
     for (;;) {
-      const uint64_t sig = signal_.load(std::memory_order_acquire);
-      if (queuedShared_.load(std::memory_order_acquire) == next) {
-        waitForChange(signal_, sig);  // nothing queued: awake a while, then asleep until queue()
+      if (!jobQueued(next)) {
+        idleWait(next);
         continue;
       }
       const int rc = run_(slots_[next % kSlots]);
@@ -153,9 +233,14 @@ class LaunchWorker {
   std::array<Job, kSlots> slots_{};
   uint64_t queued_ = 0;                    // producer's count
   std::atomic<uint64_t> queuedShared_{0};  // ... published to the worker
-  std::atomic<uint64_t> signal_{0};        // bumped by queue(): wakes the worker
+  std::atomic<uint32_t> signal_{0};        // the worker's futex word: bumped to wake it
+  std::atomic<uint32_t> idle_{kAwake};
   std::atomic<uint64_t> state_{0};
   int failure_ = 0;
+  unsigned poll_micros_;
+  std::atomic<uint64_t> deep_sleeps_{0};
+  pthread_t thread_{};
+  std::atomic<bool> started_{false};
   static inline std::atomic<bool> forked_{false};
 };
 

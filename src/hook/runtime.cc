@@ -142,7 +142,7 @@ Runtime::Runtime() : mode_(options().mode) {
   // graft's launch thread is graft's own: nothing it calls is intercepted.
   executor_ = std::make_unique<graph::GraphExecutor>(kernels_, pool_.get(),
                                                      o.asyncLaunch && config::replays(mode_),
-                                                     [] { t_inGraft = true; });
+                                                     [] { t_inGraft = true; }, unsigned(o.launchPollUs));
   core::EngineConfig c;
   c.replay = config::replays(o.mode);
   c.warmup = uint32_t(o.warmup);
@@ -209,6 +209,7 @@ void Runtime::writeExitReport() {
   {
     auto lock = engine_->lock();
     engine_->flushAll();
+    executor_->countPatches();
     exiting_ = true;  // the idle-flush thread stops touching the driver
     s = engine_->stats();
     if (core::StageClock::enabled()) {
@@ -253,6 +254,10 @@ void Runtime::writeExitReport() {
   if (options().hotText) {
     const core::HotTextResult t = core::hotTextResult();
     r.hotText = log::Report::HotText{true, t.moved, t.moved ? std::string() : std::string(t.why)};
+  }
+  if (double cpu = 0; executor_->launchThreadStats(&cpu, &r.launchThread.deepSleeps)) {
+    r.launchThread.enabled = true;
+    r.launchThread.cpuSeconds = cpu;
   }
   if (pool_) {
     const pool::PoolStats p = pool_->stats();

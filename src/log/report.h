@@ -53,6 +53,12 @@ struct Report {
     bool moved = false;
     std::string why;  // when tried and not moved
   } hotText;
+  // GRAFT_ASYNC_LAUNCH: graft's launch thread.
+  struct LaunchThread {
+    bool enabled = false;
+    double cpuSeconds = 0;   // its CPU time
+    uint64_t deepSleeps = 0;  // times it slept until woken (GRAFT_LAUNCH_POLL_US)
+  } launchThread;
   struct Pool {
     bool enabled = false;
     uint64_t reservedBytes = 0, mappedBytes = 0, peakInUseBytes = 0;

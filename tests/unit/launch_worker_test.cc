@@ -1,0 +1,135 @@
+// LaunchWorker: jobs run once each, in queue order, whether the worker is
+// spinning, polling or asleep when they are queued; drain() sees them all
+// done; a failed job stops the worker until the caller takes over.
+#include "graph/launch_worker.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using graft::graph::LaunchWorker;
+
+struct Job {
+  uint64_t id = 0;
+  int result = 0;  // what the run function returns
+};
+
+struct Recorder {
+  std::vector<uint64_t> ran;  // written by the worker thread only, read after drain()
+  int run(Job& j) {
+    ran.push_back(j.id);
+    return j.result;
+  }
+};
+
+// The worker thread never exits (libgraft's lives as long as the process), so
+// each test's worker and what it writes to are left alive.
+struct Harness {
+  Recorder& rec = *new Recorder;
+  LaunchWorker<Job>& w;
+  explicit Harness(unsigned pollMicros)
+      : w(*new LaunchWorker<Job>([r = &rec](Job& j) { return r->run(j); }, nullptr, pollMicros)) {}
+};
+
+void queueJob(LaunchWorker<Job>& w, uint64_t id, int result = 0) {
+  Job* slot = w.slot();
+  ASSERT_NE(slot, nullptr);
+  slot->id = id;
+  slot->result = result;
+  w.queue();
+}
+
+std::vector<uint64_t> upTo(uint64_t n) {
+  std::vector<uint64_t> v;
+  for (uint64_t i = 0; i < n; ++i) v.push_back(i);
+  return v;
+}
+
+// Bursts of jobs with pauses that leave the worker spinning (none), polling
+// (1 ms) and asleep until woken (30 ms > the 20 ms of polling): each job runs
+// exactly once, in order.
+void runsEveryJobInOrder(unsigned pollMicros) {
+  Harness h(pollMicros);
+  Recorder& rec = h.rec;
+  LaunchWorker<Job>& w = h.w;
+  ASSERT_TRUE(w.start());
+  uint64_t id = 0;
+  const int pausesMs[] = {0, 1, 30, 0, 2, 25, 1, 0};
+  for (int pause : pausesMs) {
+    for (int k = 0; k < 20; ++k) queueJob(w, id++);  // more than the slots: slot() waits
+    std::this_thread::sleep_for(std::chrono::milliseconds(pause));
+  }
+  ASSERT_TRUE(w.drain());
+  EXPECT_EQ(rec.ran, upTo(id));
+  EXPECT_TRUE(w.idle());
+  EXPECT_GT(w.cpuSeconds(), 0.0);
+}
+
+TEST(LaunchWorker, RunsEveryJobInOrderWhilePolling) { runsEveryJobInOrder(50); }
+TEST(LaunchWorker, RunsEveryJobInOrderWithoutPolling) { runsEveryJobInOrder(0); }
+
+// After more than the polling time idle the worker sleeps until woken, and
+// one queued job (no drain, nothing else to wake it) still runs.
+TEST(LaunchWorker, SleepingWorkerWakesForOneJob) {
+  for (unsigned poll : {50u, 0u}) {
+    Harness h(poll);
+    Recorder& rec = h.rec;
+    LaunchWorker<Job>& w = h.w;
+    ASSERT_TRUE(w.start());
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));
+    EXPECT_GE(w.deepSleeps(), 1u);
+    queueJob(w, 7);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!w.idle() && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    ASSERT_TRUE(w.idle()) << "a job queued to a sleeping worker did not run (poll " << poll << " us)";
+    ASSERT_TRUE(w.drain());
+    EXPECT_EQ(rec.ran, std::vector<uint64_t>{7});
+  }
+}
+
+// A job queued while the worker polls runs without drain() (within the poll
+// period), so the program's thread need not wake it.
+TEST(LaunchWorker, PollingWorkerPicksUpJobUnwoken) {
+  Harness h(50);
+  Recorder& rec = h.rec;
+  LaunchWorker<Job>& w = h.w;
+  ASSERT_TRUE(w.start());
+  queueJob(w, 0);
+  ASSERT_TRUE(w.drain());
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));  // past the spin, inside the polling
+  queueJob(w, 1);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!w.idle() && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  ASSERT_TRUE(w.idle());
+  EXPECT_EQ(rec.ran, (std::vector<uint64_t>{0, 1}));
+}
+
+// A failed job halts the worker: drain() says so, the jobs from the failed one
+// on are left to the caller, and after finish() the worker runs new jobs.
+TEST(LaunchWorker, FailureHandsTheRestToTheCaller) {
+  Harness h(50);
+  Recorder& rec = h.rec;
+  LaunchWorker<Job>& w = h.w;
+  ASSERT_TRUE(w.start());
+  queueJob(w, 0);
+  queueJob(w, 1, 42);
+  queueJob(w, 2);
+  ASSERT_FALSE(w.drain());
+  EXPECT_EQ(w.failure(), 42);
+  EXPECT_EQ(w.firstUndone(), 1u);
+  EXPECT_EQ(w.queuedCount(), 3u);
+  EXPECT_EQ(w.slot(), nullptr);  // halted until the caller takes over
+  EXPECT_EQ(rec.ran, (std::vector<uint64_t>{0, 1}));
+  w.finish();
+  queueJob(w, 3);
+  ASSERT_TRUE(w.drain());
+  EXPECT_EQ(rec.ran, (std::vector<uint64_t>{0, 1, 3}));
+}
+
+}  // namespace
