@@ -46,7 +46,7 @@ class GraphExecutor final : public core::Executor {
   // onLaunchThread (may be null) and polls every launchPollMicros while idle
   // (LaunchWorker).
   GraphExecutor(KernelRegistry& kernels, pool::DevicePool* pool, bool asyncLaunch,
-                void (*onLaunchThread)() = nullptr, unsigned launchPollMicros = 50);
+                void (*onLaunchThread)() = nullptr, unsigned launchPollMicros = 0);
   ~GraphExecutor() override;
 
   int issue(const core::OpDesc& op) override;

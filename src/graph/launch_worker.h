@@ -13,9 +13,10 @@
 // more, so the caller can issue the failed work and everything after it in
 // order.
 //
-// Idle worker, so that queue() makes no system call while the program issues
-// launches every few milliseconds (a futex wake of a sleeping thread cost the
-// program's thread 4-12 us per launch on the H100 hosts, docs/PERF.md):
+// Idle worker. With pollMicros > 0, queue() makes no system call while the
+// program issues launches every few milliseconds (a futex wake of a sleeping
+// thread cost the program's thread 3-12 us per launch on the H100 hosts,
+// docs/PERF.md):
 //   1. it spins for kSpinMicros after its last job;
 //   2. then it polls: sleeps pollMicros at a time (a futex wait with a
 //      timeout, timer slack 5 us) until kPollMillis passed without a job;
@@ -56,7 +57,7 @@ class LaunchWorker {
   // `run` returns 0, or an error that stops the worker (see drain()).
   // `onThread` (may be null) runs first on the worker thread. pollMicros: see
   // above (0: no polling).
-  LaunchWorker(std::function<int(Job&)> run, void (*onThread)(), unsigned pollMicros = 50)
+  LaunchWorker(std::function<int(Job&)> run, void (*onThread)(), unsigned pollMicros = 0)
       : run_(std::move(run)), on_thread_(onThread), poll_micros_(pollMicros) {}
   ~LaunchWorker() = default;  // the thread is detached and idle at exit
   LaunchWorker(const LaunchWorker&) = delete;
