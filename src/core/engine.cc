@@ -459,8 +459,10 @@ GRAFT_HOT void Engine::launchHeld(Segment* s, size_t begin, size_t length) {
     const EagerCause cause = outdated ? EagerCause::Mismatch : EagerCause::LaunchFailed;
     logFallback(s, 0, cause, nullptr, nullptr, length);
     if (outdated) {
-      GRAFT_INFO("segment #{}: {}; issuing its {} ops eagerly and dropping its graph", s->id, why, length);
+      GRAFT_INFO("segment #{}: {}; issuing its {} ops eagerly and dropping its graph (built again when "
+                 "its run repeats)", s->id, why, length);
       segments_.retire(s);
+      built_runs_.erase(s->runKey);  // its run may be built again, with the streams as they are now
     } else {
       GRAFT_WARN("segment #{}: {}; issuing its {} ops eagerly and disabling it", s->id, why, length);
       segments_.disable(s);
@@ -769,10 +771,11 @@ void Engine::buildRun(const std::vector<const Token*>& run, bool delimited, bool
   if (ops.size() < config_.minSegmentOps) return;
   SequenceHash whole;
   for (size_t k = 0; k < ops.size(); ++k) whole.append(ops.view(k).shapeHash);
-  if (!built_runs_.insert(hashCombine(whole.value, whole.length)).second) return;
+  const uint64_t runKey = hashCombine(whole.value, whole.length);
+  if (!built_runs_.insert(runKey).second) return;
 
   const std::vector<size_t> cuts = pieceCuts(ops, delimited);
-  for (size_t p = 0; p + 1 < cuts.size(); ++p) buildPiece(ops, cuts[p], cuts[p + 1]);
+  for (size_t p = 0; p + 1 < cuts.size(); ++p) buildPiece(ops, cuts[p], cuts[p + 1], runKey);
 }
 
 std::vector<size_t> Engine::pieceCuts(const OpBuffer& ops, bool endsAtBarrier) {
@@ -876,7 +879,7 @@ std::vector<size_t> Engine::scheduleCuts(const OpBuffer& ops, size_t begin, size
   return front;
 }
 
-void Engine::buildPiece(const OpBuffer& ops, size_t begin, size_t end) {
+void Engine::buildPiece(const OpBuffer& ops, size_t begin, size_t end, uint64_t runKey) {
   if (end - begin < config_.minSegmentOps) return;
   SequenceHash h;
   for (size_t k = begin; k < end; ++k) h.append(ops.view(k).shapeHash);
@@ -924,6 +927,7 @@ void Engine::buildPiece(const OpBuffer& ops, size_t begin, size_t end) {
     return;
   }
   seg->graph = graph;
+  seg->runKey = runKey;
   if (const ForkCandidate* fork = executor_.forkCandidate(graph)) seg->fork = *fork;
   seg->expanded = h;
   seg->tokenHash = hashCombine(h.value ^ kSegmentSalt, h.length);

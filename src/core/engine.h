@@ -189,7 +189,7 @@ class Engine {
   void feedDetector(uint64_t tokenHash, uint64_t ops, bool boundary);
   void buildFromPeriod(const PeriodDetector::Confirmation& confirmed);
   void buildRun(const std::vector<const Token*>& run, bool delimited, bool unrolled);
-  void buildPiece(const OpBuffer& ops, size_t begin, size_t end);
+  void buildPiece(const OpBuffer& ops, size_t begin, size_t end, uint64_t runKey);
   void logFallback(Segment* segment, size_t index, EagerCause cause, const OpDesc* expected,
                    const OpDesc* actual, size_t heldCount);
   void noteActivity(const OpDesc& op);

@@ -31,6 +31,7 @@ struct Segment {
   uint64_t replays = 0;
   uint64_t patches = 0;
   uint64_t loggedReasons = 0;         // bit per fallback reason already logged
+  uint64_t runKey = 0;                // the run it was cut from (Engine::built_runs_)
 
   size_t length() const { return ops.size(); }
   uint64_t firstShapeHash() const { return ops.view(0).shapeHash; }

@@ -7,7 +7,10 @@
 // The host reads the values back every N iterations (default 50): each N
 // cuts the loop into other sequences, which graft may build into graphs long
 // after it saw them, when the handle names a stream with other flags.
-//   sim_stream_recreate [--expect-graphs [PERCENT]] [--check-every N]
+// --recreate-until N: the last stream is created before iteration N and kept
+// to the end (a program whose streams settle): a graph dropped because its
+// handle was recreated with other flags must be built again.
+//   sim_stream_recreate [--expect-graphs [PERCENT]] [--check-every N] [--recreate-until N]
 // --expect-graphs: at least PERCENT (default 50) of the kernels ran from graphs.
 // exit 0: every read-back right (and, with --expect-graphs, most kernels ran
 // from graphs); 1 otherwise.
@@ -22,14 +25,18 @@
 int main(int argc, char** argv) {
   uint64_t expectGraphPercent = 0;
   uint64_t checkEvery = 50;
+  uint64_t recreateUntil = ~uint64_t(0);
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--expect-graphs") == 0) {
       expectGraphPercent = 50;
       if (i + 1 < argc && argv[i + 1][0] != '-') expectGraphPercent = std::strtoull(argv[++i], nullptr, 10);
     } else if (std::strcmp(argv[i], "--check-every") == 0 && i + 1 < argc) {
       checkEvery = std::strtoull(argv[++i], nullptr, 10);
+    } else if (std::strcmp(argv[i], "--recreate-until") == 0 && i + 1 < argc) {
+      recreateUntil = std::strtoull(argv[++i], nullptr, 10);
     } else {
-      std::fprintf(stderr, "usage: sim_stream_recreate [--expect-graphs [PERCENT]] [--check-every N]\n");
+      std::fprintf(stderr,
+                   "usage: sim_stream_recreate [--expect-graphs [PERCENT]] [--check-every N] [--recreate-until N]\n");
       return 2;
     }
   }
@@ -46,7 +53,7 @@ int main(int argc, char** argv) {
   bool blocking = true, reused = false;
   uint64_t hx = 0, hy = 0;
   for (uint64_t it = 0; it < 600; ++it) {
-    if (it % 30 == 0) {
+    if (it % 30 == 0 && it < recreateUntil) {
       if (s) {
         // All of it: the last legacy-stream add is not ordered before the new
         // stream's first add when that stream is non-blocking.
