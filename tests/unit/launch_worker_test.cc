@@ -30,7 +30,7 @@ struct Recorder {
 // each test's worker and what it writes to are left alive.
 struct Harness {
   Recorder& rec = *new Recorder;
-  LaunchWorker<Job>& w;
+  LaunchWorker<Job>& w;  // not started
   explicit Harness(unsigned pollMicros)
       : w(*new LaunchWorker<Job>([r = &rec](Job& j) { return r->run(j); }, nullptr, pollMicros)) {}
 };
@@ -41,6 +41,15 @@ void queueJob(LaunchWorker<Job>& w, uint64_t id, int result = 0) {
   slot->id = id;
   slot->result = result;
   w.queue();
+}
+
+// Waits (without drain(), which would wake the worker) until every queued job
+// ran, for at most 10 s.
+bool becomesIdleUnwoken(LaunchWorker<Job>& w) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!w.idle() && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  return w.idle();
 }
 
 std::vector<uint64_t> upTo(uint64_t n) {
@@ -54,9 +63,8 @@ std::vector<uint64_t> upTo(uint64_t n) {
 // exactly once, in order.
 void runsEveryJobInOrder(unsigned pollMicros) {
   Harness h(pollMicros);
-  Recorder& rec = h.rec;
-  LaunchWorker<Job>& w = h.w;
-  ASSERT_TRUE(w.start());
+  ASSERT_TRUE(h.w.start());
+  auto& [rec, w] = h;
   uint64_t id = 0;
   const int pausesMs[] = {0, 1, 30, 0, 2, 25, 1, 0};
   for (int pause : pausesMs) {
@@ -77,16 +85,12 @@ TEST(LaunchWorker, RunsEveryJobInOrderWithoutPolling) { runsEveryJobInOrder(0); 
 TEST(LaunchWorker, SleepingWorkerWakesForOneJob) {
   for (unsigned poll : {50u, 0u}) {
     Harness h(poll);
-    Recorder& rec = h.rec;
-    LaunchWorker<Job>& w = h.w;
-    ASSERT_TRUE(w.start());
+    ASSERT_TRUE(h.w.start());
+    auto& [rec, w] = h;
     std::this_thread::sleep_for(std::chrono::milliseconds(60));
     EXPECT_GE(w.deepSleeps(), 1u);
     queueJob(w, 7);
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (!w.idle() && std::chrono::steady_clock::now() < until)
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
-    ASSERT_TRUE(w.idle()) << "a job queued to a sleeping worker did not run (poll " << poll << " us)";
+    ASSERT_TRUE(becomesIdleUnwoken(w)) << "a job queued to a sleeping worker did not run (poll " << poll << " us)";
     ASSERT_TRUE(w.drain());
     EXPECT_EQ(rec.ran, std::vector<uint64_t>{7});
   }
@@ -96,17 +100,13 @@ TEST(LaunchWorker, SleepingWorkerWakesForOneJob) {
 // period), so the program's thread need not wake it.
 TEST(LaunchWorker, PollingWorkerPicksUpJobUnwoken) {
   Harness h(50);
-  Recorder& rec = h.rec;
-  LaunchWorker<Job>& w = h.w;
-  ASSERT_TRUE(w.start());
+  ASSERT_TRUE(h.w.start());
+  auto& [rec, w] = h;
   queueJob(w, 0);
   ASSERT_TRUE(w.drain());
   std::this_thread::sleep_for(std::chrono::milliseconds(2));  // past the spin, inside the polling
   queueJob(w, 1);
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!w.idle() && std::chrono::steady_clock::now() < until)
-    std::this_thread::sleep_for(std::chrono::microseconds(20));
-  ASSERT_TRUE(w.idle());
+  ASSERT_TRUE(becomesIdleUnwoken(w));
   EXPECT_EQ(rec.ran, (std::vector<uint64_t>{0, 1}));
 }
 
@@ -114,9 +114,8 @@ TEST(LaunchWorker, PollingWorkerPicksUpJobUnwoken) {
 // on are left to the caller, and after finish() the worker runs new jobs.
 TEST(LaunchWorker, FailureHandsTheRestToTheCaller) {
   Harness h(50);
-  Recorder& rec = h.rec;
-  LaunchWorker<Job>& w = h.w;
-  ASSERT_TRUE(w.start());
+  ASSERT_TRUE(h.w.start());
+  auto& [rec, w] = h;
   queueJob(w, 0);
   queueJob(w, 1, 42);
   queueJob(w, 2);
