@@ -103,7 +103,8 @@ class LaunchWorker {
   double cpuSeconds() const {
     clockid_t clock;
     timespec ts{};
-    if (!started_.load(std::memory_order_acquire) || pthread_getcpuclockid(thread_, &clock) != 0 ||
+    // 0 in a forked child: the thread is the parent's.
+    if (!started_.load(std::memory_order_acquire) || !usable() || pthread_getcpuclockid(thread_, &clock) != 0 ||
         clock_gettime(clock, &ts) != 0)
       return 0;
     return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
