@@ -152,15 +152,19 @@ class LaunchWorker {
   // launch takes tens of microseconds and a futex sleep and wake-up costs
   // several (and the waker's notify is nearly free while nobody sleeps).
   static void waitForChange(const std::atomic<uint64_t>& a, uint64_t old) {
+    if (!spinUntil([&] { return a.load(std::memory_order_acquire) != old; })) a.wait(old, std::memory_order_acquire);
+  }
+  // Spins for up to kSpinMicros until done() holds; false if it never did.
+  template <typename Done>
+  static bool spinUntil(Done done) {
     const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(kSpinMicros);
     for (unsigned i = 1;; ++i) {
-      if (a.load(std::memory_order_acquire) != old) return;
+      if (done()) return true;
 #if defined(__x86_64__)
       _mm_pause();
 #endif
-      if (i % 64 == 0 && std::chrono::steady_clock::now() > until) break;
+      if (i % 64 == 0 && std::chrono::steady_clock::now() > until) return false;
     }
-    a.wait(old, std::memory_order_acquire);
   }
 
   static long futex(std::atomic<uint32_t>& word, int op, uint32_t value, const timespec* timeout) {
@@ -175,33 +179,27 @@ class LaunchWorker {
     futex(signal_, FUTEX_WAKE, 1, nullptr);
   }
   bool jobQueued(uint64_t next) const { return queuedShared_.load(std::memory_order_seq_cst) != next; }
+  // Worker: sleeps at idle level `level` until woken or `timeout` (null:
+  // none) passes, unless a job after `next` is queued.
+  void sleepUnlessQueued(uint64_t next, uint32_t level, const timespec* timeout) {
+    const uint32_t sig = signal_.load(std::memory_order_seq_cst);
+    idle_.store(level, std::memory_order_seq_cst);
+    if (!jobQueued(next)) {
+      if (!timeout) deep_sleeps_.fetch_add(1, std::memory_order_relaxed);
+      futex(signal_, FUTEX_WAIT, sig, timeout);
+    }
+    idle_.store(kAwake, std::memory_order_relaxed);
+  }
   // Worker: returns once a job after `next` is queued (or spuriously).
   void idleWait(uint64_t next) {
-    const auto spinUntil = std::chrono::steady_clock::now() + std::chrono::microseconds(kSpinMicros);
-    for (unsigned i = 1; !jobQueued(next); ++i) {
-#if defined(__x86_64__)
-      _mm_pause();
-#endif
-      if (i % 64 == 0 && std::chrono::steady_clock::now() > spinUntil) break;
-    }
+    if (spinUntil([&] { return jobQueued(next); })) return;
     if (poll_micros_) {
       const auto pollUntil = std::chrono::steady_clock::now() + std::chrono::milliseconds(kPollMillis);
       const timespec period{0, long(poll_micros_) * 1000};
-      while (!jobQueued(next) && std::chrono::steady_clock::now() < pollUntil) {
-        const uint32_t sig = signal_.load(std::memory_order_seq_cst);
-        idle_.store(kPolling, std::memory_order_seq_cst);
-        if (!jobQueued(next)) futex(signal_, FUTEX_WAIT, sig, &period);
-        idle_.store(kAwake, std::memory_order_relaxed);
-      }
+      while (!jobQueued(next) && std::chrono::steady_clock::now() < pollUntil)
+        sleepUnlessQueued(next, kPolling, &period);
     }
-    if (jobQueued(next)) return;
-    const uint32_t sig = signal_.load(std::memory_order_seq_cst);
-    idle_.store(kSleeping, std::memory_order_seq_cst);
-    if (!jobQueued(next)) {
-      deep_sleeps_.fetch_add(1, std::memory_order_relaxed);
-      futex(signal_, FUTEX_WAIT, sig, nullptr);
-    }
-    idle_.store(kAwake, std::memory_order_relaxed);
+    if (!jobQueued(next)) sleepUnlessQueued(next, kSleeping, nullptr);
   }
 
   void loop() {

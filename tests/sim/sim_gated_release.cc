@@ -132,6 +132,16 @@ int main(int argc, char** argv) {
     SIM_CHECK(simtest::launchAdd(cu, add, w, z, 1, join));  // w = z + 1
   };
   auto read = [](CUdeviceptr p) { return *reinterpret_cast<volatile const uint64_t*>(p); };
+  // After sideStepJoinedInto: waits for `side`, reads z (the side step's
+  // result, it + 2 when the step ran after the pinned copy), then opens the
+  // gate and waits for the current context.
+  auto sideResultThenOpen = [&](CUstream side, uint64_t it) {
+    SIM_CHECK(cu.cuStreamSynchronize(side));
+    const uint64_t result = read(z);
+    open(it);
+    SIM_CHECK(cu.cuCtxSynchronize());
+    return result;
+  };
 
   for (uint64_t it = 1; it <= kIterations; ++it) {
     uint64_t expectX = 0, gotX = 0;
@@ -201,12 +211,24 @@ int main(int argc, char** argv) {
       SIM_CHECK(cu.cuCtxSynchronize());
       SIM_CHECK(cu.cuEventDestroy(f));
       SIM_CHECK(cu.cuEventDestroy(e));
-    } else if (scenario == "fork-pts" || scenario == "fork-blocking-join") {
+    } else if (scenario == "fork-pts" || scenario == "fork-blocking-join" || scenario == "fork-recreate") {
       // fork-pts: fork "from" A (A: gate, record E), but E is re-recorded on the per-thread stream.
       // fork-blocking-join: join stream D is blocking; the gate runs on the legacy stream after E.
+      // fork-recreate: as fork-blocking-join, but the join stream J is non-blocking for 20
+      // iterations (graphs built), then destroyed and created blocking under the same handle.
       const bool pts = scenario == "fork-pts";
-      const bool bj = scenario == "fork-blocking-join";
       CUstream j = pts ? a : d;
+      if (scenario == "fork-recreate") {
+        static CUstream jj = nullptr;
+        if (!jj) SIM_CHECK(cu.cuStreamCreate(&jj, CU_STREAM_NON_BLOCKING));
+        if (it == 21) {
+          CUstream old = jj;
+          SIM_CHECK(cu.cuStreamDestroy(jj));
+          SIM_CHECK(cu.cuStreamCreate(&jj, CU_STREAM_DEFAULT));
+          if (jj != old) { std::printf("handle not reused\n"); return 2; }
+        }
+        j = jj;
+      }
       CUevent e, f;
       SIM_CHECK(cu.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
       SIM_CHECK(cu.cuEventCreate(&f, CU_EVENT_DISABLE_TIMING));
@@ -215,39 +237,10 @@ int main(int argc, char** argv) {
       SIM_CHECK(cu.cuEventRecord(e, j));
       if (pts) SIM_CHECK(cu.cuEventRecord(e, CU_STREAM_PER_THREAD));
       SIM_CHECK(cu.cuStreamWaitEvent(c, e, 0));
-      if (bj) launchGate(it, nullptr);
+      if (!pts) launchGate(it, nullptr);
       sideStepJoinedInto(c, j, f, it);
-      SIM_CHECK(cu.cuStreamSynchronize(c));
-      gotX = read(z);
+      gotX = sideResultThenOpen(c, it);
       expectX = it + 2;
-      open(it);
-      SIM_CHECK(cu.cuCtxSynchronize());
-      SIM_CHECK(cu.cuEventDestroy(f));
-      SIM_CHECK(cu.cuEventDestroy(e));
-    } else if (scenario == "fork-recreate") {
-      // J non-blocking for 20 iterations (graphs built), then destroyed and created blocking
-      // under the same handle; the gate runs on the legacy stream after E.
-      static CUstream jj = nullptr;
-      if (!jj) SIM_CHECK(cu.cuStreamCreate(&jj, CU_STREAM_NON_BLOCKING));
-      if (it == 21) {
-        CUstream old = jj;
-        SIM_CHECK(cu.cuStreamDestroy(jj));
-        SIM_CHECK(cu.cuStreamCreate(&jj, CU_STREAM_DEFAULT));
-        if (jj != old) { std::printf("handle not reused\n"); return 2; }
-      }
-      CUevent e, f;
-      SIM_CHECK(cu.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
-      SIM_CHECK(cu.cuEventCreate(&f, CU_EVENT_DISABLE_TIMING));
-      addTo(y, 1, c);
-      SIM_CHECK(cu.cuEventRecord(e, jj));
-      SIM_CHECK(cu.cuStreamWaitEvent(c, e, 0));
-      launchGate(it, nullptr);
-      sideStepJoinedInto(c, jj, f, it);
-      SIM_CHECK(cu.cuStreamSynchronize(c));
-      gotX = read(z);
-      expectX = it + 2;
-      open(it);
-      SIM_CHECK(cu.cuCtxSynchronize());
       SIM_CHECK(cu.cuEventDestroy(f));
       SIM_CHECK(cu.cuEventDestroy(e));
     } else if (scenario == "fork-xctx") {
@@ -274,11 +267,8 @@ int main(int argc, char** argv) {
       SIM_CHECK(cu.cuCtxSetCurrent(ctxB));
       SIM_CHECK(cu.cuStreamWaitEvent(c1, e, 0));
       sideStepJoinedInto(c1, nullptr, f, it);
-      SIM_CHECK(cu.cuStreamSynchronize(c1));
-      gotX = read(z);
+      gotX = sideResultThenOpen(c1, it);
       expectX = it + 2;
-      open(it);
-      SIM_CHECK(cu.cuCtxSynchronize());
       SIM_CHECK(cu.cuCtxSetCurrent(ctx));
       SIM_CHECK(cu.cuCtxSynchronize());
       SIM_CHECK(cu.cuEventDestroy(f));
