@@ -8,6 +8,7 @@
 # With MATCH=1 in the environment each run also times graft's match mode
 # (bench_interleaved.py --match) and the table gives graft's cost split into
 # work on the program's thread and launching, as shares of the gap.
+# WARMUP=N: graft-mode steps before the timed cycles (default 40).
 B=${1:-.gpu/build}; A=$2; Bl=$3; CASES=${4:-mlp,gpt}; ROUNDS=${5:-2}; CYCLES=${6:-100}; BLOCK=${7:-5}
 VARIANTS=("$A" "$Bl" "${@:8}")
 BA=$(cd "$B" && pwd) || exit 2   # absolute, whatever the caller passed
@@ -19,7 +20,7 @@ for r in $(seq 1 $ROUNDS); do
     tag=$(echo "$v" | tr ':=,/' '____')
     echo "== round $r $v"
     python3 tests/gpu/bench_interleaved.py --libgraft $BA/src/$lib "${genv[@]}" --cases $CASES --runs 1 \
-      --cycles $CYCLES --block $BLOCK --warmup 40 ${MATCH:+--match} --out $O/$tag.r$r.json --workdir $O/w | grep '^run'
+      --cycles $CYCLES --block $BLOCK --warmup ${WARMUP:-40} ${MATCH:+--match} --out $O/$tag.r$r.json --workdir $O/w | grep '^run'
   done
 done
 # Summary: per variant and case, the median over rounds of each run's paired

@@ -43,6 +43,8 @@ Engine::Engine(const EngineConfig& config, Executor& executor)
                size_t(32) << 20),
       detector_(config.warmup, config.maxPeriod),
       executor_(executor) {
+  if (config.dormantAfterOps)
+    dormant_after_ops_ = std::max<uint64_t>(config.dormantAfterOps, uint64_t(config.warmup + 1) * config.maxPeriod);
   held_.reserve(kHeldReserveOps, kHeldReserveBytes);
   held_matched_.reserve(kHeldReserveOps);
   failed_launches_.reserve(64);
@@ -227,6 +229,14 @@ void Engine::countPassthrough(StreamKey stream) {
   ++event_epoch_;  // its records are not tracked
   countStream(stream);
   ++stats_.eagerByCause[size_t(EagerCause::NotCaptured)];
+}
+
+void Engine::countDormant(StreamKey stream) {
+  ++ops_total_;
+  ++event_epoch_;  // its records are not tracked
+  countStream(stream);
+  ++stats_.eagerByCause[size_t(EagerCause::Dormant)];
+  drainLaunches();  // none can be pending in a rest; kept for the rule that every op does it
 }
 
 GRAFT_HOT void Engine::completeIssued(const OpDesc& op, bool succeeded) {
@@ -671,6 +681,23 @@ void Engine::recordEagerOp(const OpDesc& op, bool boundary) {
   history_.pushOp(op, hash, boundary);
   if (boundary) ++boundary_generation_;
   feedDetector(hash, 1, boundary);
+  if (dormant_after_ops_ && ++recorded_since_build_ >= dormant_after_ops_) restIfNothingRepeats();
+}
+
+void Engine::restIfNothingRepeats() {
+  recorded_since_build_ = 0;
+  if (segments_.live() != 0 || !held_.empty()) return;
+  const uint64_t restOps = 4 * dormant_after_ops_;
+  dormant_until_ = ops_total_ + restOps;
+  // What runs during the rest is not seen: no period may span it.
+  detector_.reset();
+  num_candidates_ = 0;
+  last_mismatch_ = {};
+  if (rests_++ == 0)
+    GRAFT_INFO("no op sequence worth a graph repeated in {} ops: resting (only counting) for the next {} "
+               "ops, then looking again (GRAFT_DORMANT_AFTER_OPS)", dormant_after_ops_, restOps);
+  else
+    GRAFT_DEBUG("resting again for {} ops (rest #{})", restOps, rests_);
 }
 
 void Engine::pushBoundaryToken(uint64_t hash) {
@@ -933,6 +960,7 @@ void Engine::buildPiece(const OpBuffer& ops, size_t begin, size_t end, uint64_t 
   seg->tokenHash = hashCombine(h.value ^ kSegmentSalt, h.length);
   Segment* stored = segments_.add(std::move(seg));
   ++stats_.graphsBuilt;
+  recorded_since_build_ = 0;
   GRAFT_DEBUG("segment #{}: graph of {} ops, first {}", stored->id, stored->length(),
               executor_.describe(first));
 }

@@ -44,6 +44,9 @@ struct EngineConfig {
   uint32_t syncTailOps = 8;    // first back piece before a recurring sync (automatic sizes)
   uint32_t maxVariants = 8;
   uint32_t maxSegments = 4096;
+  // While no segment is live: recorded ops without a build before resting
+  // (0: never); raised to (warmup + 1) * maxPeriod. A rest lasts 4x as many ops.
+  uint64_t dormantAfterOps = 0;
 };
 
 enum class Decision : uint8_t { IssueNow, Held };
@@ -96,6 +99,13 @@ class Engine {
   void completeIssued(const OpDesc& op, bool succeeded);
   // Pass-through mode: counts an op issued on `stream`, nothing else.
   void countPassthrough(StreamKey stream);
+  // Resting (EngineConfig::dormantAfterOps): no segment is live and nothing
+  // worth a graph repeated for a long time, so the caller issues each op
+  // itself and reports it with countDormant() instead of encoding and
+  // submitting it. Nothing is held, learned or recorded meanwhile; the rest
+  // ends by itself after a fixed number of ops.
+  bool dormant() const { return ops_total_ < dormant_until_; }
+  void countDormant(StreamKey stream);
 
   // The host is about to wait for or observe the GPU (synchronize, synchronous
   // copy, free): issues everything held. Recurs as a segment boundary.
@@ -159,7 +169,7 @@ class Engine {
 
   // Ops are issued eagerly and nothing is learned: pass-through, a program
   // capture in progress, or a benchmark pause.
-  bool stepsAside() const { return !config_.replay || capture_depth_ > 0 || paused_; }
+  bool stepsAside() const { return !config_.replay || capture_depth_ > 0 || paused_ || dormant(); }
   bool advance(const OpDesc& op);
   // `expected`: `matched`'s op at this index.
   void hold(const OpDesc& op, const Segment* matched, const OpDesc& expected);
@@ -185,6 +195,7 @@ class Engine {
   void heldCleared();
   void issueHeldEagerly(const OpDesc& op, EagerCause cause);
   void recordEagerOp(const OpDesc& op, bool boundary);
+  void restIfNothingRepeats();
   void pushBoundaryToken(uint64_t hash);
   void feedDetector(uint64_t tokenHash, uint64_t ops, bool boundary);
   void buildFromPeriod(const PeriodDetector::Confirmation& confirmed);
@@ -260,6 +271,10 @@ class Engine {
   std::array<EventInstances, 4> candidate_events_;
   EventInstances scratch_events_;
   Mismatch last_mismatch_;
+  uint64_t dormant_after_ops_ = 0;      // effective EngineConfig::dormantAfterOps (0: never)
+  uint64_t recorded_since_build_ = 0;   // ops recorded since a segment was last built or a rest ended
+  uint64_t dormant_until_ = 0;          // ops_total_ at which the current rest ends (see dormant())
+  uint64_t rests_ = 0;
   std::vector<uint32_t> patch_;
   std::vector<FailedLaunch> failed_launches_;
   struct Deferred {

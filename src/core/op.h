@@ -71,7 +71,10 @@ enum class OpKind : uint8_t {
   X(LaunchFailed, "graph_launch_failed",                                                                   \
     "a graft graph failed to launch or patch; its ops ran eagerly and it is not used again")               \
   X(IdleFlush, "idle_flush", "held ops issued because the program issued nothing for `GRAFT_IDLE_FLUSH_MS`") \
-  X(VariantLimit, "variant_limit", "more shape variants than `GRAFT_MAX_VARIANTS` start the same way")
+  X(VariantLimit, "variant_limit", "more shape variants than `GRAFT_MAX_VARIANTS` start the same way")    \
+  X(Dormant, "dormant",                                                                                    \
+    "graft had no graph and nothing had repeated for `GRAFT_DORMANT_AFTER_OPS` ops: it only counted these " \
+    "ops, then looked again")
 
 #define GRAFT_ENUM_MEMBER(name, text, doc) name,
 enum class EagerCause : uint8_t { None, GRAFT_EAGER_CAUSES(GRAFT_ENUM_MEMBER) Count };

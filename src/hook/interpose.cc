@@ -322,6 +322,16 @@ template <ApiId Id, int PT, typename Real, typename... A>
     lock.unlock();
     return realFn(a...);
   }
+  if (rt.engine().dormant() && mode == config::Mode::Graph) [[unlikely]] {
+    // Resting: nothing repeated for a long time and no graph exists; counted
+    // as in pass-through, issued in place. (The benchmark's match mode goes
+    // on below, where submit() steps aside and the op is dropped.)
+    if constexpr (apiInfo(Id).klass == ApiClass::Launch)
+      ++rt.kernels().get(firstOf<CUfunction>(a...)).launches;
+    rt.engine().countDormant(streamOfCall<Id, PT>(a...));
+    lock.unlock();
+    return realFn(a...);
+  }
   if constexpr (IsKernelLaunch<Id>) {
     if (holdIfExpected<Id, PT>(rt, a...)) return CUDA_SUCCESS;
   }

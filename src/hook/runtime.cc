@@ -152,6 +152,7 @@ Runtime::Runtime() : mode_(options().mode) {
   c.syncTailOps = uint32_t(o.syncTailOps);
   c.maxVariants = uint32_t(o.maxVariants);
   c.maxSegments = uint32_t(o.maxSegments);
+  c.dormantAfterOps = uint64_t(o.dormantAfterOps);
   engine_ = core::makeHot<core::Engine>(c, *executor_);
   executor_->setDryRun(o.mode == config::Mode::Match);
   GRAFT_DEBUG("graft started in {} mode (pid {})", config::toString(mode_), getpid());

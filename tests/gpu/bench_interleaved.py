@@ -41,6 +41,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as H  # noqa: E402
+from workloads import GARBAGE_SENSITIVE_CASES  # noqa: E402
 
 MODES = ("passthrough", "graph", "swallow")
 NAMES = {"passthrough": "eager", "graph": "graft", "swallow": "floor", "match": "match"}
@@ -51,7 +52,10 @@ def run_once(args, case, rnd, workdir):
     spath = os.path.join(workdir, tag + ".stats.json")
     jpath = os.path.join(workdir, tag + ".json")
     env = H.graft_env(args.libgraft, "graph", spath, list(args.graft_env) + ["GRAFT_BENCH_SWITCH=1"])
-    modes = MODES + (("match",) if args.match else ())
+    if case in GARBAGE_SENSITIVE_CASES:
+        modes = ("passthrough", "graph")  # no floor or match: their garbage steers the loop
+    else:
+        modes = MODES + (("match",) if args.match else ())
     cmd = [sys.executable, H.WORKLOADS, case, "--interleave", ",".join(modes), "--cycles", str(args.cycles),
            "--block", str(args.block), "--warmup", str(args.warmup), "--json", jpath]
     import subprocess
@@ -73,17 +77,22 @@ def run_once(args, case, rnd, workdir):
 
 def per_cycle(out):
     iv = out["interleaved"]
-    e, g, f = iv["passthrough"], iv["graph"], iv["swallow"]
+    e, g = iv["passthrough"], iv["graph"]
+    f = iv.get("swallow") or [None] * len(e)
     mt = iv.get("match") or [None] * len(e)
     rows = []
     for ec, gc, fc, mc in zip(e, g, f, mt):
-        gap = ec - fc
+        gap = ec - fc if fc is not None else 0.0
         rows.append({"eager": ec, "graft": gc, "floor": fc,
                      "gap": (ec - gc) / gap if gap > 1e-9 else None,
-                     "speedup": ec / gc, "ceiling": ec / fc, "match": mc,
+                     "speedup": ec / gc, "ceiling": ec / fc if fc else None, "match": mc,
                      "thread_share": (mc - fc) / gap if mc is not None and gap > 1e-9 else None,
                      "launch_share": (gc - mc) / gap if mc is not None and gap > 1e-9 else None})
     return rows
+
+
+def fmt_or_dash(fmt, v):
+    return "-" if v is None else fmt % v
 
 
 def med(xs):
@@ -131,14 +140,15 @@ def main():
             run["graphs_built"] = H.get(rep, "replay", "graphs_built")
             results[case].append(run)
             # (graft's coverage is not printed: the eager and floor blocks count as eager ops)
-            print("run %d %-9s eager %.3f graft %.3f floor %.3f ms/step  gap removed %5.1f %%  "
-                  "speedup eager/graft %.3fx  eager/floor %.3fx  (graphs %s, GPU tail after a block "
+            print("run %d %-9s eager %.3f graft %.3f floor %s ms/step  gap removed %s %%  "
+                  "speedup eager/graft %.3fx  eager/floor %sx  (graphs %s, GPU tail after a block "
                   "eager/graft/floor: %s ms)" % (
-                      rnd, case, run["eager"], run["graft"], run["floor"], 100 * (run["gap"] or 0),
-                      run["speedup"], run["ceiling"], run["graphs_built"],
+                      rnd, case, run["eager"], run["graft"], fmt_or_dash("%.3f", run["floor"]),
+                      fmt_or_dash("%5.1f", None if run["gap"] is None else 100 * run["gap"]),
+                      run["speedup"], fmt_or_dash("%.3f", run["ceiling"]), run["graphs_built"],
                       "/".join("%.2f" % (run["tail_ms"].get(n) or 0) for n in ("eager", "graft", "floor"))),
                   flush=True)
-            if args.match:
+            if run["match"] is not None:
                 print("run %d %-9s match %.3f ms/step: graft's work on the program's thread %.1f %% of the gap, "
                       "launching %.1f %%" % (rnd, case, run["match"] or 0, 100 * (run["thread_share"] or 0),
                                              100 * (run["launch_share"] or 0)), flush=True)
@@ -162,9 +172,11 @@ def main():
                 "-" if v is None else fmt % (scale * v) for v in vals) + "]"
         # Pooled: the median block of each mode over every cycle of every run.
         pe, pg, pf = (med(c[m] for r in runs for c in r["cycles"]) for m in ("eager", "graft", "floor"))
-        pooled = "%.0f %%, %.2fx" % (100 * (pe - pg) / (pe - pf), pe / pg) if pe - pf > 1e-9 else "-"
-        print("| %s | %.3f | %.3f | %.3f | %s | %s | %s | %s |" % (
-            case, med(r["eager"] for r in runs), med(r["graft"] for r in runs), med(r["floor"] for r in runs),
+        pooled = ("%.0f %%, %.2fx" % (100 * (pe - pg) / (pe - pf), pe / pg) if pf is not None and pe - pf > 1e-9
+                  else "-, %.2fx" % (pe / pg))
+        print("| %s | %.3f | %.3f | %s | %s | %s | %s | %s |" % (
+            case, med(r["eager"] for r in runs), med(r["graft"] for r in runs),
+            fmt_or_dash("%.3f", med(r["floor"] for r in runs)),
             cell("gap", "%.0f %%", 100), cell("speedup", "%.2fx"), cell("ceiling", "%.2fx"), pooled))
     if args.match:
         print()
@@ -173,8 +185,10 @@ def main():
         print("|---|---|---|---|")
         for case in cases:
             runs = results[case]
+            if med(r["match"] for r in runs) is None:
+                continue
             def cell2(key):
-                vals = [r[key] for r in runs]
+                vals = [r[key] for r in runs if r[key] is not None]
                 return "%.1f %% [%s]" % (100 * med(vals), ", ".join("%.0f" % (100 * v) for v in vals))
             print("| %s | %.3f | %s | %s |" % (case, med(r["match"] for r in runs), cell2("thread_share"),
                                                cell2("launch_share")))

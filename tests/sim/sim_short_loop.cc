@@ -3,18 +3,40 @@
 // stream, which only implicit legacy-stream ordering keeps in place), with a
 // read-back every 250 iterations. graft replays such short periods unrolled,
 // several iterations per graph.
-//   sim_short_loop [--expect-graphs]
+//   sim_short_loop [--expect-graphs] [--noise N --iterations M [--expect-rest]]
 // Checks every read-back (exit 1 on a wrong value); with --expect-graphs also
 // that most kernels ran from graph launches.
+// --noise N: first N launches that never repeat (a new grid size each, as
+// data-dependent shapes give), each adding 1 to a counter that is checked;
+// then the loop runs M iterations. --expect-graphs then asks that at least
+// 30 % of the loop's kernels ran from graphs, and --expect-rest that at least
+// 1000 of them ran eagerly (graft rested, GRAFT_DORMANT_AFTER_OPS, into the loop).
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "sim_api.h"
 #include "sim_driver_loader.h"
 
 int main(int argc, char** argv) {
-  const bool expectGraphs = argc > 1 && std::strcmp(argv[1], "--expect-graphs") == 0;
+  bool expectGraphs = false, expectRest = false;
+  uint64_t noise = 0, iterations = 1000;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--expect-graphs") == 0) expectGraphs = true;
+    else if (std::strcmp(argv[i], "--expect-rest") == 0) expectRest = true;
+    else if (std::strcmp(argv[i], "--noise") == 0 && i + 1 < argc) noise = std::strtoull(argv[++i], nullptr, 10);
+    else if (std::strcmp(argv[i], "--iterations") == 0 && i + 1 < argc)
+      iterations = std::strtoull(argv[++i], nullptr, 10);
+    else {
+      std::printf("usage: sim_short_loop [--expect-graphs] [--noise N --iterations M [--expect-rest]]\n");
+      return 2;
+    }
+  }
+  if (noise > 50000 || iterations % 250 != 0) {
+    std::printf("sim_short_loop: --noise at most 50000, --iterations a multiple of 250\n");
+    return 2;
+  }
   simtest::Driver drv;
   CUcontext ctx;
   if (int rc = simtest::startProgram("sim_short_loop", &drv, &ctx)) return rc;
@@ -27,8 +49,27 @@ int main(int argc, char** argv) {
   cu.cuMemAlloc(&y, 64);
   cu.cuMemAlloc(&z, 64);
   cu.cuMemsetD8(x, 0, 64);
+  if (noise) {
+    CUdeviceptr w;
+    cu.cuMemAlloc(&w, 64);
+    cu.cuMemsetD8(w, 0, 64);
+    for (uint64_t k = 0; k < noise; ++k) {
+      uint64_t one = 1;
+      void* args[] = {&w, &w, &one};
+      cu.cuLaunchKernel(add, unsigned(1 + k), 1, 1, 1, 1, 1, 0, s1, args, nullptr);  // w += 1
+    }
+    uint64_t got = 0;
+    cu.cuMemcpyDtoH(&got, w, 8);
+    if (got != noise) {
+      std::printf("sim_short_loop: after %llu non-repeating launches the counter is %llu\n",
+                  (unsigned long long)noise, (unsigned long long)got);
+      return 1;
+    }
+  }
+  SimCounters before{};
+  simCounters(&before);
   uint64_t hx = 0, hy = 0, hz = 0;
-  constexpr uint64_t kIterations = 1000;
+  const uint64_t kIterations = iterations;
   for (uint64_t it = 1; it <= kIterations; ++it) {
     simtest::launchAdd(cu, add, y, x, it, s1);       // y = x + it
     simtest::launchAdd(cu, add, x, y, 1, nullptr);   // x = y + 1, on the legacy stream
@@ -57,8 +98,20 @@ int main(int argc, char** argv) {
               "graph launches %llu\n",
               (unsigned long long)kIterations, (unsigned long long)c.effectsGraph,
               (unsigned long long)c.effectsEager, (unsigned long long)c.graphLaunches);
-  if (expectGraphs && c.effectsGraph * 10 < (c.effectsGraph + c.effectsEager) * 8) {
+  const uint64_t loopGraph = c.effectsGraph - before.effectsGraph, loopEager = c.effectsEager - before.effectsEager;
+  if (noise) std::printf("sim_short_loop: the loop's kernels from graphs %llu, eager %llu\n",
+                         (unsigned long long)loopGraph, (unsigned long long)loopEager);
+  if (expectGraphs && !noise && c.effectsGraph * 10 < (c.effectsGraph + c.effectsEager) * 8) {
     std::printf("sim_short_loop: fewer than 80 %% of the effects came from graphs\n");
+    return 1;
+  }
+  if (expectGraphs && noise && loopGraph * 10 < (loopGraph + loopEager) * 3) {
+    std::printf("sim_short_loop: fewer than 30 %% of the loop's effects came from graphs\n");
+    return 1;
+  }
+  if (expectRest && loopEager < 1000) {
+    std::printf("sim_short_loop: graft did not rest into the loop (%llu of its kernels eager)\n",
+                (unsigned long long)loopEager);
     return 1;
   }
   return 0;

@@ -34,6 +34,12 @@ struct Harness {
     auto lock = engine.lock();
     const core::OpDesc d = t.desc();
     issued.push_back(t.expected());
+    if (engine.dormant()) {  // as the hook does: counted, issued in place
+      engine.countDormant(d.stream);
+      exec.trace.push_back(t.expected());
+      ++dormantOps;
+      return;
+    }
     if (useFastLane()) {
       // As the hook does: an op of the expected shape goes to holdSoleExpected,
       // with the expected op's own value bytes when equal.
@@ -94,6 +100,7 @@ struct Harness {
   core::Engine engine;
   std::vector<Executed> issued;
   size_t fastLaneOps = 0;
+  size_t dormantOps = 0;
 };
 
 // One "iteration": n kernels with distinct shapes; `step` goes into a value.
@@ -669,6 +676,83 @@ TEST(Engine, BenchmarkPauseIssuesHeldWorkAndResumeReplaysWithTheSameGraphs) {
   }
   // Resuming uses the graphs built before; nothing learned across the gaps.
   EXPECT_EQ(h.exec.builds, builds);
+  h.expectEquivalent();
+}
+
+// Ops whose shapes never repeat (a fresh shape every op, as with data-dependent
+// sizes every step), on two streams.
+void nonRepeating(Harness& h, size_t n, uint64_t& shape) {
+  for (size_t k = 0; k < n; ++k) h.op(TestOp{OpKind::Kernel, k % 3 ? 0x100u : 0x200u, 50000 + shape++, 7});
+}
+
+TEST(Engine, NothingRepeatingMakesGraftRestThenLookAgain) {
+  core::EngineConfig c = Harness::defaultConfig();
+  c.maxPeriod = 64;
+  c.dormantAfterOps = 100;  // raised to (3 + 1) * 64 = 256
+  Harness h(c);
+  uint64_t shape = 0;
+  nonRepeating(h, 255, shape);
+  EXPECT_FALSE(h.engine.dormant()) << "rested before (warmup + 1) * maxPeriod ops";
+  nonRepeating(h, 1, shape);
+  EXPECT_TRUE(h.engine.dormant());
+  // A rest lasts 4 x 256 ops, every one issued in place and counted.
+  nonRepeating(h, 4 * 256, shape);
+  EXPECT_EQ(h.dormantOps, size_t(4 * 256));
+  EXPECT_FALSE(h.engine.dormant());
+  {
+    auto lock = h.engine.lock();
+    EXPECT_EQ(h.engine.stats().eagerByCause[size_t(EagerCause::Dormant)], uint64_t(4 * 256));
+    EXPECT_EQ(h.engine.stats().opsTotal, uint64_t(5 * 256));
+  }
+  // The program turns periodic: after the rest graft finds the loop again.
+  for (int it = 0; it < 20; ++it) iteration(h, 40, it);
+  EXPECT_GE(h.exec.builds, 1);
+  EXPECT_GT(h.viaGraph(), size_t(14 * 40));
+  h.expectEquivalent();
+}
+
+TEST(Engine, ALoopThatStartsDuringARestIsReplayedOnceTheRestEnds) {
+  core::EngineConfig c = Harness::defaultConfig();
+  c.maxPeriod = 64;
+  c.dormantAfterOps = 256;
+  Harness h(c);
+  uint64_t shape = 0;
+  nonRepeating(h, 256, shape);
+  ASSERT_TRUE(h.engine.dormant());
+  // 1024 ops of rest, then the loop keeps going: graphs by 1024 + 4 x 40 ops later.
+  for (int it = 0; it < 40; ++it) iteration(h, 40, it);
+  EXPECT_EQ(h.dormantOps, size_t(1024));
+  EXPECT_GE(h.exec.builds, 1);
+  EXPECT_GT(h.viaGraph(), size_t(40 * 40 - 1024 - 5 * 40));
+  h.expectEquivalent();
+}
+
+TEST(Engine, GraftNeverRestsWhileItHasAGraph) {
+  core::EngineConfig c = Harness::defaultConfig();
+  c.maxPeriod = 64;
+  c.dormantAfterOps = 256;
+  Harness h(c);
+  for (int it = 0; it < 10; ++it) iteration(h, 40, it);
+  ASSERT_GE(h.exec.builds, 1);
+  // Long stretches of new shapes between loop iterations: the graph still
+  // exists, so every op keeps going through the engine.
+  uint64_t shape = 0;
+  for (int round = 0; round < 4; ++round) {
+    nonRepeating(h, 600, shape);
+    iteration(h, 40, 99);
+  }
+  EXPECT_EQ(h.dormantOps, 0u);
+  h.expectEquivalent();
+}
+
+TEST(Engine, ZeroDormantAfterOpsNeverRests) {
+  core::EngineConfig c = Harness::defaultConfig();
+  c.maxPeriod = 64;
+  c.dormantAfterOps = 0;
+  Harness h(c);
+  uint64_t shape = 0;
+  nonRepeating(h, 5000, shape);
+  EXPECT_EQ(h.dormantOps, 0u);
   h.expectEquivalent();
 }
 
