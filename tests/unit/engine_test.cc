@@ -679,6 +679,56 @@ TEST(Engine, BenchmarkPauseIssuesHeldWorkAndResumeReplaysWithTheSameGraphs) {
   h.expectEquivalent();
 }
 
+TEST(Engine, RecurrentTimestepLoopsWithCrossStreamEventsConvergeToIterationPieces) {
+  // An RNN-shaped iteration (cuDNN's LSTM): per layer, a loop of 47 timesteps
+  // of two kernels, every eighth forked to a second stream and joined back
+  // with events from a small reused pool, forward and backward, between
+  // unique ops. The timestep loop repeats first, but in steady state the
+  // whole iteration must run as the automatic pieces (32, 64, ... ops), with
+  // no mismatches.
+  core::EngineConfig c = Harness::defaultConfig();
+  c.segmentOps = 0;
+  c.minSegmentOps = 4;
+  c.maxPeriod = 16384;
+  Harness h(c);
+  auto timesteps = [&h](uint64_t base) {
+    for (int t = 0; t < 47; ++t) {
+      h.op(TestOp{OpKind::Kernel, 0x100, base, uint64_t(t)});
+      h.op(TestOp{OpKind::Kernel, 0x100, base + 1, uint64_t(t)});
+      if (t % 8 == 7) {
+        const uint64_t e = 0xe000 + (t / 8) % 3;
+        h.op(TestOp{OpKind::EventRecord, 0x100, 7, 0, e});
+        h.op(TestOp{OpKind::EventWait, 0x200, 8, 0, e});
+        h.op(TestOp{OpKind::Kernel, 0x200, base + 2, uint64_t(t)});
+        h.op(TestOp{OpKind::EventRecord, 0x200, 9, 0, e + 0x10});
+        h.op(TestOp{OpKind::EventWait, 0x100, 10, 0, e + 0x10});
+      }
+    }
+  };
+  auto iterationOfLayers = [&](uint64_t it) {
+    h.op(TestOp{OpKind::Kernel, 0x100, 1, it});
+    for (uint64_t layer = 0; layer < 2; ++layer) {
+      h.op(TestOp{OpKind::Kernel, 0x100, 2, layer});
+      timesteps(20);
+    }
+    for (int k = 0; k < 5; ++k) h.op(TestOp{OpKind::Kernel, 0x100, 40u + k, it});
+    for (uint64_t layer = 0; layer < 2; ++layer) {
+      h.op(TestOp{OpKind::Kernel, 0x100, 3, layer});
+      timesteps(30);
+    }
+    for (int k = 0; k < 10; ++k) h.op(TestOp{OpKind::Kernel, 0x100, 60u + k, it});
+  };
+  for (int it = 0; it < 30; ++it) iterationOfLayers(it);
+  const core::EngineStats before = h.engine.stats();
+  const size_t viaGraphBefore = h.viaGraph(), opsBefore = h.issued.size();
+  for (int it = 30; it < 50; ++it) iterationOfLayers(it);
+  const core::EngineStats after = h.engine.stats();
+  EXPECT_EQ(after.eagerByCause[size_t(EagerCause::Mismatch)], before.eagerByCause[size_t(EagerCause::Mismatch)]);
+  EXPECT_EQ(h.viaGraph() - viaGraphBefore, h.issued.size() - opsBefore) << "ops eager in steady state";
+  EXPECT_LE(after.replays - before.replays, 20u * 6) << "more launches than pieces of the iteration";
+  h.expectEquivalent();
+}
+
 // Ops whose shapes never repeat (a fresh shape every op, as with data-dependent
 // sizes every step), on two streams.
 void nonRepeating(Harness& h, size_t n, uint64_t& shape) {
@@ -802,3 +852,4 @@ TEST(Engine, RandomizedStreamsStayEquivalent) {
 
 }  // namespace
 }  // namespace graft::test
+
