@@ -72,6 +72,9 @@ enum class OpKind : uint8_t {
     "a graft graph failed to launch or patch; its ops ran eagerly and it is not used again")               \
   X(IdleFlush, "idle_flush", "held ops issued because the program issued nothing for `GRAFT_IDLE_FLUSH_MS`") \
   X(VariantLimit, "variant_limit", "more shape variants than `GRAFT_MAX_VARIANTS` start the same way")    \
+  X(CaptureRefused, "capture_refused",                                                                     \
+    "launches of a kernel the driver refused to put in a stream capture when graft built a graph with it "  \
+    "(for example cuDNN's single-pass batch-norm kernels): from then on they run eagerly at their position") \
   X(Dormant, "dormant",                                                                                    \
     "graft had no graph and nothing had repeated for `GRAFT_DORMANT_AFTER_OPS` ops: it only counted these " \
     "ops, then looked again")

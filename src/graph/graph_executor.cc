@@ -454,8 +454,15 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
         case OpKind::Kernel:
         case OpKind::Memcpy:
         case OpKind::Memset: {
-          if ((r = issueOp(op, cs, kernels_, params_)) != CUDA_SUCCESS)
-            return fail("re-issuing " + describeOp(op, kernels_) + " into capture");
+          if ((r = issueOp(op, cs, kernels_, params_)) != CUDA_SUCCESS) {
+            // The same launch ran eagerly: the driver refuses this kernel in
+            // a capture, so later runs leave it out (a boundary) and the ops
+            // around it can still be graphed.
+            if (op.kind == OpKind::Kernel && (r == CUDA_ERROR_INVALID_VALUE || r == CUDA_ERROR_NOT_SUPPORTED ||
+                                              r == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED))
+              kernels_.noteCaptureRefused(kernelShapeOf(op).func, errorName(r).c_str());
+            return fail("re-issuing " + describeLaunch(op, kernels_) + " into capture");
+          }
           if (!capturedNode(cs, &g->nodes[i])) return false;
           break;
         }

@@ -129,6 +129,15 @@ GRAFT_COLD KernelInfo* KernelRegistry::resolve(CUfunction f) {
   return raw;
 }
 
+void KernelRegistry::noteCaptureRefused(uint64_t handle, const char* error) {
+  KernelInfo* info = lookup(handle);
+  if (!info || info->eager != core::EagerCause::None) return;
+  info->eager = core::EagerCause::CaptureRefused;
+  GRAFT_INFO("kernel {}: the driver refused it in a stream capture ({}), although it ran eagerly; its "
+             "launches run eagerly at their position from now on",
+             info->name, error);
+}
+
 void KernelRegistry::addToIndex(KernelInfo* info) {
   if (2 * (entries_->kernels.size() + 1) > index_.size()) {
     index_.assign(std::bit_ceil(std::max<size_t>(256, 4 * entries_->kernels.size())), IndexSlot{0, nullptr});

@@ -71,6 +71,10 @@ class KernelRegistry {
     return info ? *info : *resolve(f);
   }
   const KernelInfo* find(uint64_t handle) const { return lookup(handle); }
+  // The driver refused this kernel's launch into a stream capture (`error`):
+  // its launches run eagerly from now on (EagerCause::CaptureRefused). Logs
+  // once per kernel. No-op for an unknown handle.
+  void noteCaptureRefused(uint64_t handle, const char* error);
   // Counts by kernel name, largest first (retired kernels included): of
   // launches, or of graph node updates.
   std::vector<std::pair<std::string, uint64_t>> byLaunches() const { return ranked(&KernelInfo::launches); }

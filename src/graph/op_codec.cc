@@ -466,6 +466,24 @@ std::string describeOp(const OpDesc& op, const KernelRegistry& kernels) {
   return "op";
 }
 
+std::string describeLaunch(const OpDesc& op, const KernelRegistry& kernels) {
+  std::string d = describeOp(op, kernels);
+  if (op.kind != OpKind::Kernel) return d;
+  const KernelShape& ks = kernelShapeOf(op);
+  const KernelInfo* k = kernels.find(ks.func);
+  d += fmt::format(" ({}, grid ({},{},{}), block ({},{},{}), {} B shared, {} parameter bytes{}", 
+                   hook::apiInfo(ApiId(op.api)).base, ks.grid[0], ks.grid[1], ks.grid[2], ks.block[0],
+                   ks.block[1], ks.block[2], ks.sharedMem, ks.paramBytes,
+                   ks.paramMode == kParamsBuffer ? " in an extra buffer"
+                   : (k && k->layoutKnown) ? "" : ", layout unknown");
+  for (const CUlaunchAttribute& a : kernelAttrsOf(op)) {
+    uint32_t words[4];
+    std::memcpy(words, &a.value, sizeof(words));
+    d += fmt::format(", attribute {} = {:#x} {:#x} {:#x}", int(a.id), words[0], words[1], words[2]);
+  }
+  return d + ")";
+}
+
 std::string describeDifference(const OpDesc& e, const OpDesc& a, const KernelRegistry& kernels) {
   auto dims = [](const uint32_t* d) { return fmt::format("({},{},{})", d[0], d[1], d[2]); };
   if (e.kind != a.kind || e.api != a.api) return "got " + describeOp(a, kernels);

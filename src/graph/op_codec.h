@@ -185,6 +185,10 @@ bool kernelParamsOf(const core::OpDesc& op, const KernelRegistry& kernels,
 CUcontext contextOf(const core::OpDesc& op);
 
 std::string describeOp(const core::OpDesc& op, const KernelRegistry& kernels);
+// describeOp plus, for a kernel, how it is launched: the API, grid, block,
+// dynamic shared memory, parameter bytes and launch attributes (for messages
+// about a launch the driver refused). Allocates.
+std::string describeLaunch(const core::OpDesc& op, const KernelRegistry& kernels);
 std::string describeDifference(const core::OpDesc& expected, const core::OpDesc& actual,
                                const KernelRegistry& kernels);
 

@@ -127,6 +127,11 @@ CUresult submit(Stream* s, Op&& op) {
   CaptureCheck cc = captureCheckForOp(s);
   if (cc.result != CUDA_SUCCESS) return cc.result;
   if (cc.capture) {
+    if (op.kind == ItemKind::Kernel && !st.refuseCaptureKernel.empty() && op.kernel.kernel &&
+        op.kernel.kernel->name == st.refuseCaptureKernel) {
+      invalidate(s->capture.get());
+      return CUDA_ERROR_INVALID_VALUE;
+    }
     NodeParams p;
     switch (op.kind) {
       case ItemKind::Kernel:

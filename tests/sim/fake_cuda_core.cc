@@ -281,6 +281,7 @@ void parseEnvLocked() {
   if (const char* s = std::getenv("SIM_STEPS")) st.maxSteps = static_cast<unsigned>(std::atoi(s));
   if (const char* s = std::getenv("SIM_DEVICES")) st.deviceCount = std::clamp(std::atoi(s), 1, 8);
   if (const char* s = std::getenv("SIM_FAIL")) parseFailSpec(s);
+  if (const char* s = std::getenv("SIM_REFUSE_CAPTURE")) st.refuseCaptureKernel = s;
   // SIM_ASYNC_US=N: a "GPU" thread also makes progress every N microseconds,
   // so work runs even while the host makes no driver call (not deterministic).
   if (const char* s = std::getenv("SIM_ASYNC_US")) {

@@ -292,6 +292,10 @@ struct SimState {
   std::vector<std::shared_ptr<CaptureSession>> sessions;  // active ones
 
   std::vector<Injection> injections;
+  // SIM_REFUSE_CAPTURE=name: launching that kernel into a stream capture fails
+  // with CUDA_ERROR_INVALID_VALUE and invalidates the capture (as the real
+  // driver did for cuDNN's single-pass batch-norm kernel); eagerly it runs.
+  std::string refuseCaptureKernel;
   std::deque<TraceEntry> trace;
   SimCounters counters{};
 };

@@ -3,7 +3,7 @@
 // stream, which only implicit legacy-stream ordering keeps in place), with a
 // read-back every 250 iterations. graft replays such short periods unrolled,
 // several iterations per graph.
-//   sim_short_loop [--expect-graphs] [--noise N --iterations M [--expect-rest]]
+//   sim_short_loop [--expect-graphs] [--refused-kernel] [--noise N --iterations M [--expect-rest]]
 // Checks every read-back (exit 1 on a wrong value); with --expect-graphs also
 // that most kernels ran from graph launches.
 // --noise N: first N launches that never repeat (a new grid size each, as
@@ -11,6 +11,11 @@
 // then the loop runs M iterations. --expect-graphs then asks that at least
 // 30 % of the loop's kernels ran from graphs, and --expect-rest that at least
 // 1000 of them ran eagerly (graft rested, GRAFT_DORMANT_AFTER_OPS, into the loop).
+// --refused-kernel: the third launch of each iteration is of a second kernel,
+// "sim_add_refused" (run with SIM_REFUSE_CAPTURE=sim_add_refused, the driver
+// refuses it in a capture), and each iteration also adds 1 to a counter five
+// times on the blocking stream; --expect-graphs then asks that at least 60 %
+// of the kernels ran from graphs (all but the refused one can be).
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -20,16 +25,18 @@
 #include "sim_driver_loader.h"
 
 int main(int argc, char** argv) {
-  bool expectGraphs = false, expectRest = false;
+  bool expectGraphs = false, expectRest = false, refusedKernel = false;
   uint64_t noise = 0, iterations = 1000;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--expect-graphs") == 0) expectGraphs = true;
     else if (std::strcmp(argv[i], "--expect-rest") == 0) expectRest = true;
+    else if (std::strcmp(argv[i], "--refused-kernel") == 0) refusedKernel = true;
     else if (std::strcmp(argv[i], "--noise") == 0 && i + 1 < argc) noise = std::strtoull(argv[++i], nullptr, 10);
     else if (std::strcmp(argv[i], "--iterations") == 0 && i + 1 < argc)
       iterations = std::strtoull(argv[++i], nullptr, 10);
     else {
-      std::printf("usage: sim_short_loop [--expect-graphs] [--noise N --iterations M [--expect-rest]]\n");
+      std::printf("usage: sim_short_loop [--expect-graphs] [--refused-kernel] [--noise N --iterations M "
+                  "[--expect-rest]]\n");
       return 2;
     }
   }
@@ -42,6 +49,7 @@ int main(int argc, char** argv) {
   if (int rc = simtest::startProgram("sim_short_loop", &drv, &ctx)) return rc;
   auto& cu = drv.plain;
   CUfunction add = simtest::libraryKernel3("sim_add_short");
+  CUfunction third = refusedKernel ? simtest::libraryKernel3("sim_add_refused") : add;
   CUstream s1;
   cu.cuStreamCreate(&s1, 0);  // blocking: ordered against the legacy stream
   CUdeviceptr x, y, z;
@@ -66,6 +74,11 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  CUdeviceptr counter = 0;
+  if (refusedKernel) {
+    cu.cuMemAlloc(&counter, 64);
+    cu.cuMemsetD8(counter, 0, 64);
+  }
   SimCounters before{};
   simCounters(&before);
   uint64_t hx = 0, hy = 0, hz = 0;
@@ -73,7 +86,8 @@ int main(int argc, char** argv) {
   for (uint64_t it = 1; it <= kIterations; ++it) {
     simtest::launchAdd(cu, add, y, x, it, s1);       // y = x + it
     simtest::launchAdd(cu, add, x, y, 1, nullptr);   // x = y + 1, on the legacy stream
-    simtest::launchAdd(cu, add, z, x, 2, s1);        // z = x + 2
+    simtest::launchAdd(cu, third, z, x, 2, s1);      // z = x + 2
+    for (int k = 0; refusedKernel && k < 5; ++k) simtest::launchAdd(cu, add, counter, counter, 1, s1);
     hy = hx + it;
     hx = hy + 1;
     hz = hx + 2;
@@ -89,6 +103,12 @@ int main(int argc, char** argv) {
                     (unsigned long long)hz);
         return 1;
       }
+      uint64_t count = 0;
+      if (refusedKernel && (cu.cuMemcpyDtoH(&count, counter, 8), count != 5 * it)) {
+        std::printf("sim_short_loop: iteration %llu: counter %llu, expected %llu\n", (unsigned long long)it,
+                    (unsigned long long)count, (unsigned long long)(5 * it));
+        return 1;
+      }
     }
   }
   cu.cuCtxSynchronize();
@@ -101,8 +121,9 @@ int main(int argc, char** argv) {
   const uint64_t loopGraph = c.effectsGraph - before.effectsGraph, loopEager = c.effectsEager - before.effectsEager;
   if (noise) std::printf("sim_short_loop: the loop's kernels from graphs %llu, eager %llu\n",
                          (unsigned long long)loopGraph, (unsigned long long)loopEager);
-  if (expectGraphs && !noise && c.effectsGraph * 10 < (c.effectsGraph + c.effectsEager) * 8) {
-    std::printf("sim_short_loop: fewer than 80 %% of the effects came from graphs\n");
+  const uint64_t wantPct = refusedKernel ? 60 : 80;
+  if (expectGraphs && !noise && c.effectsGraph * 100 < (c.effectsGraph + c.effectsEager) * wantPct) {
+    std::printf("sim_short_loop: fewer than %llu %% of the effects came from graphs\n", (unsigned long long)wantPct);
     return 1;
   }
   if (expectGraphs && noise && loopGraph * 10 < (loopGraph + loopEager) * 3) {
