@@ -190,7 +190,8 @@ CUresult setNodeEvent(CUgraphExec exec, const GraphHandle::EventOp& e, CUevent e
 }  // namespace
 
 GraphExecutor::GraphExecutor(KernelRegistry& kernels, pool::DevicePool* pool, bool asyncLaunch,
-                             void (*onLaunchThread)(), unsigned launchPollMicros)
+                             void (*onLaunchThread)(), unsigned launchPollMicros,
+                             unsigned launchSpinMicros)
     : kernels_(kernels), pool_(pool) {
   if (!asyncLaunch) return;
   worker_ = std::make_unique<LaunchWorker<LaunchJob>>(
@@ -198,7 +199,7 @@ GraphExecutor::GraphExecutor(KernelRegistry& kernels, pool::DevicePool* pool, bo
         job.failure.clear();  // only a failure builds text
         return runLaunch(job, &job.failure);
       },
-      onLaunchThread, launchPollMicros);
+      onLaunchThread, launchPollMicros, launchSpinMicros);
   if (!worker_->start()) {
     GRAFT_WARN("graft could not start its launch thread; graph launches run on the program's thread");
     worker_.reset();

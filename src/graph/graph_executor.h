@@ -43,10 +43,12 @@ class GraphExecutor final : public core::Executor {
   // `pool` (may be null) serves the program's stream-ordered allocations; the
   // frees the engine deferred go back to it rather than to the driver.
   // asyncLaunch: run launches on graft's launch thread, which first calls
-  // onLaunchThread (may be null) and polls every launchPollMicros while idle
-  // (LaunchWorker).
+  // onLaunchThread (may be null), spins up to launchSpinMicros while idle when
+  // launches come that close together, and polls every launchPollMicros while
+  // idle (LaunchWorker).
   GraphExecutor(KernelRegistry& kernels, pool::DevicePool* pool, bool asyncLaunch,
-                void (*onLaunchThread)() = nullptr, unsigned launchPollMicros = 0);
+                void (*onLaunchThread)() = nullptr, unsigned launchPollMicros = 0,
+                unsigned launchSpinMicros = 200);
   ~GraphExecutor() override;
 
   int issue(const core::OpDesc& op) override;
@@ -74,12 +76,16 @@ class GraphExecutor final : public core::Executor {
   // gets this handle is set into nodes again.
   void forgetEvent(uint64_t event) override;
 
-  // The launch thread's CPU time so far and how often it slept until woken
-  // (false without a launch thread).
-  bool launchThreadStats(double* cpuSeconds, uint64_t* deepSleeps) const {
+  // The launch thread's CPU time so far, how often it slept until woken, and
+  // its idle spells spun through and not spun in (false without a launch
+  // thread).
+  bool launchThreadStats(double* cpuSeconds, uint64_t* deepSleeps, uint64_t* spinsCaught,
+                         uint64_t* spinsSkipped) const {
     if (!worker_) return false;
     *cpuSeconds = worker_->cpuSeconds();
     *deepSleeps = worker_->deepSleeps();
+    *spinsCaught = worker_->spinsCaught();
+    *spinsSkipped = worker_->spinsSkipped();
     return true;
   }
 

@@ -17,7 +17,12 @@
 // program issues launches every few milliseconds (a futex wake of a sleeping
 // thread cost the program's thread 3-12 us per launch on the H100 hosts,
 // docs/PERF.md):
-//   1. it spins for kSpinMicros after its last job;
+//   1. it spins for up to spinMicros after its last job, but only while
+//      spinning pays: when the idle spell before that job ended within
+//      spinMicros (jobs come back to back, as in a C++ launch loop). After a
+//      longer spell (PyTorch launches every few milliseconds) it skips the
+//      spin, which would only burn a core beside the program's thread, until
+//      a job comes within spinMicros of the worker going idle again;
 //   2. then it polls: sleeps pollMicros at a time (a futex wait with a
 //      timeout, timer slack 5 us) until kPollMillis passed without a job;
 //   3. then it sleeps until queue() wakes it (one system call, once per idle
@@ -57,8 +62,10 @@ class LaunchWorker {
   // `run` returns 0, or an error that stops the worker (see drain()).
   // `onThread` (may be null) runs first on the worker thread. pollMicros: see
   // above (0: no polling).
-  LaunchWorker(std::function<int(Job&)> run, void (*onThread)(), unsigned pollMicros = 0)
-      : run_(std::move(run)), on_thread_(onThread), poll_micros_(pollMicros) {}
+  // spinMicros: see above (0: never spin while idle).
+  LaunchWorker(std::function<int(Job&)> run, void (*onThread)(), unsigned pollMicros = 0,
+               unsigned spinMicros = kSpinMicros)
+      : run_(std::move(run)), on_thread_(onThread), poll_micros_(pollMicros), spin_micros_(spinMicros) {}
   ~LaunchWorker() = default;  // the thread is detached and idle at exit
   LaunchWorker(const LaunchWorker&) = delete;
   LaunchWorker& operator=(const LaunchWorker&) = delete;
@@ -98,8 +105,12 @@ class LaunchWorker {
     }
   }
   // Sleep-and-wake statistics, for the report: times the worker went to sleep
-  // until woken (step 3 above), and CPU seconds the worker thread used.
+  // until woken (step 3 above), idle spells it spun through to the next job,
+  // idle spells it did not spin in (step 1 skipped), and CPU seconds the
+  // worker thread used.
   uint64_t deepSleeps() const { return deep_sleeps_.load(std::memory_order_relaxed); }
+  uint64_t spinsCaught() const { return spins_caught_.load(std::memory_order_relaxed); }
+  uint64_t spinsSkipped() const { return spins_skipped_.load(std::memory_order_relaxed); }
   double cpuSeconds() const {
     clockid_t clock;
     timespec ts{};
@@ -144,7 +155,7 @@ class LaunchWorker {
   // state_: jobs finished, with kHalted set while the worker waits for the
   // caller to take over after a failure. Every change wakes the waiters.
   static constexpr uint64_t kHalted = uint64_t(1) << 63;
-  static constexpr int kSpinMicros = 200;
+  static constexpr unsigned kSpinMicros = 200;
   static constexpr int kPollMillis = 20;
   // idle_: what the worker does while it has no job.
   static constexpr uint32_t kAwake = 0, kPolling = 1, kSleeping = 2;
@@ -152,12 +163,15 @@ class LaunchWorker {
   // launch takes tens of microseconds and a futex sleep and wake-up costs
   // several (and the waker's notify is nearly free while nobody sleeps).
   static void waitForChange(const std::atomic<uint64_t>& a, uint64_t old) {
-    if (!spinUntil([&] { return a.load(std::memory_order_acquire) != old; })) a.wait(old, std::memory_order_acquire);
+    if (!spinUntil(kSpinMicros, [&] { return a.load(std::memory_order_acquire) != old; }))
+      a.wait(old, std::memory_order_acquire);
   }
-  // Spins for up to kSpinMicros until done() holds; false if it never did.
+  // Spins for up to `micros` until done() holds; false if it never did.
   template <typename Done>
-  static bool spinUntil(Done done) {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(kSpinMicros);
+  static bool spinUntil(unsigned micros, Done done) {
+    if (done()) return true;
+    if (!micros) return false;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(micros);
     for (unsigned i = 1;; ++i) {
       if (done()) return true;
 #if defined(__x86_64__)
@@ -192,7 +206,23 @@ class LaunchWorker {
   }
   // Worker: returns once a job after `next` is queued (or spuriously).
   void idleWait(uint64_t next) {
-    if (spinUntil([&] { return jobQueued(next); })) return;
+    const auto idleSince = std::chrono::steady_clock::now();
+    if (spin_pays_) {
+      if (spinUntil(spin_micros_, [&] { return jobQueued(next); })) {
+        spins_caught_.fetch_add(1, std::memory_order_relaxed);
+        return;
+      }
+    } else {
+      spins_skipped_.fetch_add(1, std::memory_order_relaxed);
+      if (jobQueued(next)) return;
+    }
+    waitUnspun(next);
+    // Spin next time only if this spell was short enough for a spin to catch.
+    spin_pays_ = spin_micros_ &&
+                 std::chrono::steady_clock::now() - idleSince <= std::chrono::microseconds(spin_micros_);
+  }
+  // Worker: idleWait after the spin (polling, then sleeping).
+  void waitUnspun(uint64_t next) {
     if (poll_micros_) {
       const auto pollUntil = std::chrono::steady_clock::now() + std::chrono::milliseconds(kPollMillis);
       const timespec period{0, long(poll_micros_) * 1000};
@@ -238,7 +268,11 @@ class LaunchWorker {
   std::atomic<uint64_t> state_{0};
   int failure_ = 0;
   unsigned poll_micros_;
+  unsigned spin_micros_;
+  bool spin_pays_ = true;  // worker only: spin in the next idle spell
   std::atomic<uint64_t> deep_sleeps_{0};
+  std::atomic<uint64_t> spins_caught_{0};
+  std::atomic<uint64_t> spins_skipped_{0};
   pthread_t thread_{};
   std::atomic<bool> started_{false};
   static inline std::atomic<bool> forked_{false};

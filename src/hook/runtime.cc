@@ -142,7 +142,8 @@ Runtime::Runtime() : mode_(options().mode) {
   // graft's launch thread is graft's own: nothing it calls is intercepted.
   executor_ = std::make_unique<graph::GraphExecutor>(kernels_, pool_.get(),
                                                      o.asyncLaunch && config::replays(mode_),
-                                                     [] { t_inGraft = true; }, unsigned(o.launchPollUs));
+                                                     [] { t_inGraft = true; }, unsigned(o.launchPollUs),
+                                                     unsigned(o.launchSpinUs));
   core::EngineConfig c;
   c.replay = config::replays(o.mode);
   c.warmup = uint32_t(o.warmup);
@@ -256,7 +257,8 @@ void Runtime::writeExitReport() {
     const core::HotTextResult t = core::hotTextResult();
     r.hotText = log::Report::HotText{true, t.moved, t.moved ? std::string() : std::string(t.why)};
   }
-  if (double cpu = 0; executor_->launchThreadStats(&cpu, &r.launchThread.deepSleeps)) {
+  if (double cpu = 0; executor_->launchThreadStats(&cpu, &r.launchThread.deepSleeps, &r.launchThread.spinsCaught,
+                                                   &r.launchThread.spinsSkipped)) {
     r.launchThread.enabled = true;
     r.launchThread.cpuSeconds = cpu;
   }

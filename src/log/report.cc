@@ -88,8 +88,10 @@ std::string reportJson(const Report& r) {
     j += fmt::format(",\n  \"hot_text\": {{\"on_huge_page\": {}, \"why_not\": {}}}", r.hotText.moved,
                      jsonString(r.hotText.why));
   if (r.launchThread.enabled)
-    j += fmt::format(",\n  \"launch_thread\": {{\"cpu_s\": {:.3f}, \"sleeps_until_woken\": {}}}",
-                     r.launchThread.cpuSeconds, r.launchThread.deepSleeps);
+    j += fmt::format(",\n  \"launch_thread\": {{\"cpu_s\": {:.3f}, \"sleeps_until_woken\": {}, "
+                     "\"spins_caught\": {}, \"spins_skipped\": {}}}",
+                     r.launchThread.cpuSeconds, r.launchThread.deepSleeps, r.launchThread.spinsCaught,
+                     r.launchThread.spinsSkipped);
   if (r.pool.enabled) {
     j += fmt::format(
         ",\n  \"pool\": {{\"reserved_bytes\": {}, \"mapped_bytes\": {}, \"peak_in_use_bytes\": {}, "
@@ -152,8 +154,10 @@ std::string reportSummary(const Report& r) {
     s += r.hotText.moved ? std::string("\n  graft's code: on a huge page")
                          : fmt::format("\n  graft's code: on 4 KiB pages ({})", r.hotText.why);
   if (r.launchThread.enabled)
-    s += fmt::format("\n  launch thread: {:.2f} s of CPU time, slept until woken {} times",
-                     r.launchThread.cpuSeconds, r.launchThread.deepSleeps);
+    s += fmt::format("\n  launch thread: {:.2f} s of CPU time, slept until woken {} times; idle "
+                     "spells spun through {}, not spun in {}",
+                     r.launchThread.cpuSeconds, r.launchThread.deepSleeps, r.launchThread.spinsCaught,
+                     r.launchThread.spinsSkipped);
   if (r.pool.enabled) {
     s += fmt::format("\n  pool: {} allocations ({} reused, {} left to the driver), {:.1f} MiB mapped, "
                      "{:.1f} MiB peak in use",

@@ -58,6 +58,8 @@ struct Report {
     bool enabled = false;
     double cpuSeconds = 0;   // its CPU time
     uint64_t deepSleeps = 0;  // times it slept until woken (GRAFT_LAUNCH_POLL_US)
+    uint64_t spinsCaught = 0;   // idle spells it spun through to the next launch
+    uint64_t spinsSkipped = 0;  // idle spells it did not spin in (GRAFT_LAUNCH_SPIN_US)
   } launchThread;
   struct Pool {
     bool enabled = false;

@@ -6,6 +6,7 @@
                                  [--profile-json FILE --profile-steps P]
 
 CASE: mlp mlp_item gpt amp sidestream lastbatch partgraph gemm cnn lstm dynamic accum
+      inductor_mlp inductor_gpt sdpa ddp
       (or "list")
 
 --steps N is the total number of training steps; the first W (--warmup) are untimed.
@@ -40,9 +41,10 @@ os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 # The issue's seven loops and the GPU-bound case, then models it does not name (programs
 # graft was not tuned on: cuDNN convolutions and RNNs, data-dependent shapes, gradient
-# accumulation with activation checkpointing).
+# accumulation with activation checkpointing, torch.compile's default mode: Triton kernels
+# that Triton's own launcher issues through cuLaunchKernelEx; fused attention; DDP over NCCL).
 ISSUE_CASES = ["mlp", "mlp_item", "gpt", "amp", "sidestream", "lastbatch", "partgraph", "gemm"]
-OTHER_CASES = ["cnn", "lstm", "dynamic", "accum"]
+OTHER_CASES = ["cnn", "lstm", "dynamic", "accum", "inductor_mlp", "inductor_gpt", "sdpa", "ddp"]
 CASES = ISSUE_CASES + OTHER_CASES
 # Loops whose host reads results that steer what it launches next (sizes from nonzero):
 # the floor and match modes drop kernels, so those reads are garbage and the loop breaks.
@@ -182,6 +184,43 @@ def build_models():
             h, _ = self.rnn(self.drop(self.emb(idx)))
             return self.out(self.drop(h))
 
+    class SDPABlock(nn.Module):
+        """Pre-norm block whose attention is F.scaled_dot_product_attention (fused kernels),
+        causal, with attention dropout inside the fused kernel."""
+
+        def __init__(self, d, heads, p):
+            super().__init__()
+            self.heads, self.p = heads, p
+            self.ln1 = nn.LayerNorm(d)
+            self.qkv = nn.Linear(d, 3 * d)
+            self.proj = nn.Linear(d, d)
+            self.ln2 = nn.LayerNorm(d)
+            self.fc1 = nn.Linear(d, 4 * d)
+            self.fc2 = nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            B, T, C = x.shape
+            q, k, v = self.qkv(self.ln1(x)).view(B, T, 3, self.heads, C // self.heads).permute(2, 0, 3, 1, 4)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=self.p if self.training else 0.0)
+            x = x + self.proj(y.transpose(1, 2).reshape(B, T, C))
+            return x + self.fc2(F.gelu(self.fc1(self.ln2(x)), approximate="tanh"))
+
+    class SDPAGPT(nn.Module):
+        def __init__(self, vocab, seq, d, heads, layers, p):
+            super().__init__()
+            self.tok = nn.Embedding(vocab, d)
+            self.pos = nn.Parameter(torch.zeros(1, seq, d))
+            self.blocks = nn.ModuleList([SDPABlock(d, heads, p) for _ in range(layers)])
+            self.ln_f = nn.LayerNorm(d)
+            self.head = nn.Linear(d, vocab, bias=False)
+
+        def forward(self, idx):
+            x = self.tok(idx) + self.pos[:, :idx.shape[1]]
+            for b in self.blocks:
+                x = b(x)
+            return self.head(self.ln_f(x))
+
+    globals()["SDPAGPT"] = SDPAGPT
     return MLP, GPT, SmallResNet, LSTMLM
 
 
@@ -624,6 +663,97 @@ class AccumWorkload(ClassifierWorkload):
         return super().loss_lines()
 
 
+class InductorMLP(ClassifierWorkload):
+    """The MLP (with dropout) compiled by torch.compile in its default mode: Inductor's
+    Triton kernels (fused elementwise and reductions, Philox dropout seeded from the CUDA
+    generator every step), launched by Triton's C launcher through cuLaunchKernelEx, next to
+    cuBLAS GEMMs. No CUDA graphs of PyTorch's own (that is mode="reduce-overhead")."""
+
+    def setup(self, mode="eager"):
+        self.model = MLP(self.din, self.hidden, self.nout, layers=8, dropout=0.1).to(self.dev)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
+        self.fwd = torch.compile(self.model)
+
+    def step(self, i):
+        x, y = self.batch_for(i)
+        self.opt.zero_grad(set_to_none=True)
+        loss = self.loss_of(x, y)
+        loss.backward()
+        self.opt.step()
+        return loss
+
+
+class InductorGPT(GPTWorkload):
+    """The small GPT (dropout 0.1) compiled by torch.compile in its default mode (see
+    InductorMLP); the loss and the AdamW step stay eager."""
+
+    def setup(self, mode="eager"):
+        super().setup(mode)
+        self.fwd = torch.compile(self.model)
+
+    def step(self, i):
+        x, y = self.batch_for(i)
+        self.opt.zero_grad(set_to_none=True)
+        loss = self.loss_of(x, y)
+        loss.backward()
+        self.opt.step()
+        return loss
+
+
+class SDPAWorkload(GPTWorkload):
+    """A GPT whose attention is F.scaled_dot_product_attention (PyTorch picks a fused
+    kernel: flash, memory-efficient or cuDNN attention, whichever the deterministic
+    setting allows), causal, with dropout inside the attention kernel, under bf16 autocast;
+    fused AdamW; a batch of 16 x 128 tokens."""
+
+    batch, seq, vocab = 16, 128, 1024
+
+    def setup(self, mode="eager"):
+        self.model = SDPAGPT(self.vocab, self.seq, d=256, heads=4, layers=4, p=0.1).to(self.dev)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=3e-4, weight_decay=0.01, fused=True)
+        self.fwd = self.model
+
+    def loss_of(self, tok, _):
+        with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
+            logits = self.fwd(tok[:, :-1])
+        return F.cross_entropy(logits.float().reshape(-1, self.vocab), tok[:, 1:].reshape(-1))
+
+    def step(self, i):
+        tok, _ = self.batch_for(i)
+        self.opt.zero_grad(set_to_none=True)
+        loss = self.loss_of(tok, None)
+        loss.backward()
+        self.opt.step()
+        return loss
+
+
+class DDPWorkload(ClassifierWorkload):
+    """The MLP (with dropout) wrapped in DistributedDataParallel over NCCL, one process
+    (world size 1, as `torchrun --nproc_per_node=1` gives): gradient buckets are
+    all-reduced by NCCL kernels on NCCL's own stream, joined to the compute stream with
+    events, and NCCL's watchdog thread queries those events from another thread."""
+
+    def setup(self, mode="eager"):
+        import tempfile
+        import torch.distributed as dist
+        self.dist = dist
+        fd, self.store_path = tempfile.mkstemp(prefix="graft_ddp_store.")
+        os.close(fd)
+        os.unlink(self.store_path)
+        dist.init_process_group("nccl", init_method="file://" + self.store_path, rank=0, world_size=1,
+                                device_id=self.dev)
+        model = MLP(self.din, self.hidden, self.nout, layers=8, dropout=0.1).to(self.dev)
+        self.model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[self.dev.index],
+                                                               bucket_cap_mb=1)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
+        self.fwd = self.model
+
+    def finish(self):
+        self.dist.destroy_process_group()
+        if os.path.exists(self.store_path):
+            os.unlink(self.store_path)
+
+
 WORKLOADS = {
     "mlp": ClassifierWorkload,
     "mlp_item": MLPItem,
@@ -637,6 +767,10 @@ WORKLOADS = {
     "lstm": LSTMWorkload,
     "dynamic": DynamicWorkload,
     "accum": AccumWorkload,
+    "inductor_mlp": InductorMLP,
+    "inductor_gpt": InductorGPT,
+    "sdpa": SDPAWorkload,
+    "ddp": DDPWorkload,
 }
 
 

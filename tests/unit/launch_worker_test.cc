@@ -31,8 +31,8 @@ struct Recorder {
 struct Harness {
   Recorder& rec = *new Recorder;
   LaunchWorker<Job>& w;  // not started
-  explicit Harness(unsigned pollMicros)
-      : w(*new LaunchWorker<Job>([r = &rec](Job& j) { return r->run(j); }, nullptr, pollMicros)) {}
+  explicit Harness(unsigned pollMicros, unsigned spinMicros = 200)
+      : w(*new LaunchWorker<Job>([r = &rec](Job& j) { return r->run(j); }, nullptr, pollMicros, spinMicros)) {}
 };
 
 void queueJob(LaunchWorker<Job>& w, uint64_t id, int result = 0) {
@@ -108,6 +108,46 @@ TEST(LaunchWorker, PollingWorkerPicksUpJobUnwoken) {
   queueJob(w, 1);
   ASSERT_TRUE(becomesIdleUnwoken(w));
   EXPECT_EQ(rec.ran, (std::vector<uint64_t>{0, 1}));
+}
+
+// The idle worker spins only while jobs come within its spin time: after an
+// idle spell longer than that (launches milliseconds apart, as from PyTorch)
+// it sleeps at once instead of spinning, and it spins again once a job comes
+// soon after it went idle. Every job runs either way. (Margins are wide: a
+// 40 ms spin against 150 ms and 1 ms gaps.)
+TEST(LaunchWorker, IdleSpinOnlyWhileJobsComeWithinTheSpin) {
+  Harness h(0, 40000);
+  ASSERT_TRUE(h.w.start());
+  auto& [rec, w] = h;
+  uint64_t id = 0;
+  const auto queueAfter = [&](int gapMicros) {
+    std::this_thread::sleep_for(std::chrono::microseconds(gapMicros));
+    queueJob(w, id++);
+    ASSERT_TRUE(becomesIdleUnwoken(w)) << "job " << id - 1 << " did not run";
+  };
+  for (int k = 0; k < 4; ++k) queueAfter(1000);
+  EXPECT_GE(w.spinsCaught(), 3u) << "jobs 1 ms apart were not caught by a 40 ms spin";
+  EXPECT_EQ(w.spinsSkipped(), 0u);
+  for (int k = 0; k < 4; ++k) queueAfter(150000);
+  EXPECT_GE(w.spinsSkipped(), 2u) << "the worker kept spinning although jobs came 150 ms apart";
+  const uint64_t caught = w.spinsCaught();
+  for (int k = 0; k < 4; ++k) queueAfter(1000);
+  EXPECT_GE(w.spinsCaught(), caught + 2) << "the worker did not spin again once jobs came 1 ms apart";
+  ASSERT_TRUE(w.drain());
+  EXPECT_EQ(rec.ran, upTo(id));
+}
+
+// With no spin time the idle worker never spins, and still runs every job.
+TEST(LaunchWorker, NoSpinTimeNeverSpins) {
+  Harness h(0, 0);
+  ASSERT_TRUE(h.w.start());
+  auto& [rec, w] = h;
+  for (uint64_t k = 0; k < 5; ++k) {
+    queueJob(w, k);
+    ASSERT_TRUE(becomesIdleUnwoken(w));
+  }
+  EXPECT_EQ(w.spinsCaught(), 0u);
+  EXPECT_EQ(rec.ran, upTo(5));
 }
 
 // A failed job halts the worker: drain() says so, the jobs from the failed one
