@@ -76,16 +76,16 @@ class GraphExecutor final : public core::Executor {
   // gets this handle is set into nodes again.
   void forgetEvent(uint64_t event) override;
 
-  // The launch thread's CPU time so far, how often it slept until woken, and
-  // its idle spells spun through and not spun in (false without a launch
-  // thread).
-  bool launchThreadStats(double* cpuSeconds, uint64_t* deepSleeps, uint64_t* spinsCaught,
-                         uint64_t* spinsSkipped) const {
+  // The launch thread so far (LaunchWorker's statistics); false without one.
+  struct LaunchThreadStats {
+    double cpuSeconds = 0;
+    uint64_t deepSleeps = 0, spinsCaught = 0, spinsSkipped = 0;
+    uint64_t takenOver = 0;  // launches the program's thread ran itself while it waited
+  };
+  bool launchThreadStats(LaunchThreadStats* out) const {
     if (!worker_) return false;
-    *cpuSeconds = worker_->cpuSeconds();
-    *deepSleeps = worker_->deepSleeps();
-    *spinsCaught = worker_->spinsCaught();
-    *spinsSkipped = worker_->spinsSkipped();
+    *out = {worker_->cpuSeconds(), worker_->deepSleeps(), worker_->spinsCaught(), worker_->spinsSkipped(),
+            worker_->takenOver()};
     return true;
   }
 

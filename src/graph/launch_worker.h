@@ -13,6 +13,14 @@
 // more, so the caller can issue the failed work and everything after it in
 // order.
 //
+// Taking over. Jobs run one at a time, in order, by whoever holds the runner
+// token: the worker, or the producer while it waits in drain() or slot().
+// A producer that must wait anyway and finds the token free (the worker is
+// asleep, or not yet back on a core after queue() woke it) runs the queued
+// jobs itself instead of waiting for the worker to wake up; the worker then
+// finds nothing left to run. Only while the worker is running jobs does the
+// producer wait for it.
+//
 // Idle worker. With pollMicros > 0, queue() makes no system call while the
 // program issues launches every few milliseconds (a futex wake of a sleeping
 // thread cost the program's thread 3-12 us per launch on the H100 hosts,
@@ -32,7 +40,8 @@
 // pollMicros 0 the worker goes from spinning straight to step 3.
 //
 // Threading: slot/queue/drain/failed/finish from the producer only; the run
-// function on the worker thread only. Allocates only when the thread starts.
+// function on the worker thread, or on the producer's inside drain()/slot()
+// (never both at once: the runner token). Allocates only when the thread starts.
 #pragma once
 
 #include <array>
@@ -77,8 +86,7 @@ class LaunchWorker {
       const uint64_t st = state_.load(std::memory_order_acquire);
       if (st & kHalted) return nullptr;
       if (queued_ - st < kSlots) return &slots_[queued_ % kSlots];
-      wakeWorker(kPolling);
-      waitForChange(state_, st);
+      waitOrTakeOver(st);
     }
   }
   void queue() {
@@ -100,8 +108,7 @@ class LaunchWorker {
       const uint64_t st = state_.load(std::memory_order_acquire);
       if (st == queued_) return true;
       if (st & kHalted) return false;
-      wakeWorker(kPolling);  // the caller waits anyway: no poll period on top
-      waitForChange(state_, st);
+      waitOrTakeOver(st);
     }
   }
   // Sleep-and-wake statistics, for the report: times the worker went to sleep
@@ -111,6 +118,8 @@ class LaunchWorker {
   uint64_t deepSleeps() const { return deep_sleeps_.load(std::memory_order_relaxed); }
   uint64_t spinsCaught() const { return spins_caught_.load(std::memory_order_relaxed); }
   uint64_t spinsSkipped() const { return spins_skipped_.load(std::memory_order_relaxed); }
+  // Jobs the producer ran itself while it waited (see "Taking over").
+  uint64_t takenOver() const { return taken_over_.load(std::memory_order_relaxed); }
   double cpuSeconds() const {
     clockid_t clock;
     timespec ts{};
@@ -159,6 +168,42 @@ class LaunchWorker {
   static constexpr int kPollMillis = 20;
   // idle_: what the worker does while it has no job.
   static constexpr uint32_t kAwake = 0, kPolling = 1, kSleeping = 2;
+  // Producer, with jobs queued after `st` (jobs done): runs them itself if
+  // the runner token is free, else waits until the worker has run one more.
+  void waitOrTakeOver(uint64_t st) {
+    if (tryTakeRunner()) {
+      taken_over_.fetch_add(runQueued(), std::memory_order_relaxed);
+      return;
+    }
+    wakeWorker(kPolling);  // the caller waits anyway: no poll period on top
+    waitForChange(state_, st);
+  }
+  bool tryTakeRunner() {
+    uint32_t expected = 0;
+    return runner_.compare_exchange_strong(expected, 1, std::memory_order_acquire, std::memory_order_relaxed);
+  }
+  // With the runner token: runs the queued jobs in order until none is left
+  // or one fails (state_ then holds kHalted), then gives the token back.
+  // Returns the number of jobs run.
+  uint64_t runQueued() {
+    uint64_t next = state_.load(std::memory_order_acquire);
+    uint64_t ran = 0;
+    while (!(next & kHalted) && jobQueued(next)) {
+      const int rc = run_(slots_[next % kSlots]);
+      ++ran;
+      if (rc != 0) {
+        failure_ = rc;
+        next |= kHalted;
+      } else {
+        ++next;
+      }
+      state_.store(next, std::memory_order_release);
+      state_.notify_all();
+    }
+    runner_.store(0, std::memory_order_release);
+    runner_.notify_all();
+    return ran;
+  }
   // Waits until `a` no longer holds `old`: spins for a while first, since a
   // launch takes tens of microseconds and a futex sleep and wake-up costs
   // several (and the waker's notify is nearly free while nobody sleeps).
@@ -217,9 +262,12 @@ class LaunchWorker {
       if (jobQueued(next)) return;
     }
     waitUnspun(next);
-    // Spin next time only if this spell was short enough for a spin to catch.
-    spin_pays_ = spin_micros_ &&
-                 std::chrono::steady_clock::now() - idleSince <= std::chrono::microseconds(spin_micros_);
+    // Spin next time only if this spell was short enough for a spin to catch
+    // (judged only when a job is left for the worker: one the producer took
+    // over says nothing about the worker's spells).
+    if (jobQueued(state_.load(std::memory_order_acquire)))
+      spin_pays_ = spin_micros_ &&
+                   std::chrono::steady_clock::now() - idleSince <= std::chrono::microseconds(spin_micros_);
   }
   // Worker: idleWait after the spin (polling, then sleeping).
   void waitUnspun(uint64_t next) {
@@ -233,28 +281,22 @@ class LaunchWorker {
   }
 
   void loop() {
-    uint64_t next = 0;
     for (;;) {
-      if (!jobQueued(next)) {
-        idleWait(next);
+      const uint64_t st = state_.load(std::memory_order_acquire);
+      if (st & kHalted) {  // until the caller has taken over (finish())
+        waitForChange(state_, st);
         continue;
       }
-      const int rc = run_(slots_[next % kSlots]);
-      if (rc != 0) {
-        failure_ = rc;
-        uint64_t st = next | kHalted;
-        state_.store(st, std::memory_order_release);
-        state_.notify_all();
-        while (st & kHalted) {
-          waitForChange(state_, st);
-          st = state_.load(std::memory_order_acquire);
-        }
-        next = st;  // the caller ran the rest
+      if (!jobQueued(st)) {
+        idleWait(st);
         continue;
       }
-      ++next;
-      state_.store(next, std::memory_order_release);
-      state_.notify_all();
+      if (!tryTakeRunner()) {  // the producer is running them
+        if (!spinUntil(kSpinMicros, [&] { return runner_.load(std::memory_order_acquire) == 0; }))
+          runner_.wait(1, std::memory_order_acquire);
+        continue;
+      }
+      runQueued();
     }
   }
 
@@ -266,13 +308,15 @@ class LaunchWorker {
   std::atomic<uint32_t> signal_{0};        // the worker's futex word: bumped to wake it
   std::atomic<uint32_t> idle_{kAwake};
   std::atomic<uint64_t> state_{0};
-  int failure_ = 0;
+  std::atomic<uint32_t> runner_{0};  // 1: the worker or the producer is running jobs
+  int failure_ = 0;  // written by the runner of the failed job, read by the producer after drain()
   unsigned poll_micros_;
   unsigned spin_micros_;
   bool spin_pays_ = true;  // worker only: spin in the next idle spell
   std::atomic<uint64_t> deep_sleeps_{0};
   std::atomic<uint64_t> spins_caught_{0};
   std::atomic<uint64_t> spins_skipped_{0};
+  std::atomic<uint64_t> taken_over_{0};
   pthread_t thread_{};
   std::atomic<bool> started_{false};
   static inline std::atomic<bool> forked_{false};

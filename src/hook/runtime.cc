@@ -214,6 +214,16 @@ void Runtime::writeExitReport() {
     executor_->countPatches();
     exiting_ = true;  // the idle-flush thread stops touching the driver
     s = engine_->stats();
+    // Under the lock: another thread still launching may add kernels to the
+    // registry meanwhile.
+    for (const auto& [name, launches] : kernels_.byLaunches()) {
+      if (r.kernelsTop.size() == 20 || !launches) break;
+      r.kernelsTop.emplace_back(name, launches);
+    }
+    for (const auto& [name, patches] : kernels_.byPatches()) {
+      if (r.kernelsPatched.size() == 20 || !patches) break;
+      r.kernelsPatched.emplace_back(name, patches);
+    }
     if (core::StageClock::enabled()) {
       const core::StageClock::Totals t = core::StageClock::totals();
       r.cpuTime.enabled = true;
@@ -226,14 +236,6 @@ void Runtime::writeExitReport() {
     const uint64_t n = class_counts_[c].load(std::memory_order_relaxed);
     r.opsTotal += n;
     r.opsByClass.emplace_back(std::string(kApiClassNames[c]), n);
-  }
-  for (const auto& [name, launches] : kernels_.byLaunches()) {
-    if (r.kernelsTop.size() == 20 || !launches) break;
-    r.kernelsTop.emplace_back(name, launches);
-  }
-  for (const auto& [name, patches] : kernels_.byPatches()) {
-    if (r.kernelsPatched.size() == 20 || !patches) break;
-    r.kernelsPatched.emplace_back(name, patches);
   }
   for (const auto& [stream, n] : s.opsByStream) r.streams.emplace_back(fmt::format("{:#x}", stream), n);
   r.replay.opsTotal = s.opsTotal;
@@ -257,11 +259,8 @@ void Runtime::writeExitReport() {
     const core::HotTextResult t = core::hotTextResult();
     r.hotText = log::Report::HotText{true, t.moved, t.moved ? std::string() : std::string(t.why)};
   }
-  if (double cpu = 0; executor_->launchThreadStats(&cpu, &r.launchThread.deepSleeps, &r.launchThread.spinsCaught,
-                                                   &r.launchThread.spinsSkipped)) {
-    r.launchThread.enabled = true;
-    r.launchThread.cpuSeconds = cpu;
-  }
+  if (graph::GraphExecutor::LaunchThreadStats t; executor_->launchThreadStats(&t))
+    r.launchThread = {true, t.cpuSeconds, t.deepSleeps, t.spinsCaught, t.spinsSkipped, t.takenOver};
   if (pool_) {
     const pool::PoolStats p = pool_->stats();
     r.pool = log::Report::Pool{true, p.reservedBytes, p.mappedBytes, p.peakInUseBytes, p.allocations,

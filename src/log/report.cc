@@ -89,9 +89,9 @@ std::string reportJson(const Report& r) {
                      jsonString(r.hotText.why));
   if (r.launchThread.enabled)
     j += fmt::format(",\n  \"launch_thread\": {{\"cpu_s\": {:.3f}, \"sleeps_until_woken\": {}, "
-                     "\"spins_caught\": {}, \"spins_skipped\": {}}}",
+                     "\"spins_caught\": {}, \"spins_skipped\": {}, \"launches_taken_over\": {}}}",
                      r.launchThread.cpuSeconds, r.launchThread.deepSleeps, r.launchThread.spinsCaught,
-                     r.launchThread.spinsSkipped);
+                     r.launchThread.spinsSkipped, r.launchThread.takenOver);
   if (r.pool.enabled) {
     j += fmt::format(
         ",\n  \"pool\": {{\"reserved_bytes\": {}, \"mapped_bytes\": {}, \"peak_in_use_bytes\": {}, "
@@ -155,9 +155,10 @@ std::string reportSummary(const Report& r) {
                          : fmt::format("\n  graft's code: on 4 KiB pages ({})", r.hotText.why);
   if (r.launchThread.enabled)
     s += fmt::format("\n  launch thread: {:.2f} s of CPU time, slept until woken {} times; idle "
-                     "spells spun through {}, not spun in {}",
+                     "spells spun through {}, not spun in {}; {} launches run by the program's thread "
+                     "while it waited",
                      r.launchThread.cpuSeconds, r.launchThread.deepSleeps, r.launchThread.spinsCaught,
-                     r.launchThread.spinsSkipped);
+                     r.launchThread.spinsSkipped, r.launchThread.takenOver);
   if (r.pool.enabled) {
     s += fmt::format("\n  pool: {} allocations ({} reused, {} left to the driver), {:.1f} MiB mapped, "
                      "{:.1f} MiB peak in use",

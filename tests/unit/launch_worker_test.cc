@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 #include <vector>
@@ -19,9 +20,19 @@ struct Job {
 };
 
 struct Recorder {
-  std::vector<uint64_t> ran;  // written by the worker thread only, read after drain()
+  // Written by whichever thread runs the job (one at a time), read after drain().
+  std::vector<uint64_t> ran;
+  std::vector<std::thread::id> by;
+  std::atomic<int> running{0};
+  std::atomic<bool> overlapped{false};  // two jobs ran at once
+  std::chrono::microseconds busy{0};    // how long each job keeps its runner busy
   int run(Job& j) {
+    if (running.fetch_add(1) != 0) overlapped = true;
+    for (const auto until = std::chrono::steady_clock::now() + busy; std::chrono::steady_clock::now() < until;) {
+    }
     ran.push_back(j.id);
+    by.push_back(std::this_thread::get_id());
+    running.fetch_sub(1);
     return j.result;
   }
 };
@@ -148,6 +159,64 @@ TEST(LaunchWorker, NoSpinTimeNeverSpins) {
   }
   EXPECT_EQ(w.spinsCaught(), 0u);
   EXPECT_EQ(rec.ran, upTo(5));
+}
+
+// The producer runs queued jobs itself when it must wait and nobody runs
+// them: here the worker thread is never started, so drain() and a full
+// slot() take over every job, in order, on the calling thread.
+TEST(LaunchWorker, ProducerTakesOverJobsNobodyRuns) {
+  Harness h(0);  // not started
+  auto& [rec, w] = h;
+  for (uint64_t k = 0; k < 20; ++k) queueJob(w, k);  // 20 > the 8 slots: slot() takes over
+  ASSERT_TRUE(w.drain());
+  EXPECT_EQ(rec.ran, upTo(20));
+  EXPECT_EQ(w.takenOver(), 20u);
+  for (const std::thread::id& t : rec.by) EXPECT_EQ(t, std::this_thread::get_id());
+  EXPECT_TRUE(w.idle());
+}
+
+// A job that fails while the producer runs it halts the queue as a failure on
+// the worker does: drain() reports it, the rest is the caller's, and after
+// finish() new jobs run.
+TEST(LaunchWorker, FailureInATakenOverJobHandsTheRestToTheCaller) {
+  Harness h(0);  // not started
+  auto& [rec, w] = h;
+  queueJob(w, 0);
+  queueJob(w, 1, 42);
+  queueJob(w, 2);
+  ASSERT_FALSE(w.drain());
+  EXPECT_EQ(w.failure(), 42);
+  EXPECT_EQ(w.firstUndone(), 1u);
+  EXPECT_EQ(w.slot(), nullptr);
+  EXPECT_EQ(rec.ran, (std::vector<uint64_t>{0, 1}));
+  w.finish();
+  queueJob(w, 3);
+  ASSERT_TRUE(w.drain());
+  EXPECT_EQ(rec.ran, (std::vector<uint64_t>{0, 1, 3}));
+}
+
+// With the worker running, producer and worker race for the jobs (the worker
+// asleep, spinning or just woken when drain() comes): every job runs exactly
+// once, in order, never two at a time, whoever runs it.
+TEST(LaunchWorker, ProducerAndWorkerNeverRunJobsTogether) {
+  for (unsigned spin : {0u, 200u}) {
+    Harness h(0, spin);
+    h.rec.busy = std::chrono::microseconds(20);  // wide windows for the two to collide
+    ASSERT_TRUE(h.w.start());
+    auto& [rec, w] = h;
+    uint64_t id = 0;
+    for (int round = 0; round < 300; ++round) {
+      for (int k = 0; k < round % 11; ++k) queueJob(w, id++);
+      if (round % 3 == 0) std::this_thread::sleep_for(std::chrono::microseconds(round % 7 * 40));
+      if (round % 2 == 0) {
+        ASSERT_TRUE(w.drain());
+      }
+    }
+    ASSERT_TRUE(w.drain());
+    EXPECT_EQ(rec.ran, upTo(id));
+    EXPECT_FALSE(rec.overlapped.load());
+    EXPECT_GT(w.takenOver(), 0u) << "the producer never ran a job itself (spin " << spin << " us)";
+  }
 }
 
 // A failed job halts the worker: drain() says so, the jobs from the failed one
