@@ -370,6 +370,15 @@ Segment* Engine::longestCompleteMatch(size_t begin, size_t end) {
   return nullptr;
 }
 
+namespace {
+// Engine::countTry: the window of a segment's last tries, the mismatches in
+// it that make a segment worth dropping, and the held ops a mismatch must
+// issue eagerly to count at all.
+constexpr uint32_t kSegmentTryWindow = 64;
+constexpr uint32_t kDropAfterMismatches = 16;
+constexpr size_t kCostlyMismatchOps = 4;
+}  // namespace
+
 void Engine::resolveHeld(EagerCause cause, const OpDesc* trigger) {
   const size_t n = held_.size();
   // Log against the longest segment that was being matched.
@@ -392,6 +401,7 @@ void Engine::resolveHeld(EagerCause cause, const OpDesc* trigger) {
   last_mismatch_ = {};
 
   size_t i = 0;
+  size_t issuedEagerly = 0;
   while (i < n) {
     if (Segment* s = longestCompleteMatch(i, n)) {
       launchHeld(s, i, s->length());
@@ -399,9 +409,39 @@ void Engine::resolveHeld(EagerCause cause, const OpDesc* trigger) {
     } else {
       issueHeldEagerly(held_.view(i), cause);
       ++i;
+      ++issuedEagerly;
     }
   }
   heldCleared();
+  // A false start (the first op or few of a segment matching out of phase)
+  // costs next to nothing and is not counted.
+  if (cause == EagerCause::Mismatch && primary && issuedEagerly >= kCostlyMismatchOps && !primary->disabled)
+    countTry(primary, true, issuedEagerly);
+}
+
+
+void Engine::countTry(Segment* s, bool mismatched, size_t ops) {
+  if (s->windowTries == kSegmentTryWindow) {
+    s->windowTries = s->windowMismatches = 0;
+    s->windowReplayedOps = s->windowWastedOps = 0;
+  }
+  ++s->windowTries;
+  if (!mismatched) {
+    s->windowReplayedOps += ops;
+    return;
+  }
+  ++s->windowMismatches;
+  s->windowWastedOps += ops;
+  if (s->windowMismatches < kDropAfterMismatches || s->windowWastedOps <= s->windowReplayedOps) return;
+  GRAFT_INFO("segment #{} ({} ops): in its last {} tries it replayed {} ops and mismatched {} times, issuing "
+             "{} held ops eagerly: dropped (its ops run eagerly or through other graphs)",
+             s->id, s->length(), s->windowTries, s->windowReplayedOps, s->windowMismatches, s->windowWastedOps);
+  segments_.disable(s);  // stays known (findExpanded, built_runs_): not built again
+  if (s->graph) {
+    executor_.destroy(s->graph);
+    s->graph = nullptr;
+  }
+  ++stats_.segmentsDropped;
 }
 
 bool Engine::forkedBeforeHeld(const Segment& s, size_t begin) const {
@@ -484,6 +524,7 @@ GRAFT_HOT void Engine::launchHeld(Segment* s, size_t begin, size_t length) {
   }
   for (uint32_t k : patch_) s->ops.setValue(k, ops[k].value);
   ++s->replays;
+  countTry(s, false, length);
   s->patches += patch_.size();
   ++stats_.replays;
   stats_.patches += patch_.size();

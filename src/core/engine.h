@@ -57,6 +57,7 @@ struct EngineStats {
   std::array<uint64_t, size_t(EagerCause::Count)> eagerByCause{};
   uint64_t graphsBuilt = 0;
   uint64_t buildFailures = 0;
+  uint64_t segmentsDropped = 0;  // mismatched more often than replayed (Engine::countTry)
   uint64_t replays = 0;
   uint64_t patches = 0;
   uint64_t reissueErrors = 0;
@@ -184,6 +185,14 @@ class Engine {
   // sole_segment_'s op j becomes soleExpected() (if it is a kernel op).
   void expectSoleAt(size_t j);
   void resolveHeld(EagerCause cause, const OpDesc* trigger);
+  // Counts a try of `segment`: a replay, or a mismatch after which `ops` held
+  // ops were issued eagerly (resolveHeld counts only mismatches that issue at
+  // least kCostlyMismatchOps: a false start, out of phase, costs next to
+  // nothing). Within a window of its last tries, once at least
+  // kDropAfterMismatches mismatched and the ops they issued eagerly outnumber
+  // the ops it replayed, the segment is dropped: holding its ops mostly
+  // delays them and makes graft handle them twice.
+  void countTry(Segment* segment, bool mismatched, size_t ops);
   Segment* longestCompleteMatch(size_t begin, size_t end);
   bool matchesAt(Segment* segment, size_t begin, EventInstances& events);
   void launchHeld(Segment* segment, size_t begin, size_t length);

@@ -30,6 +30,14 @@ struct Segment {
   bool disabled = false;              // a launch or patch failed: never matched again
   uint64_t replays = 0;
   uint64_t patches = 0;
+  // The current window of its last tries (replays, and mismatches that
+  // issued held ops eagerly; Engine::countTry): their number, the mismatches
+  // among them, the ops replayed and the held ops issued eagerly after a
+  // mismatch.
+  uint32_t windowTries = 0;
+  uint32_t windowMismatches = 0;
+  uint64_t windowReplayedOps = 0;
+  uint64_t windowWastedOps = 0;
   uint64_t loggedReasons = 0;         // bit per fallback reason already logged
   uint64_t runKey = 0;                // the run it was cut from (Engine::built_runs_)
 

@@ -243,6 +243,7 @@ void Runtime::writeExitReport() {
   r.replay.opsEager = s.opsEager();
   r.replay.graphsBuilt = s.graphsBuilt;
   r.replay.buildFailures = s.buildFailures;
+  r.replay.segmentsDropped = s.segmentsDropped;
   r.replay.replays = s.replays;
   r.replay.patches = s.patches;
   r.replay.firstReplaySeconds = s.firstReplaySeconds;

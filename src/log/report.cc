@@ -61,11 +61,12 @@ std::string reportJson(const Report& r) {
   j += "  \"replay\": {";
   j += fmt::format(
       "\"ops_total\": {}, \"ops_via_graph\": {}, \"ops_eager\": {}, \"coverage_pct\": {:.3f}, "
-      "\"graphs_built\": {}, \"build_failures\": {}, \"segments\": {}, \"replays\": {}, "
+      "\"graphs_built\": {}, \"build_failures\": {}, \"graphs_dropped_mismatching\": {}, "
+      "\"segments\": {}, \"replays\": {}, "
       "\"patches\": {}, \"patches_per_replay\": {:.3f}, \"first_replay_s\": {:.6f}, "
       "\"ops_fast_lane\": {}, \"fallbacks\": {}",
       p.opsTotal, p.opsViaGraph, p.opsEager, pct(p.opsViaGraph, p.opsTotal), p.graphsBuilt,
-      p.buildFailures, p.segments, p.replays, p.patches,
+      p.buildFailures, p.segmentsDropped, p.segments, p.replays, p.patches,
       p.replays ? double(p.patches) / double(p.replays) : 0.0, p.firstReplaySeconds,
       p.opsFastLane, jsonObject(p.fallbacks));
   j += "}";
@@ -124,6 +125,8 @@ std::string reportSummary(const Report& r) {
         p.replays ? double(p.patches) / double(p.replays) : 0.0);
     if (p.firstReplaySeconds >= 0)
       s += fmt::format(", first replay after {:.3f} s", p.firstReplaySeconds);
+    if (p.segmentsDropped)
+      s += fmt::format(", {} graphs dropped for mismatching more often than they replayed", p.segmentsDropped);
     if (!r.kernelsPatched.empty()) {
       s += "\n  most patched kernels:";
       for (size_t i = 0; i < r.kernelsPatched.size() && i < 5; ++i)

@@ -237,6 +237,41 @@ TEST(Engine, ShapeChangeMidSegmentFlushesInOrderAndRecovers) {
   EXPECT_GE(s.replays, 20u);
 }
 
+// A segment that mismatches on most tries (here a kernel near its end changes
+// shape every iteration) holds its ops only to issue them late: after
+// kDropAfterMismatches such tries outnumbering its replays it is dropped, and
+// the ops run eagerly without being held.
+TEST(Engine, ASegmentThatMostlyMismatchesIsDropped) {
+  Harness h;
+  auto run = [&](int it) {
+    for (int k = 0; k < 30; ++k)
+      h.op(TestOp{OpKind::Kernel, 0x100, k == 25 && it >= 10 ? 20000u + it : 1000u + k, 7});
+    h.sync();
+  };
+  for (int it = 0; it < 70; ++it) run(it);
+  h.expectEquivalent();
+  const auto s = h.engine.stats();
+  EXPECT_GE(s.replays, 5u);
+  EXPECT_EQ(s.segmentsDropped, 1u);
+  // 25 held ops re-issued per mismatch: 16 mismatches, not 60.
+  EXPECT_LE(s.eagerByCause[size_t(EagerCause::Mismatch)], 17u * 25u);
+}
+
+// A segment that mismatches now and then (a shorter batch every fifth step)
+// stays: it replays far more often than it fails.
+TEST(Engine, ASegmentThatMismatchesNowAndThenIsKept) {
+  Harness h;
+  for (int it = 0; it < 100; ++it) {
+    for (int k = 0; k < 30; ++k)
+      h.op(TestOp{OpKind::Kernel, 0x100, k == 25 && it >= 10 && it % 5 == 0 ? 20000u + it : 1000u + k, 7});
+    h.sync();
+  }
+  h.expectEquivalent();
+  const auto s = h.engine.stats();
+  EXPECT_EQ(s.segmentsDropped, 0u);
+  EXPECT_GE(s.replays, 60u);
+}
+
 TEST(Engine, ExtraAndMissingOpsAreIssuedExactly) {
   Harness h;
   for (int it = 0; it < 40; ++it) {

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# The GPU-bound case (gemm) as a user sees it: process-level runs of STEPS
-# steps, each timed from the first timed step to a sync after the last (the
-# GPU's work included), eager and under each library, round-robin.
-#   OUT=dir scripts/gpu-gemm-wall.sh BUILD ROUNDS STEPS LIB...
-B=${1:-.gpu/build}; R=${2:-4}; STEPS=${3:-600}; shift 3
+# A workload as a user sees it: process-level runs of STEPS steps, each timed
+# from the first timed step to a sync after the last (the GPU's work
+# included; the warm-up, graft's recording and first builds, excluded),
+# eager and under each library, round-robin.
+#   OUT=dir scripts/gpu-wall.sh BUILD CASE ROUNDS STEPS LIB...
+B=${1:-.gpu/build}; CASE=${2:-gemm}; R=${3:-4}; STEPS=${4:-600}; shift 4
 BA=$(cd "$B" && pwd) || exit 2
-O=${OUT:-/tmp}/gemm-wall; mkdir -p $O; : > $O/all.txt
+O=${OUT:-/tmp}/wall-$CASE; mkdir -p $O; : > $O/all.txt
 for r in $(seq 1 $R); do
   for v in eager "$@"; do
     if [ $v = eager ]; then env=(); else env=(LD_PRELOAD=$BA/src/$v GRAFT_MODE=graph GRAFT_LOG_LEVEL=warn); fi
-    env "${env[@]}" python3 tests/gpu/workloads.py gemm --steps $STEPS --warmup 60 --json $O/g.json > /dev/null 2>&1 &&
+    env "${env[@]}" python3 tests/gpu/workloads.py $CASE --steps $STEPS --warmup 60 --json $O/g.json > /dev/null 2>&1 &&
       python3 -c "import json; d=json.load(open('$O/g.json')); print('$v', d['ms_per_step_wall'], d['ms_per_step_event'])" >> $O/all.txt
   done
 done
