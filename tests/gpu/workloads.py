@@ -272,6 +272,7 @@ class ClassifierWorkload(Workload):
     """MLP classifier on data generated on the GPU from a fixed generator."""
 
     batch, din, hidden, nout = 64, 256, 512, 10
+    grads_to_none = False  # zero_grad(set_to_none=...) in step()
 
     def setup(self, mode="eager"):
         self.model = MLP(self.din, self.hidden, self.nout, layers=8).to(self.dev)
@@ -294,7 +295,7 @@ class ClassifierWorkload(Workload):
 
     def step(self, i):
         x, y = self.batch_for(i)
-        self.opt.zero_grad(set_to_none=False)
+        self.opt.zero_grad(set_to_none=self.grads_to_none)
         loss = self.loss_of(x, y)
         loss.backward()
         self.opt.step()
@@ -669,35 +670,23 @@ class InductorMLP(ClassifierWorkload):
     generator every step), launched by Triton's C launcher through cuLaunchKernelEx, next to
     cuBLAS GEMMs. No CUDA graphs of PyTorch's own (that is mode="reduce-overhead")."""
 
+    grads_to_none = True
+
     def setup(self, mode="eager"):
         self.model = MLP(self.din, self.hidden, self.nout, layers=8, dropout=0.1).to(self.dev)
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
         self.fwd = torch.compile(self.model)
-
-    def step(self, i):
-        x, y = self.batch_for(i)
-        self.opt.zero_grad(set_to_none=True)
-        loss = self.loss_of(x, y)
-        loss.backward()
-        self.opt.step()
-        return loss
 
 
 class InductorGPT(GPTWorkload):
     """The small GPT (dropout 0.1) compiled by torch.compile in its default mode (see
     InductorMLP); the loss and the AdamW step stay eager."""
 
+    grads_to_none = True
+
     def setup(self, mode="eager"):
         super().setup(mode)
         self.fwd = torch.compile(self.model)
-
-    def step(self, i):
-        x, y = self.batch_for(i)
-        self.opt.zero_grad(set_to_none=True)
-        loss = self.loss_of(x, y)
-        loss.backward()
-        self.opt.step()
-        return loss
 
 
 class SDPAWorkload(GPTWorkload):
@@ -707,6 +696,7 @@ class SDPAWorkload(GPTWorkload):
     fused AdamW; a batch of 16 x 128 tokens."""
 
     batch, seq, vocab = 16, 128, 1024
+    grads_to_none = True
 
     def setup(self, mode="eager"):
         self.model = SDPAGPT(self.vocab, self.seq, d=256, heads=4, layers=4, p=0.1).to(self.dev)
@@ -717,14 +707,6 @@ class SDPAWorkload(GPTWorkload):
         with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
             logits = self.fwd(tok[:, :-1])
         return F.cross_entropy(logits.float().reshape(-1, self.vocab), tok[:, 1:].reshape(-1))
-
-    def step(self, i):
-        tok, _ = self.batch_for(i)
-        self.opt.zero_grad(set_to_none=True)
-        loss = self.loss_of(tok, None)
-        loss.backward()
-        self.opt.step()
-        return loss
 
 
 class DDPWorkload(ClassifierWorkload):
