@@ -419,7 +419,6 @@ void Engine::resolveHeld(EagerCause cause, const OpDesc* trigger) {
     countTry(primary, true, issuedEagerly);
 }
 
-
 void Engine::countTry(Segment* s, bool mismatched, size_t ops) {
   if (s->windowTries == kSegmentTryWindow) {
     s->windowTries = s->windowMismatches = 0;

@@ -27,7 +27,7 @@ struct Segment {
   uint64_t tokenHash = 0;             // what the period detector sees for one replay
   GraphHandle* graph = nullptr;
   ForkCandidate fork;                 // the graph's (Executor::forkCandidate); joinsInto 0: none
-  bool disabled = false;              // a launch or patch failed: never matched again
+  bool disabled = false;              // a launch or patch failed, or it was dropped: never matched again
   uint64_t replays = 0;
   uint64_t patches = 0;
   // The current window of its last tries (replays, and mismatches that

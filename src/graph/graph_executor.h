@@ -47,8 +47,7 @@ class GraphExecutor final : public core::Executor {
   // launches come that close together, and polls every launchPollMicros while
   // idle (LaunchWorker).
   GraphExecutor(KernelRegistry& kernels, pool::DevicePool* pool, bool asyncLaunch,
-                void (*onLaunchThread)() = nullptr, unsigned launchPollMicros = 0,
-                unsigned launchSpinMicros = 200);
+                void (*onLaunchThread)(), unsigned launchPollMicros, unsigned launchSpinMicros);
   ~GraphExecutor() override;
 
   int issue(const core::OpDesc& op) override;
@@ -76,16 +75,10 @@ class GraphExecutor final : public core::Executor {
   // gets this handle is set into nodes again.
   void forgetEvent(uint64_t event) override;
 
-  // The launch thread so far (LaunchWorker's statistics); false without one.
-  struct LaunchThreadStats {
-    double cpuSeconds = 0;
-    uint64_t deepSleeps = 0, spinsCaught = 0, spinsSkipped = 0;
-    uint64_t takenOver = 0;  // launches the program's thread ran itself while it waited
-  };
-  bool launchThreadStats(LaunchThreadStats* out) const {
+  // The launch thread so far; false without one.
+  bool launchThreadStats(LaunchWorkerStats* out) const {
     if (!worker_) return false;
-    *out = {worker_->cpuSeconds(), worker_->deepSleeps(), worker_->spinsCaught(), worker_->spinsSkipped(),
-            worker_->takenOver()};
+    *out = worker_->stats();
     return true;
   }
 

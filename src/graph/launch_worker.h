@@ -65,6 +65,15 @@
 
 namespace graft::graph {
 
+// A LaunchWorker's statistics (see above).
+struct LaunchWorkerStats {
+  double cpuSeconds = 0;      // CPU time the worker thread used
+  uint64_t deepSleeps = 0;    // times it slept until woken (step 3)
+  uint64_t spinsCaught = 0;   // idle spells it spun through to the next job
+  uint64_t spinsSkipped = 0;  // idle spells it did not spin in (step 1 skipped)
+  uint64_t takenOver = 0;     // jobs the producer ran itself while it waited ("Taking over")
+};
+
 template <typename Job, size_t kSlots = 8>
 class LaunchWorker {
  public:
@@ -111,15 +120,11 @@ class LaunchWorker {
       waitOrTakeOver(st);
     }
   }
-  // Sleep-and-wake statistics, for the report: times the worker went to sleep
-  // until woken (step 3 above), idle spells it spun through to the next job,
-  // idle spells it did not spin in (step 1 skipped), and CPU seconds the
-  // worker thread used.
-  uint64_t deepSleeps() const { return deep_sleeps_.load(std::memory_order_relaxed); }
-  uint64_t spinsCaught() const { return spins_caught_.load(std::memory_order_relaxed); }
-  uint64_t spinsSkipped() const { return spins_skipped_.load(std::memory_order_relaxed); }
-  // Jobs the producer ran itself while it waited (see "Taking over").
-  uint64_t takenOver() const { return taken_over_.load(std::memory_order_relaxed); }
+  // For the report, so far.
+  LaunchWorkerStats stats() const {
+    return {cpuSeconds(), deep_sleeps_.load(std::memory_order_relaxed), spins_caught_.load(std::memory_order_relaxed),
+            spins_skipped_.load(std::memory_order_relaxed), taken_over_.load(std::memory_order_relaxed)};
+  }
   double cpuSeconds() const {
     clockid_t clock;
     timespec ts{};

@@ -260,7 +260,7 @@ void Runtime::writeExitReport() {
     const core::HotTextResult t = core::hotTextResult();
     r.hotText = log::Report::HotText{true, t.moved, t.moved ? std::string() : std::string(t.why)};
   }
-  if (graph::GraphExecutor::LaunchThreadStats t; executor_->launchThreadStats(&t))
+  if (graph::LaunchWorkerStats t; executor_->launchThreadStats(&t))
     r.launchThread = {true, t.cpuSeconds, t.deepSleeps, t.spinsCaught, t.spinsSkipped, t.takenOver};
   if (pool_) {
     const pool::PoolStats p = pool_->stats();

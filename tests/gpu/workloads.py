@@ -96,16 +96,21 @@ def build_models():
         def forward(self, x):
             return self.net(x)
 
+    def add_block_layers(block, d):
+        """A transformer block's layers, created in this order (their initial weights
+        come from the generator in this order)."""
+        block.ln1 = nn.LayerNorm(d)
+        block.qkv = nn.Linear(d, 3 * d)
+        block.proj = nn.Linear(d, d)
+        block.ln2 = nn.LayerNorm(d)
+        block.fc1 = nn.Linear(d, 4 * d)
+        block.fc2 = nn.Linear(4 * d, d)
+
     class Block(nn.Module):
         def __init__(self, d, heads, seq, p):
             super().__init__()
             self.heads = heads
-            self.ln1 = nn.LayerNorm(d)
-            self.qkv = nn.Linear(d, 3 * d)
-            self.proj = nn.Linear(d, d)
-            self.ln2 = nn.LayerNorm(d)
-            self.fc1 = nn.Linear(d, 4 * d)
-            self.fc2 = nn.Linear(4 * d, d)
+            add_block_layers(self, d)
             self.attn_drop = nn.Dropout(p)
             self.resid_drop = nn.Dropout(p)
             # True above the diagonal: positions a token may not attend to.
@@ -191,12 +196,7 @@ def build_models():
         def __init__(self, d, heads, p):
             super().__init__()
             self.heads, self.p = heads, p
-            self.ln1 = nn.LayerNorm(d)
-            self.qkv = nn.Linear(d, 3 * d)
-            self.proj = nn.Linear(d, d)
-            self.ln2 = nn.LayerNorm(d)
-            self.fc1 = nn.Linear(d, 4 * d)
-            self.fc2 = nn.Linear(4 * d, d)
+            add_block_layers(self, d)
 
         def forward(self, x):
             B, T, C = x.shape

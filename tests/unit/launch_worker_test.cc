@@ -103,7 +103,7 @@ TEST(LaunchWorker, SleepingWorkerWakesForOneJob) {
     ASSERT_TRUE(h.w.start());
     auto& [rec, w] = h;
     std::this_thread::sleep_for(std::chrono::milliseconds(60));
-    EXPECT_GE(w.deepSleeps(), 1u);
+    EXPECT_GE(w.stats().deepSleeps, 1u);
     queueJob(w, 7);
     ASSERT_TRUE(becomesIdleUnwoken(w)) << "a job queued to a sleeping worker did not run (poll " << poll << " us)";
     ASSERT_TRUE(w.drain());
@@ -142,12 +142,12 @@ TEST(LaunchWorker, IdleSpinOnlyWhileJobsComeWithinTheSpin) {
   };
   // Thresholds leave room for a loaded machine that deschedules the worker.
   for (int k = 0; k < 6; ++k) queueAfter(1000);
-  EXPECT_GE(w.spinsCaught(), 2u) << "jobs 1 ms apart were not caught by a 40 ms spin";
+  EXPECT_GE(w.stats().spinsCaught, 2u) << "jobs 1 ms apart were not caught by a 40 ms spin";
   for (int k = 0; k < 4; ++k) queueAfter(150000);
-  EXPECT_GE(w.spinsSkipped(), 2u) << "the worker kept spinning although jobs came 150 ms apart";
-  const uint64_t caught = w.spinsCaught();
+  EXPECT_GE(w.stats().spinsSkipped, 2u) << "the worker kept spinning although jobs came 150 ms apart";
+  const uint64_t caught = w.stats().spinsCaught;
   for (int k = 0; k < 6; ++k) queueAfter(1000);
-  EXPECT_GE(w.spinsCaught(), caught + 1) << "the worker did not spin again once jobs came 1 ms apart";
+  EXPECT_GE(w.stats().spinsCaught, caught + 1) << "the worker did not spin again once jobs came 1 ms apart";
   ASSERT_TRUE(w.drain());
   EXPECT_EQ(rec.ran, upTo(id));
 }
@@ -161,7 +161,7 @@ TEST(LaunchWorker, NoSpinTimeNeverSpins) {
     queueJob(w, k);
     ASSERT_TRUE(becomesIdleUnwoken(w));
   }
-  EXPECT_EQ(w.spinsCaught(), 0u);
+  EXPECT_EQ(w.stats().spinsCaught, 0u);
   EXPECT_EQ(rec.ran, upTo(5));
 }
 
@@ -174,7 +174,7 @@ TEST(LaunchWorker, ProducerTakesOverJobsNobodyRuns) {
   for (uint64_t k = 0; k < 20; ++k) queueJob(w, k);  // 20 > the 8 slots: slot() takes over
   ASSERT_TRUE(w.drain());
   EXPECT_EQ(rec.ran, upTo(20));
-  EXPECT_EQ(w.takenOver(), 20u);
+  EXPECT_EQ(w.stats().takenOver, 20u);
   for (const std::thread::id& t : rec.by) EXPECT_EQ(t, std::this_thread::get_id());
   EXPECT_TRUE(w.idle());
 }
@@ -219,7 +219,7 @@ TEST(LaunchWorker, ProducerAndWorkerNeverRunJobsTogether) {
     ASSERT_TRUE(w.drain());
     EXPECT_EQ(rec.ran, upTo(id));
     EXPECT_FALSE(rec.overlapped.load());
-    EXPECT_GT(w.takenOver(), 0u) << "the producer never ran a job itself (spin " << spin << " us)";
+    EXPECT_GT(w.stats().takenOver, 0u) << "the producer never ran a job itself (spin " << spin << " us)";
   }
 }
 
