@@ -433,8 +433,9 @@ void Engine::countTry(Segment* s, bool mismatched, size_t ops) {
   s->windowWastedOps += ops;
   if (s->windowMismatches < kDropAfterMismatches || s->windowWastedOps <= s->windowReplayedOps) return;
   GRAFT_INFO("segment #{} ({} ops): in its last {} tries it replayed {} ops and mismatched {} times, issuing "
-             "{} held ops eagerly: dropped (its ops run eagerly or through other graphs)",
-             s->id, s->length(), s->windowTries, s->windowReplayedOps, s->windowMismatches, s->windowWastedOps);
+             "{} held ops eagerly: dropped after {} ops (its ops run eagerly or through other graphs)",
+             s->id, s->length(), s->windowTries, s->windowReplayedOps, s->windowMismatches, s->windowWastedOps,
+             ops_total_);
   segments_.disable(s);  // stays known (findExpanded, built_runs_): not built again
   if (s->graph) {
     executor_.destroy(s->graph);
@@ -762,6 +763,15 @@ void Engine::feedDetector(uint64_t tokenHash, uint64_t ops, bool boundary) {
 
 void Engine::buildFromPeriod(const PeriodDetector::Confirmation& confirmed) {
   const uint32_t period = confirmed.period;
+  if (confirmed.unrollPending) {
+    // A loop of a few ops without a sync: a graph of one iteration would be
+    // launched once per iteration, a launch (and its node updates) for a few
+    // ops, often costing more than it saves (cuDNN's recurrent timestep loops
+    // ran slower than eager so). Built unrolled if its run lasts; otherwise
+    // its ops go into the graphs of the longer period they are part of.
+    GRAFT_DEBUG("period of {} tokens confirmed: short, built only unrolled", period);
+    return;
+  }
   const uint64_t end = history_.tokenCount();
   if (period > end) return;
   std::vector<const Token*> tokens;
@@ -1001,8 +1011,8 @@ void Engine::buildPiece(const OpBuffer& ops, size_t begin, size_t end, uint64_t 
   Segment* stored = segments_.add(std::move(seg));
   ++stats_.graphsBuilt;
   recorded_since_build_ = 0;
-  GRAFT_DEBUG("segment #{}: graph of {} ops, first {}", stored->id, stored->length(),
-              executor_.describe(first));
+  GRAFT_DEBUG("segment #{}: graph of {} ops, first {} (after {} ops)", stored->id, stored->length(),
+              executor_.describe(first), ops_total_);
 }
 
 // ---------------------------------------------------------------------------

@@ -103,7 +103,7 @@ PeriodDetector::Confirmation PeriodDetector::push(uint64_t tokenHash, uint64_t o
     Confirmation now;
     if (cand.reports == 0) {
       cand.reports = unroll == 1 ? 2 : 1;
-      now = {cand.period, 1};
+      now = {cand.period, 1, unroll > 1};
     } else if (cand.run >= base * cand.period * unroll) {
       cand.reports = 2;
       now = {cand.period, uint32_t(unroll)};

@@ -43,6 +43,9 @@ class PeriodDetector {
   struct Confirmation {
     uint32_t period = 0;  // 0: nothing confirmed at this token
     uint32_t unroll = 1;  // periods per graph (> 1: the second report of a short period)
+    // The first report of a short period: reported again, unrolled, if its
+    // run lasts long enough (the caller may wait for that report).
+    bool unrollPending = false;
   };
 
   // Feeds the next token hash: `ops` ops it stands for (a replayed segment
