@@ -12,8 +12,8 @@ run() {  # tag cases runs cycles block budget
   timeout $6 python3 tests/gpu/bench_interleaved.py --libgraft $BA/src/libgraft.so --cases $2 --runs $3 \
     --cycles $4 --block $5 --warmup 40 --match --out $O/$1.json --workdir $O/w_$1 > $O/$1.txt 2>&1
 }
-run mlp mlp,mlp_item $RUNS 80 5 170
-run gpt gpt $RUNS 40 4 130
+run mlp mlp,mlp_item $RUNS 60 5 260
+run gpt gpt $RUNS 30 4 210
 [ -n "$OTHER" ] && run other $OTHER $ORUNS 30 5 190
 (cd /tmp && tar czf ${OUT:-/tmp}/table.tgz table)
 for t in mlp gpt other; do [ -f $O/$t.txt ] && sed -n '/^interleaved in-process/,$p' $O/$t.txt; done
