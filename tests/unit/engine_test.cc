@@ -206,7 +206,8 @@ TEST(Engine, AShortLoopInsideAnIterationIsNotGraphedOneIterationAtATime) {
     for (uint64_t k = 0; k < 40; ++k) h.op(TestOp{OpKind::Kernel, 0x100, 2000 + k, 7});
   }
   h.expectEquivalent();
-  for (size_t sz : h.exec.builtSizes) EXPECT_GE(sz, size_t(core::PeriodDetector::kShortRunOps)) << "a graph of " << sz << " ops";
+  for (size_t sz : h.exec.builtSizes)
+    EXPECT_GE(sz, size_t(core::PeriodDetector::kShortRunOps)) << "a graph of " << sz << " ops";
   EXPECT_GE(h.viaGraph(), size_t(50 * 88));
 }
 
