@@ -4,6 +4,7 @@
 #include "core/stage_clock.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -116,6 +117,11 @@ void Runtime::ensureStarted(void* hint) {
     if (config::replays(options().mode) && options().idleFlushMs > 0)
       std::thread(idleFlushLoop, g_hook.runtime, options().idleFlushMs).detach();
     g_hook.active.store(true, std::memory_order_release);
+    // A child forked from here on gets none of graft: the ops graft holds, its
+    // threads and its lock state are the parent's (the driver refuses the
+    // child's calls anyway), and its exit must not issue, log or report
+    // anything. Its calls go straight to the driver, as they would eagerly.
+    pthread_atfork(nullptr, nullptr, [] { g_hook.active.store(false, std::memory_order_relaxed); });
     t_inGraft = false;
   });
   starting = false;

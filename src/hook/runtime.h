@@ -31,8 +31,9 @@ class Runtime {
  public:
   // The options snapshot (valid from library load on).
   static const config::Options& options();
-  // False when GRAFT_DISABLE=1 or the driver could not be set up: every
-  // wrapper then forwards straight to the driver.
+  // False when GRAFT_DISABLE=1, when the driver could not be set up, and in a
+  // child process forked after graft started: every wrapper then forwards
+  // straight to the driver.
   static bool active() { return g_hook.active.load(std::memory_order_relaxed); }
   // Finds the real driver (through `libcudaHint` if it is a handle of it) and
   // creates the engine, once. Safe to call from any thread, any number of times.

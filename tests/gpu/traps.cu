@@ -24,6 +24,8 @@
 #include <thread>
 #include <vector>
 
+#include <poll.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1090,6 +1092,85 @@ void ipcEvent() {
   print("end", 0, deviceDigest(buf, kN * 4) ^ seen.h);
 }
 
+// forkChild's child: asks the driver about `s` (CUDA refuses every call in a
+// child forked after it started) and leaves through exit(), which runs the
+// atexit handlers. Its stdout and stderr go to a pipe; the parent prints what
+// came through, the exit status, and whether the child left within 30 s.
+void forkAndListen(int step, cudaStream_t s) {
+  int out[2];
+  if (pipe(out) != 0) {
+    std::fprintf(stderr, "traps: pipe failed\n");
+    std::exit(1);
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    std::fprintf(stderr, "traps: fork failed\n");
+    std::exit(1);
+  }
+  if (pid == 0) {
+    close(out[0]);
+    dup2(out[1], STDOUT_FILENO);
+    dup2(out[1], STDERR_FILENO);
+    close(out[1]);
+    const cudaError_t e = cudaStreamQuery(s);
+    std::printf("cudaStreamQuery -> %s\n", cudaGetErrorName(e));
+    std::exit(0);
+  }
+  close(out[1]);
+  std::string text;
+  bool left = true;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (;;) {
+    const long long ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             deadline - std::chrono::steady_clock::now()).count();
+    if (ms <= 0) {
+      left = false;
+      kill(pid, SIGKILL);
+      break;
+    }
+    pollfd p{out[0], POLLIN, 0};
+    if (poll(&p, 1, int(ms)) <= 0) continue;
+    char buf[4096];
+    const ssize_t n = read(out[0], buf, sizeof buf);
+    if (n <= 0) break;
+    text.append(buf, size_t(n));
+  }
+  close(out[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  size_t from = 0;
+  while (from < text.size()) {
+    size_t to = text.find('\n', from);
+    if (to == std::string::npos) to = text.size();
+    std::printf("child_said %d %s\n", step, text.substr(from, to - from).c_str());
+    from = to + 1;
+  }
+  std::printf("child_left %d %s status %d\n", step, left ? "in time" : "NOT within 30 s", status);
+}
+
+// A program forks a helper process in the middle of its steps (a data-loader
+// worker, a shell command) while its kernels are in flight. The child is a
+// copy of the parent, made while graft held some of the step's ops; eagerly
+// it has no GPU work of its own and prints nothing but its own line. graft
+// must not issue the parent's held ops, log or report from the child.
+void forkChild() {
+  cudaStream_t s = nonBlockingStream();
+  uint32_t* a = deviceBuffer(95);
+  uint32_t* b = deviceBuffer(96);
+  for (int i = 0; i < g_iters; ++i) {
+    for (int k = 0; k < 6; ++k) {
+      mix<<<kGrid, kBlock, 0, s>>>(k % 2 ? a : b, k % 2 ? b : a, kN, uint32_t(i * 6 + k));
+      if (k == 3 && i % 100 == 50) forkAndListen(i, s);
+    }
+    CKL();
+    checkpoint(i, s, "a", a);
+  }
+  CK(cudaStreamSynchronize(s));
+  print("end", 0, deviceDigest(a, kN * 4) ^ deviceDigest(b, kN * 4));
+}
+
 // A kernel that spins until the host writes at least `want` into a mapped
 // flag. It gives up after `maxCycles` and counts that in *timeouts: a program
 // that waited for it before releasing it would otherwise hang.
@@ -1274,6 +1355,7 @@ constexpr Scenario kScenarios[] = {
     {"gated_mid_record", gatedMidRecord}, {"gated_mid_wait", gatedMidWait},
     {"gated_exit_legacy", gatedExitLegacy}, {"gated_legacy_mixed_exit", gatedLegacyMixedExit},
     {"gated_legacy_mixed_entry", gatedLegacyMixedEntry}, {"gated_fork_join", gatedForkJoin},
+    {"fork_child", forkChild},
 };
 
 }  // namespace

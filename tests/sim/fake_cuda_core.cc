@@ -10,12 +10,15 @@
 //    does not change the schedule.
 //  - Every executed effect is appended to the trace at the moment it executes.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <thread>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+
+#include <pthread.h>
 
 #include "fake_cuda_internal.h"
 
@@ -24,6 +27,16 @@ namespace sim {
 namespace {
 
 thread_local int tlsInHostFn = 0;
+
+// True in a child process forked after the driver was loaded. Every call
+// there fails with CUDA_ERROR_NOT_INITIALIZED (the real driver refuses them
+// too: cudaErrorInitializationError in the fork_child trap on an H100) and is
+// named on stderr, so a test sees which calls a forked child made.
+std::atomic<bool> g_forkedChild{false};
+[[maybe_unused]] const bool g_forkWatch = [] {
+  pthread_atfork(nullptr, nullptr, [] { g_forkedChild.store(true, std::memory_order_relaxed); });
+  return true;
+}();
 thread_local std::map<Context*, Stream*> tlsPerThreadStreams;  // per context
 
 bool apiMatches(const std::string& spec, const char* api) {
@@ -300,6 +313,11 @@ void parseEnvLocked() {
 }
 
 ApiGuard::ApiGuard(const char* api, unsigned flags) {
+  if (g_forkedChild.load(std::memory_order_relaxed)) {
+    std::fprintf(stderr, "sim: %s called in a forked child\n", api);
+    result_ = CUDA_ERROR_NOT_INITIALIZED;
+    return;
+  }
   if (tlsInHostFn > 0) {
     result_ = CUDA_ERROR_NOT_PERMITTED;  // CUDA calls are illegal inside host functions
     return;
