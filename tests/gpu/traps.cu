@@ -181,6 +181,21 @@ __global__ void cooperativeSum(const uint32_t* src, uint32_t* partial, uint32_t*
   }
 }
 
+// Programmatic dependent launch: the primary lets its dependent start early
+// (after its own writes), the dependent does independent work first and waits
+// for the primary's completion (and its writes) in cudaGridDependencySynchronize.
+__global__ void pdlPrimary(uint32_t* dst, const uint32_t* src, int n, uint32_t salt) {
+  const int k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k < n) dst[k] = rotl(src[(k * 7 + 1) % n] ^ salt, 5) + uint32_t(k);
+  cudaTriggerProgrammaticLaunchCompletion();
+}
+__global__ void pdlDependent(uint32_t* dst, const uint32_t* src, int n, uint32_t salt) {
+  const int k = blockIdx.x * blockDim.x + threadIdx.x;
+  const uint32_t own = rotl(salt * 2654435761u + uint32_t(k), 11);  // before the wait: reads nothing
+  cudaGridDependencySynchronize();
+  if (k < n) dst[k] = (src[(k * 13 + 5) % n] ^ own) + dst[k];
+}
+
 // Each block reads its cluster neighbour's shared memory.
 __global__ void clusterExchange(uint32_t* dst, const uint32_t* src, int n, uint32_t salt) {
   cg::cluster_group cluster = cg::this_cluster();
@@ -1092,6 +1107,43 @@ void ipcEvent() {
   print("end", 0, deviceDigest(buf, kN * 4) ^ seen.h);
 }
 
+// Kernels launched with programmatic stream serialization (PDL, as cuBLAS and
+// attention libraries do on Hopper): each dependent may start while the
+// kernel before it on the stream still runs and waits inside itself for that
+// kernel's results. In a captured graph the attribute becomes a programmatic
+// edge. Every fifth step the dependents are launched without the attribute,
+// so the steps differ in their launch attributes only.
+void programmaticLaunch() {
+  cudaStream_t s = nonBlockingStream();
+  uint32_t* a = deviceBuffer(97);
+  uint32_t* b = deviceBuffer(98);
+  uint32_t* c = deviceBuffer(99);
+  auto dependent = [&](uint32_t* dst, const uint32_t* src, uint32_t salt, bool pdl) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(kGrid);
+    cfg.blockDim = dim3(kBlock);
+    cfg.stream = s;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = pdl ? attr : nullptr;
+    cfg.numAttrs = pdl ? 1 : 0;
+    CK(cudaLaunchKernelEx(&cfg, pdlDependent, dst, src, kN, salt));
+  };
+  for (int i = 0; i < g_iters; ++i) {
+    const bool pdl = i % 5 != 4;
+    pdlPrimary<<<kGrid, kBlock, 0, s>>>(b, a, kN, uint32_t(i));
+    dependent(c, b, uint32_t(i * 3 + 1), pdl);
+    mix<<<kGrid, kBlock, 0, s>>>(a, c, kN, uint32_t(i));
+    pdlPrimary<<<kGrid, kBlock, 0, s>>>(b, c, kN, uint32_t(i * 5));
+    dependent(a, b, uint32_t(i * 3 + 2), pdl);
+    CKL();
+    checkpoint(i, s, "a", a);
+  }
+  CK(cudaStreamSynchronize(s));
+  print("end", 0, deviceDigest(a, kN * 4) ^ deviceDigest(b, kN * 4) ^ deviceDigest(c, kN * 4));
+}
+
 // forkChild's child: asks the driver about `s` (CUDA refuses every call in a
 // child forked after it started) and leaves through exit(), which runs the
 // atexit handlers. Its stdout and stderr go to a pipe; the parent prints what
@@ -1355,7 +1407,7 @@ constexpr Scenario kScenarios[] = {
     {"gated_mid_record", gatedMidRecord}, {"gated_mid_wait", gatedMidWait},
     {"gated_exit_legacy", gatedExitLegacy}, {"gated_legacy_mixed_exit", gatedLegacyMixedExit},
     {"gated_legacy_mixed_entry", gatedLegacyMixedEntry}, {"gated_fork_join", gatedForkJoin},
-    {"fork_child", forkChild},
+    {"fork_child", forkChild},           {"programmatic_launch", programmaticLaunch},
 };
 
 }  // namespace
