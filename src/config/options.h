@@ -50,7 +50,8 @@ struct ParsedOptions {
 };
 
 // Parses the GRAFT_* entries of a NULL-terminated environment array (like
-// `environ`). Entries that do not start with "GRAFT_" are ignored.
+// `environ`). Of the other entries only CUDA_LAUNCH_BLOCKING=1 counts: it
+// turns graph mode into passthrough, with a line in `problems`.
 ParsedOptions parseOptions(const char* const* envp);
 
 // Markdown table of every option (name, default, accepted values, meaning),

@@ -49,8 +49,12 @@ void init(Level level, const std::string& file, const std::vector<std::string>& 
   // Problems with the options themselves are shown at any level but `off`.
   if (level != Level::Off) {
     g_logger->set_level(spdlog::level::trace);
-    for (const auto& p : problems) g_logger->log(spdlog::level::warn, p);
-    if (!fileProblem.empty()) g_logger->log(spdlog::level::warn, fileProblem);
+    // Each line names graft already ("graft: ..."), as the pattern does.
+    auto withoutPrefix = [](std::string_view line) {
+      return line.substr(0, 7) == "graft: " ? line.substr(7) : line;
+    };
+    for (const auto& p : problems) g_logger->log(spdlog::level::warn, withoutPrefix(p));
+    if (!fileProblem.empty()) g_logger->log(spdlog::level::warn, withoutPrefix(fileProblem));
   }
   g_logger->set_level(toSpd(level));
   g_level.store(static_cast<int>(level), std::memory_order_relaxed);

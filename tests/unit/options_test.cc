@@ -36,6 +36,25 @@ TEST(Options, ValidValuesAreTaken) {
   EXPECT_EQ(p.options.eagerKernels, "");
 }
 
+// CUDA_LAUNCH_BLOCKING=1 asks that every launch return after its kernel ran;
+// a held launch cannot, so graft only forwards, and says so in one line.
+TEST(Options, LaunchBlockingMeansPassthrough) {
+  const ParsedOptions blocking = parse({"CUDA_LAUNCH_BLOCKING=1"});
+  EXPECT_EQ(blocking.options.mode, Mode::Passthrough);
+  ASSERT_EQ(blocking.problems.size(), 1u);
+  EXPECT_NE(blocking.problems[0].find("CUDA_LAUNCH_BLOCKING=1"), std::string::npos);
+
+  const ParsedOptions asked = parse({"GRAFT_MODE=graph", "CUDA_LAUNCH_BLOCKING=1"});
+  EXPECT_EQ(asked.options.mode, Mode::Passthrough);
+
+  const ParsedOptions off = parse({"CUDA_LAUNCH_BLOCKING=0"});
+  EXPECT_EQ(off.options.mode, Mode::Graph);
+  EXPECT_TRUE(off.problems.empty());
+
+  // The benchmark modes replace the GPU's work anyway; they stay.
+  EXPECT_EQ(parse({"GRAFT_MODE=swallow", "CUDA_LAUNCH_BLOCKING=1"}).options.mode, Mode::Swallow);
+}
+
 struct BadCase {
   const char* entry;
   const char* mustMention;
