@@ -49,7 +49,7 @@ void init(Level level, const std::string& file, const std::vector<std::string>& 
   // Problems with the options themselves are shown at any level but `off`.
   if (level != Level::Off) {
     g_logger->set_level(spdlog::level::trace);
-    // Each line names graft already ("graft: ..."), as the pattern does.
+    // The lines start with "graft: "; the pattern's "[graft]" says that here.
     auto withoutPrefix = [](std::string_view line) {
       return line.substr(0, 7) == "graft: " ? line.substr(7) : line;
     };
