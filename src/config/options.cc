@@ -120,10 +120,8 @@ ParsedOptions parseOptions(const char* const* envp) {
   ParsedOptions parsed;
   Options& o = parsed.options;
   if (!envp) return parsed;
-  bool launchBlocking = false;
   for (const char* const* e = envp; *e; ++e) {
     std::string_view entry(*e);
-    if (entry == "CUDA_LAUNCH_BLOCKING=1") launchBlocking = true;
     if (entry.substr(0, 6) != "GRAFT_") continue;
     const size_t eq = entry.find('=');
     if (eq == std::string_view::npos) continue;
@@ -179,16 +177,18 @@ ParsedOptions parseOptions(const char* const* envp) {
       parsed.problems.push_back(std::move(line));
     }
   }
+  return parsed;
+}
+
+Mode startMode(Mode requested, const char* cudaLaunchBlocking, std::string* why) {
   // The driver then returns from each launch only once its kernel finished (a
   // debugging setting: a fault is reported at the launch that caused it). A
   // held launch would return before it ran, so graft only forwards.
-  if (launchBlocking && o.mode == Mode::Graph) {
-    o.mode = Mode::Passthrough;
-    parsed.problems.push_back(
-        "graft: CUDA_LAUNCH_BLOCKING=1 makes every launch wait for its kernel; graft only forwards "
-        "(GRAFT_MODE=passthrough), so each launch still returns after its kernel ran");
-  }
-  return parsed;
+  if (requested != Mode::Graph || !cudaLaunchBlocking || std::string_view(cudaLaunchBlocking) != "1")
+    return requested;
+  *why = "CUDA_LAUNCH_BLOCKING=1 makes every launch wait for its kernel; graft only forwards "
+         "(GRAFT_MODE=passthrough), so each launch still returns after its kernel ran";
+  return Mode::Passthrough;
 }
 
 namespace {

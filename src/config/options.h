@@ -50,9 +50,14 @@ struct ParsedOptions {
 };
 
 // Parses the GRAFT_* entries of a NULL-terminated environment array (like
-// `environ`). Of the other entries only CUDA_LAUNCH_BLOCKING=1 counts: it
-// turns graph mode into passthrough, with a line in `problems`.
+// `environ`). Entries that do not start with "GRAFT_" are ignored.
 ParsedOptions parseOptions(const char* const* envp);
+
+// The mode graft starts in: `requested`, except that graph mode becomes
+// passthrough when CUDA_LAUNCH_BLOCKING is "1" (`cudaLaunchBlocking` is its
+// value, or null), with the line to log in `why`. Read when graft starts, not
+// at load, since a program may set the variable after loading graft.
+Mode startMode(Mode requested, const char* cudaLaunchBlocking, std::string* why);
 
 // Markdown table of every option (name, default, accepted values, meaning),
 // the source of the README's options table.

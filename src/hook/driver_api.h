@@ -76,12 +76,14 @@ template <ApiId Id> struct ApiType;
 class Runtime;
 // The hook's per-op globals, together in one page (core/hot_path.h): the real
 // driver pointers ([api][0] default variant, [api][1] per-thread variant; the
-// per-op entries are first in driver_api.def), the Runtime and whether it is
-// active (runtime.h).
+// per-op entries are first in driver_api.def), the Runtime, whether it is
+// active (runtime.h), and whether this process is a child forked after graft
+// began to start (then graft stays off in it for good).
 struct alignas(4096) HookGlobals {
   std::atomic<void*> realDriver[kApiCount][2];
   Runtime* runtime = nullptr;
   std::atomic<bool> active{false};
+  std::atomic<bool> forkedChild{false};
 };
 static_assert(sizeof(HookGlobals) == 4096, "the hook's per-op globals fit one page");
 extern constinit HookGlobals g_hook;

@@ -550,7 +550,7 @@ template <ApiId Id, int PT, typename Fn, typename... A>
     if (!realFn) return CUDA_ERROR_NOT_FOUND;
   }
   if constexpr (apiInfo(Id).klass == ApiClass::Resolver) {
-    if (Runtime::options().disable) return realFn(a...);
+    if (Runtime::options().disable || Runtime::forkedChild()) return realFn(a...);
   } else {
     if (t_inGraft || !Runtime::active()) [[unlikely]] return realFn(a...);
   }

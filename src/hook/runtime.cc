@@ -35,11 +35,27 @@ config::ParsedOptions& parsedOptions() {
 PFN_cuGetProcAddress_v12000 g_realGpa = nullptr;
 std::once_flag g_startOnce;
 
-// Runs at load: options and log only; nothing touches the driver here.
+// Set when graft begins to start (ensureStarted), read by the fork handler.
+std::atomic<bool> g_startBegun{false};
+
+// Runs at load: options, log and the fork handlers; nothing touches the
+// driver here.
 __attribute__((constructor)) void graftLoad() {
   const config::ParsedOptions& p = parsedOptions();
   if (p.options.disable) return;
   log::init(p.options.logLevel, p.options.logFile, p.problems);
+  // A child forked once graft began to start gets none of graft: the ops
+  // graft holds, its threads and its lock states are the parent's, and its
+  // exit must not issue, log or report anything. Its calls go straight to the
+  // driver, as they would eagerly (which refuses them anyway once the parent
+  // initialized CUDA). The log is flushed first, so the child's exit does not
+  // write the parent's buffered lines a second time. (A child forked before
+  // graft began to start starts graft itself, if it uses CUDA.)
+  pthread_atfork([] { log::flush(); }, nullptr, [] {
+    if (!g_startBegun.load(std::memory_order_relaxed)) return;
+    g_hook.forkedChild.store(true, std::memory_order_relaxed);
+    g_hook.active.store(false, std::memory_order_relaxed);
+  });
 }
 
 void onExit() {
@@ -86,6 +102,9 @@ void Runtime::ensureStarted(void* hint) {
   if (starting) return;
   starting = true;
   std::call_once(g_startOnce, [hint] {
+    // A child forked while the parent was starting graft may run this again.
+    if (g_hook.forkedChild.load(std::memory_order_relaxed)) return;
+    g_startBegun.store(true, std::memory_order_relaxed);
     t_inGraft = true;
     // The driver behind `hint` if it is one (a handle whose lookup reaches
     // graft's own exports, such as RTLD_DEFAULT, is not), else libcuda.so.1.
@@ -112,22 +131,21 @@ void Runtime::ensureStarted(void* hint) {
     }
     // The Runtime is the first block of the arena (it holds the per-op fields).
     core::HotArena::configure(size_t(options().hotArenaMb) << 20);
-    g_hook.runtime = new (core::HotArena::allocate(sizeof(Runtime))) Runtime();  // lives until process exit
+    std::string launchBlocking;
+    const config::Mode mode = config::startMode(options().mode, std::getenv("CUDA_LAUNCH_BLOCKING"), &launchBlocking);
+    if (!launchBlocking.empty()) GRAFT_WARN("{}", launchBlocking);
+    g_hook.runtime = new (core::HotArena::allocate(sizeof(Runtime))) Runtime(mode);  // lives until process exit
     std::atexit(onExit);
-    if (config::replays(options().mode) && options().idleFlushMs > 0)
+    if (config::replays(mode) && options().idleFlushMs > 0)
       std::thread(idleFlushLoop, g_hook.runtime, options().idleFlushMs).detach();
-    g_hook.active.store(true, std::memory_order_release);
-    // A child forked from here on gets none of graft: the ops graft holds, its
-    // threads and its lock state are the parent's (the driver refuses the
-    // child's calls anyway), and its exit must not issue, log or report
-    // anything. Its calls go straight to the driver, as they would eagerly.
-    pthread_atfork(nullptr, nullptr, [] { g_hook.active.store(false, std::memory_order_relaxed); });
+    // Not in a child forked meanwhile: its fork handler ran before this store.
+    if (!g_hook.forkedChild.load(std::memory_order_relaxed)) g_hook.active.store(true, std::memory_order_release);
     t_inGraft = false;
   });
   starting = false;
 }
 
-Runtime::Runtime() : mode_(options().mode) {
+Runtime::Runtime(config::Mode startMode) : mode_(startMode), start_mode_(startMode) {
   const config::Options& o = options();
   if (o.profile) core::StageClock::enable();
   kernels_.setEagerPrefixes(o.eagerKernels);
@@ -151,7 +169,7 @@ Runtime::Runtime() : mode_(options().mode) {
                                                      [] { t_inGraft = true; }, unsigned(o.launchPollUs),
                                                      unsigned(o.launchSpinUs));
   core::EngineConfig c;
-  c.replay = config::replays(o.mode);
+  c.replay = config::replays(start_mode_);
   c.warmup = uint32_t(o.warmup);
   c.maxPeriod = uint32_t(o.maxPeriod);
   c.minSegmentOps = uint32_t(o.minSegmentOps);
@@ -161,14 +179,15 @@ Runtime::Runtime() : mode_(options().mode) {
   c.maxSegments = uint32_t(o.maxSegments);
   c.dormantAfterOps = uint64_t(o.dormantAfterOps);
   engine_ = core::makeHot<core::Engine>(c, *executor_);
-  executor_->setDryRun(o.mode == config::Mode::Match);
+  executor_->setDryRun(start_mode_ == config::Mode::Match);
   GRAFT_DEBUG("graft started in {} mode (pid {})", config::toString(mode_), getpid());
 }
 
 bool Runtime::switchModeForBenchmark(std::string_view name) {
   const config::Options& o = options();
-  if (!o.benchSwitch || o.mode != config::Mode::Graph) {
-    GRAFT_ERROR("graft_bench_set_mode(\"{}\") refused: it needs GRAFT_BENCH_SWITCH=1 and GRAFT_MODE=graph",
+  if (!o.benchSwitch || start_mode_ != config::Mode::Graph) {
+    GRAFT_ERROR("graft_bench_set_mode(\"{}\") refused: it needs GRAFT_BENCH_SWITCH=1 and graft started in "
+                "graph mode (GRAFT_MODE=graph, CUDA_LAUNCH_BLOCKING not 1)",
                 name);
     return false;
   }
@@ -237,7 +256,7 @@ void Runtime::writeExitReport() {
         r.cpuTime.stages.push_back({std::string(core::kStageNames[i]), t.calls[i], t.micros[i]});
     }
   }
-  r.mode = std::string(config::toString(options().mode));  // as started (a benchmark switch may change it)
+  r.mode = std::string(config::toString(start_mode_));  // as started (a benchmark switch may change it)
   for (size_t c = 0; c < size_t(ApiClass::Resolver); ++c) {
     const uint64_t n = class_counts_[c].load(std::memory_order_relaxed);
     r.opsTotal += n;

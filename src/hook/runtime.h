@@ -32,9 +32,13 @@ class Runtime {
   // The options snapshot (valid from library load on).
   static const config::Options& options();
   // False when GRAFT_DISABLE=1, when the driver could not be set up, and in a
-  // child process forked after graft started: every wrapper then forwards
-  // straight to the driver.
+  // child process forked after graft began to start: every wrapper then
+  // forwards straight to the driver.
   static bool active() { return g_hook.active.load(std::memory_order_relaxed); }
+  // A child forked after graft began to start: graft stays off in it, and not
+  // even driver lookups go through graft's tables (whose locks a thread of the
+  // parent may have held at the fork).
+  static bool forkedChild() { return g_hook.forkedChild.load(std::memory_order_relaxed); }
   // Finds the real driver (through `libcudaHint` if it is a handle of it) and
   // creates the engine, once. Safe to call from any thread, any number of times.
   static void ensureStarted(void* libcudaHint);
@@ -54,6 +58,8 @@ class Runtime {
   // held op first. Returns false, with a logged reason, when not allowed or
   // the name is unknown. Takes the engine lock; may call the driver.
   bool switchModeForBenchmark(std::string_view name);
+  // The mode graft started in (config::startMode), for the report.
+  config::Mode startMode() const { return start_mode_; }
   // The private pool (GRAFT_POOL=1), or null.
   pool::DevicePool* pool() { return pool_.get(); }
 
@@ -79,7 +85,7 @@ class Runtime {
   bool exiting() const { return exiting_; }
 
  private:
-  Runtime();
+  explicit Runtime(config::Mode startMode);
 
 
   // Per-op fields first, together (core/hot_path.h): a launch reads the mode,
@@ -95,6 +101,7 @@ class Runtime {
   std::unique_ptr<graph::GraphExecutor> executor_;
   std::atomic<bool> unwrapped_noted_{false};
   bool exiting_ = false;
+  const config::Mode start_mode_;
 };
 
 // True for an address inside libgraft itself (e.g. one of its exports).

@@ -1214,7 +1214,8 @@ void forkChild() {
   for (int i = 0; i < g_iters; ++i) {
     for (int k = 0; k < 6; ++k) {
       mix<<<kGrid, kBlock, 0, s>>>(k % 2 ? a : b, k % 2 ? b : a, kN, uint32_t(i * 6 + k));
-      if (k == 3 && i % 100 == 50) forkAndListen(i, s);
+      // At steps 50, 150, ... (mid-step, where graft holds ops); once in a short run.
+      if (k == 3 && (i % 100 == 50 || (g_iters <= 50 && i == g_iters / 2))) forkAndListen(i, s);
     }
     CKL();
     checkpoint(i, s, "a", a);

@@ -29,4 +29,5 @@ expect "an unknown option is one line and exit 2" 2 "graft: unknown option '--fa
 expect "a command runs with libgraft preloaded" 0 "$build/src/libgraft.so" \
   "$root/scripts/graft" bash -c 'echo "$LD_PRELOAD"'
 expect "the command's exit code is passed through" 3 "" "$root/scripts/graft" bash -c 'exit 3'
+expect "-- ends graft's options" 4 "" "$root/scripts/graft" -- bash -c 'exit 4'
 exit $fail

@@ -28,13 +28,16 @@ namespace {
 
 thread_local int tlsInHostFn = 0;
 
-// True in a child process forked after the driver was loaded. Every call
-// there fails with CUDA_ERROR_NOT_INITIALIZED (the real driver refuses them
-// too: cudaErrorInitializationError in the fork_child trap on an H100) and is
-// named on stderr, so a test sees which calls a forked child made.
+// True in a child process forked after cuInit. Every call there fails with
+// CUDA_ERROR_NOT_INITIALIZED (the real driver refuses them too:
+// cudaErrorInitializationError in the fork_child trap on an H100) and is named
+// on stderr, so a test sees which calls a forked child made.
 std::atomic<bool> g_forkedChild{false};
 [[maybe_unused]] const bool g_forkWatch = [] {
-  pthread_atfork(nullptr, nullptr, [] { g_forkedChild.store(true, std::memory_order_relaxed); });
+  // The child has one thread: reading the state without its lock is safe.
+  pthread_atfork(nullptr, nullptr, [] {
+    if (state().initialized) g_forkedChild.store(true, std::memory_order_relaxed);
+  });
   return true;
 }();
 thread_local std::map<Context*, Stream*> tlsPerThreadStreams;  // per context

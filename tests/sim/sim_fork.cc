@@ -14,6 +14,12 @@
 //    exit report.
 // --expect-graphs: also that most kernels ran from graph launches, so that
 // the forks happened while an interposer was replaying (and held ops).
+// --fork-first: first forks a child, before any driver call, that runs this
+// whole program itself (it must succeed, graphs included with
+// --expect-graphs: graft starts in such a child), then goes on.
+// --graft-log FILE: the file graft logs to (GRAFT_LOG_FILE, debug level):
+// graft's start line must be in it at most once, since a child's exit must
+// not write the parent's buffered log lines again.
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -82,10 +88,35 @@ std::string forkChild(const simtest::DriverApi& cu, CUstream stream) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool expectGraphs = argc > 1 && std::strcmp(argv[1], "--expect-graphs") == 0;
-  if (argc > 2 || (argc == 2 && !expectGraphs)) {
-    std::printf("usage: sim_fork [--expect-graphs]\n");
-    return 2;
+  bool expectGraphs = false, forkFirst = false;
+  const char* graftLog = nullptr;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--expect-graphs") == 0) expectGraphs = true;
+    else if (std::strcmp(argv[i], "--fork-first") == 0) forkFirst = true;
+    else if (std::strcmp(argv[i], "--graft-log") == 0 && i + 1 < argc) graftLog = argv[++i];
+    else {
+      std::printf("usage: sim_fork [--expect-graphs] [--fork-first] [--graft-log FILE]\n");
+      return 2;
+    }
+  }
+  if (forkFirst) {
+    if (graftLog) {
+      std::printf("sim_fork: --fork-first and --graft-log do not go together (two processes log)\n");
+      return 2;
+    }
+    std::fflush(stdout);
+    const pid_t pid = fork();
+    if (pid < 0) return 1;
+    if (pid > 0) {
+      int status = 0;
+      waitpid(pid, &status, 0);
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        std::printf("sim_fork: the child forked before any driver call failed (status %d)\n", status);
+        return 1;
+      }
+    } else {
+      std::printf("sim_fork: (child forked before any driver call) ");
+    }
   }
   simtest::Driver drv;
   CUcontext ctx;
@@ -129,6 +160,22 @@ int main(int argc, char** argv) {
   if (expectGraphs && c.effectsGraph * 2 < c.effectsGraph + c.effectsEager) {
     std::printf("sim_fork: fewer than half of the kernels ran from graphs\n");
     return 1;
+  }
+  if (graftLog) {
+    std::FILE* f = std::fopen(graftLog, "r");
+    if (!f) {
+      std::printf("sim_fork: cannot read %s\n", graftLog);
+      return 1;
+    }
+    int starts = 0;
+    char line[4096];
+    while (std::fgets(line, sizeof line, f)) starts += std::strstr(line, "graft started") != nullptr;
+    std::fclose(f);
+    if (starts > 1) {
+      std::printf("sim_fork: graft's start line is %d times in %s: the children wrote the parent's log again\n",
+                  starts, graftLog);
+      return 1;
+    }
   }
   return 0;
 }

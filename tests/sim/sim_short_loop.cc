@@ -16,6 +16,9 @@
 // refuses it in a capture), and each iteration also adds 1 to a counter five
 // times on the blocking stream; --expect-graphs then asks that at least 60 %
 // of the kernels ran from graphs (all but the refused one can be).
+// --launch-blocking: sets CUDA_LAUNCH_BLOCKING=1 with setenv() before the
+// first driver call (as a script does with os.environ after loading graft);
+// --expect-eager: asks that no kernel ran from a graph.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -25,18 +28,20 @@
 #include "sim_driver_loader.h"
 
 int main(int argc, char** argv) {
-  bool expectGraphs = false, expectRest = false, refusedKernel = false;
+  bool expectGraphs = false, expectRest = false, refusedKernel = false, expectEager = false;
   uint64_t noise = 0, iterations = 1000;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--expect-graphs") == 0) expectGraphs = true;
     else if (std::strcmp(argv[i], "--expect-rest") == 0) expectRest = true;
     else if (std::strcmp(argv[i], "--refused-kernel") == 0) refusedKernel = true;
+    else if (std::strcmp(argv[i], "--expect-eager") == 0) expectEager = true;
+    else if (std::strcmp(argv[i], "--launch-blocking") == 0) setenv("CUDA_LAUNCH_BLOCKING", "1", 1);
     else if (std::strcmp(argv[i], "--noise") == 0 && i + 1 < argc) noise = std::strtoull(argv[++i], nullptr, 10);
     else if (std::strcmp(argv[i], "--iterations") == 0 && i + 1 < argc)
       iterations = std::strtoull(argv[++i], nullptr, 10);
     else {
-      std::printf("usage: sim_short_loop [--expect-graphs] [--refused-kernel] [--noise N --iterations M "
-                  "[--expect-rest]]\n");
+      std::printf("usage: sim_short_loop [--expect-graphs | --expect-eager] [--refused-kernel] [--launch-blocking] "
+                  "[--noise N --iterations M [--expect-rest]]\n");
       return 2;
     }
   }
@@ -128,6 +133,10 @@ int main(int argc, char** argv) {
   }
   if (expectGraphs && noise && loopGraph * 10 < (loopGraph + loopEager) * 3) {
     std::printf("sim_short_loop: fewer than 30 %% of the loop's effects came from graphs\n");
+    return 1;
+  }
+  if (expectEager && c.effectsGraph != 0) {
+    std::printf("sim_short_loop: %llu kernels ran from graphs, none expected\n", (unsigned long long)c.effectsGraph);
     return 1;
   }
   if (expectRest && loopEager < 1000) {
