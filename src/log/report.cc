@@ -104,6 +104,14 @@ std::string reportJson(const Report& r) {
   return j;
 }
 
+namespace {
+// "1 graph", "2 graphs" ("1 launch", "2 launches" with the plural given).
+std::string counted(uint64_t n, std::string_view noun, std::string_view plural = {}) {
+  if (n == 1) return fmt::format("1 {}", noun);
+  return plural.empty() ? fmt::format("{} {}s", n, noun) : fmt::format("{} {}", n, plural);
+}
+}  // namespace
+
 std::string reportSummary(const Report& r) {
   const auto& p = r.replay;
   std::string s = fmt::format("exit report (mode {}): {} ops", r.mode, r.opsTotal);
@@ -119,14 +127,15 @@ std::string reportSummary(const Report& r) {
   }
   if (r.mode == "graph") {
     s += fmt::format(
-        "\n  replay: {:.1f}% of {} stream ops through graphs, {} graphs built, {} replays, "
+        "\n  replay: {:.1f}% of {} stream ops through graphs, {} built, {}, "
         "{:.2f} patches/replay",
-        pct(p.opsViaGraph, p.opsTotal), p.opsTotal, p.graphsBuilt, p.replays,
+        pct(p.opsViaGraph, p.opsTotal), p.opsTotal, counted(p.graphsBuilt, "graph"), counted(p.replays, "replay"),
         p.replays ? double(p.patches) / double(p.replays) : 0.0);
     if (p.firstReplaySeconds >= 0)
       s += fmt::format(", first replay after {:.3f} s", p.firstReplaySeconds);
     if (p.segmentsDropped)
-      s += fmt::format(", {} graphs dropped for mismatching more often than they replayed", p.segmentsDropped);
+      s += fmt::format(", {} dropped for mismatching more often than {} replayed",
+                       counted(p.segmentsDropped, "graph"), p.segmentsDropped == 1 ? "it" : "they");
     if (!r.kernelsPatched.empty()) {
       s += "\n  most patched kernels:";
       for (size_t i = 0; i < r.kernelsPatched.size() && i < 5; ++i)
@@ -157,11 +166,12 @@ std::string reportSummary(const Report& r) {
     s += r.hotText.moved ? std::string("\n  graft's code: on a huge page")
                          : fmt::format("\n  graft's code: on 4 KiB pages ({})", r.hotText.why);
   if (r.launchThread.enabled)
-    s += fmt::format("\n  launch thread: {:.2f} s of CPU time, slept until woken {} times; idle "
-                     "spells spun through {}, not spun in {}; {} launches run by the program's thread "
+    s += fmt::format("\n  launch thread: {:.2f} s of CPU time, slept until woken {}; idle "
+                     "spells spun through {}, not spun in {}; {} run by the program's thread "
                      "while it waited",
-                     r.launchThread.cpuSeconds, r.launchThread.deepSleeps, r.launchThread.spinsCaught,
-                     r.launchThread.spinsSkipped, r.launchThread.takenOver);
+                     r.launchThread.cpuSeconds, counted(r.launchThread.deepSleeps, "time"),
+                     r.launchThread.spinsCaught, r.launchThread.spinsSkipped,
+                     counted(r.launchThread.takenOver, "launch", "launches"));
   if (r.pool.enabled) {
     s += fmt::format("\n  pool: {} allocations ({} reused, {} left to the driver), {:.1f} MiB mapped, "
                      "{:.1f} MiB peak in use",
