@@ -69,6 +69,7 @@ GRAFT_FAST_LANE void Engine::countStream(StreamKey stream) {
     last_stream_counters_ = &streams_[stream];
   }
   ++last_stream_counters_->ops;
+  last_stream_counters_->destroyed = false;  // an op on the handle: a stream again
 }
 
 // Inline (as holdAs and expectSoleAt): the fast lane calls it for every op.
@@ -595,9 +596,11 @@ void Engine::releaseStream(StreamKey stream) {
   }
   // Its op count stays for the report; a reused handle starts with no activity
   // and has waited on nothing.
+  // (A stream without ops has none in the history either.)
   if (auto it = streams_.find(stream); it != streams_.end()) {
     it->second.activity = 0;
     it->second.forkedFrom = 0;
+    it->second.destroyed = true;
   }
   drainLaunches();
 }
@@ -846,6 +849,17 @@ void Engine::buildRun(const std::vector<const Token*>& run, bool delimited, bool
     }
   }
   if (ops.size() < config_.minSegmentOps) return;
+  // A stream of the run destroyed since, its handle not used again: building
+  // would ask the driver about a handle that names no stream (the driver may
+  // crash on one), and the run cannot recur as it was. The next confirmation,
+  // once the handle names a stream again, may build it.
+  for (size_t k = 0; k < ops.size(); ++k) {
+    auto it = streams_.find(ops.view(k).stream);
+    if (it != streams_.end() && it->second.destroyed) {
+      GRAFT_DEBUG("a run of {} ops is not built: stream {:#x} was destroyed", ops.size(), ops.view(k).stream);
+      return;
+    }
+  }
   SequenceHash whole;
   for (size_t k = 0; k < ops.size(); ++k) whole.append(ops.view(k).shapeHash);
   const uint64_t runKey = hashCombine(whole.value, whole.length);

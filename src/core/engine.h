@@ -245,6 +245,10 @@ class Engine {
     uint64_t forkedAtOp = 0;
     uint64_t forkedOwnOps = 0;
     uint64_t forkedContext = 0;  // of a record on a default stream
+    // The program destroyed the stream and has issued nothing on its handle
+    // since: the handle names no stream, and the driver must not be asked
+    // about it (it may crash), so runs with ops on it are not built.
+    bool destroyed = false;
   };
   StreamCounters* last_stream_counters_ = nullptr;
   // The fast lane's counters (the rest of stats_ is further down), apart so

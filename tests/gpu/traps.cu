@@ -1144,6 +1144,121 @@ void programmaticLaunch() {
   print("end", 0, deviceDigest(a, kN * 4) ^ deviceDigest(b, kN * 4) ^ deviceDigest(c, kN * 4));
 }
 
+// Events and a stream destroyed while work that uses them is still pending
+// (legal: the driver frees them once that work is done), new ones created
+// every step, so the driver may hand back a handle just freed. Each step
+// forks from stream A into B and back with fresh events destroyed right
+// after the wait, and runs one kernel on a fresh stream destroyed right after
+// its record. Every wait must bind to the record just before it.
+void churnPending() {
+  cudaStream_t a = nonBlockingStream();
+  cudaStream_t b = nonBlockingStream();
+  uint32_t* x = deviceBuffer(100);
+  uint32_t* y = deviceBuffer(101);
+  uint32_t* z = deviceBuffer(102);
+  for (int i = 0; i < g_iters; ++i) {
+    cudaEvent_t e, f, g;
+    mix<<<kGrid, kBlock, 0, a>>>(y, x, kN, uint32_t(i));
+    CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    CK(cudaEventRecord(e, a));
+    CK(cudaStreamWaitEvent(b, e, 0));
+    CK(cudaEventDestroy(e));  // the wait is pending
+    mix<<<kGrid, kBlock, 0, b>>>(z, y, kN, uint32_t(i) + 1);  // reads A's y
+    CK(cudaEventCreateWithFlags(&f, cudaEventDisableTiming));
+    CK(cudaEventRecord(f, b));
+    CK(cudaStreamWaitEvent(a, f, 0));
+    CK(cudaEventDestroy(f));
+    cudaStream_t t = nonBlockingStream();
+    CK(cudaEventCreateWithFlags(&g, cudaEventDisableTiming));
+    CK(cudaEventRecord(g, a));
+    CK(cudaStreamWaitEvent(t, g, 0));
+    mix<<<kGrid, kBlock, 0, t>>>(x, z, kN, uint32_t(i) + 2);  // after A's wait on B: reads z
+    CK(cudaEventRecord(g, t));
+    CK(cudaStreamDestroy(t));  // its kernel is pending
+    CK(cudaStreamWaitEvent(a, g, 0));
+    CK(cudaEventDestroy(g));
+    mix<<<kGrid, kBlock, 0, a>>>(y, x, kN, uint32_t(i) + 3);  // reads T's x
+    CKL();
+    checkpoint(i, a, "y", y);
+  }
+  CK(cudaDeviceSynchronize());
+  print("end", 0, deviceDigest(x, kN * 4) ^ deviceDigest(y, kN * 4) ^ deviceDigest(z, kN * 4));
+}
+
+// Managed memory: kernels read and write a cudaMallocManaged buffer every
+// step, a prefetch to the device (stream-ordered) comes every tenth step, and
+// every 25th step the host synchronizes, reads the buffer in place and writes
+// into it, which the next steps' kernels must see (pages migrate on access).
+__global__ void addManaged(uint32_t* m, const uint32_t* src, int n, uint32_t salt) {
+  const int k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k < n) m[k] = rotl(m[k] ^ src[(k * 3 + 1) % n], 3) + salt;
+}
+void managedMemory() {
+  cudaStream_t s = nonBlockingStream();
+  uint32_t* m = nullptr;
+  CK(cudaMallocManaged(&m, kN * sizeof(uint32_t)));
+  for (int k = 0; k < kN; ++k) m[k] = uint32_t(k) * 2654435761u;
+  uint32_t* b = deviceBuffer(103);
+  cudaMemLocation device = {};
+  device.type = cudaMemLocationTypeDevice;
+  device.id = 0;
+  Digest seen;
+  for (int i = 0; i < g_iters; ++i) {
+    if (i % 10 == 0) CK(cudaMemPrefetchAsync(m, kN * sizeof(uint32_t), device, 0, s));
+    addManaged<<<kGrid, kBlock, 0, s>>>(m, b, kN, uint32_t(i));
+    mix<<<kGrid, kBlock, 0, s>>>(b, m, kN, uint32_t(i));
+    addManaged<<<kGrid, kBlock, 0, s>>>(m, b, kN, uint32_t(i) + 7);
+    CKL();
+    if (i % 25 == 24) {
+      CK(cudaStreamSynchronize(s));
+      seen.add(m, kN * sizeof(uint32_t));                  // the host reads in place
+      for (int k = 0; k < kN; k += 97) m[k] ^= uint32_t(i);  // and writes
+      if (i % 100 == 99) print("managed", i, seen.h);
+    }
+  }
+  CK(cudaStreamSynchronize(s));
+  seen.add(m, kN * sizeof(uint32_t));
+  print("end", 0, seen.h ^ deviceDigest(b, kN * 4));
+  CK(cudaFree(m));
+}
+
+// Batched copies (cudaMemcpyBatchAsync, CUDA 12.8+) between kernels: a
+// device-to-device copy in stream order, and a host-to-device copy whose
+// source may be read only during the call (cudaMemcpySrcAccessOrderDuringApiCall):
+// the host overwrites that source right after the call returns.
+void batchCopy() {
+  cudaStream_t s = nonBlockingStream();
+  uint32_t* a = deviceBuffer(104);
+  uint32_t* b = deviceBuffer(105);
+  uint32_t* c = deviceBuffer(106);
+  uint32_t* up = nullptr;
+  CK(cudaMalloc(&up, 64 * sizeof(uint32_t)));
+  for (int i = 0; i < g_iters; ++i) {
+    mix<<<kGrid, kBlock, 0, s>>>(b, a, kN, uint32_t(i));
+    uint32_t host[64];
+    for (int k = 0; k < 64; ++k) host[k] = uint32_t(i * 64 + k) * 2246822519u;
+    void* dsts[2] = {c, up};
+    const void* srcs[2] = {b, host};
+    size_t sizes[2] = {kN * sizeof(uint32_t), sizeof host};
+    cudaMemcpyAttributes attrs[2] = {};
+    attrs[0].srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+    attrs[0].srcLocHint.type = cudaMemLocationTypeDevice;
+    attrs[0].dstLocHint.type = cudaMemLocationTypeDevice;
+    attrs[1].srcAccessOrder = cudaMemcpySrcAccessOrderDuringApiCall;
+    attrs[1].srcLocHint.type = cudaMemLocationTypeHost;
+    attrs[1].dstLocHint.type = cudaMemLocationTypeDevice;
+    size_t attrsIdxs[2] = {0, 1};
+    CK(cudaMemcpyBatchAsync(dsts, srcs, sizes, 2, attrs, attrsIdxs, 2, s));
+    for (int k = 0; k < 64; ++k) host[k] = 0xdeadbeef;  // allowed: the call has read it
+    mix2<<<kGrid, kBlock, 0, s>>>(a, c, up, 64, uint32_t(i));  // a[0..64) from c and the upload
+    mix<<<kGrid, kBlock, 0, s>>>(a + 64, c + 64, kN - 64, uint32_t(i) + 1);
+    CKL();
+    checkpoint(i, s, "a", a);
+  }
+  CK(cudaStreamSynchronize(s));
+  print("end", 0, deviceDigest(a, kN * 4) ^ deviceDigest(c, kN * 4) ^ deviceDigest(up, 64 * 4));
+}
+
 // forkChild's child: asks the driver about `s` (CUDA refuses every call in a
 // child forked after it started) and leaves through exit(), which runs the
 // atexit handlers. Its stdout and stderr go to a pipe; the parent prints what
@@ -1409,6 +1524,8 @@ constexpr Scenario kScenarios[] = {
     {"gated_exit_legacy", gatedExitLegacy}, {"gated_legacy_mixed_exit", gatedLegacyMixedExit},
     {"gated_legacy_mixed_entry", gatedLegacyMixedEntry}, {"gated_fork_join", gatedForkJoin},
     {"fork_child", forkChild},           {"programmatic_launch", programmaticLaunch},
+    {"churn_pending", churnPending},     {"managed_memory", managedMemory},
+    {"batch_copy", batchCopy},
 };
 
 }  // namespace
