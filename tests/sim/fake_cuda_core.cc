@@ -298,7 +298,7 @@ void parseEnvLocked() {
   if (const char* s = std::getenv("SIM_DEVICES")) st.deviceCount = std::clamp(std::atoi(s), 1, 8);
   if (const char* s = std::getenv("SIM_FAIL")) parseFailSpec(s);
   if (const char* s = std::getenv("SIM_REFUSE_CAPTURE")) st.refuseCaptureKernel = s;
-  if (const char* s = std::getenv("SIM_STRICT_HANDLES")) st.strictHandles = std::strcmp(s, "1") == 0;
+  if (const char* s = std::getenv("SIM_STRICT_HANDLES")) st.strictHandles = std::strcmp(s, "0") != 0;
   // SIM_ASYNC_US=N: a "GPU" thread also makes progress every N microseconds,
   // so work runs even while the host makes no driver call (not deterministic).
   if (const char* s = std::getenv("SIM_ASYNC_US")) {
@@ -490,7 +490,7 @@ Stream* resolveStream(CUstream h, bool perThreadVariant, CUresult* err) {
   if (it == st.streamByHandle.end() || it->second->ctx->destroyed) {
     if (st.strictHandles && it == st.streamByHandle.end() &&
         std::find(st.freedStreamHandles.begin(), st.freedStreamHandles.end(), h) != st.freedStreamHandles.end())
-      fatal("a call named a destroyed stream handle (SIM_STRICT_HANDLES=1; the real driver may crash)");
+      fatal("a call named a destroyed stream handle (the real driver may crash; SIM_STRICT_HANDLES=0 makes it an error)");
     *err = CUDA_ERROR_INVALID_HANDLE;
     return nullptr;
   }

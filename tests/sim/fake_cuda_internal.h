@@ -296,10 +296,11 @@ struct SimState {
   // with CUDA_ERROR_INVALID_VALUE and invalidates the capture (as the real
   // driver did for cuDNN's single-pass batch-norm kernel); eagerly it runs.
   std::string refuseCaptureKernel;
-  // SIM_STRICT_HANDLES=1: a call naming a stream handle that was destroyed
-  // (and not handed out again) aborts the process, as the real driver may
-  // crash on one, instead of failing with CUDA_ERROR_INVALID_HANDLE.
-  bool strictHandles = false;
+  // A call naming a stream handle that was destroyed (and not handed out
+  // again) aborts the process, as the real driver may crash on one (it did in
+  // cuStreamGetCtx on an H100). SIM_STRICT_HANDLES=0: it fails with
+  // CUDA_ERROR_INVALID_HANDLE instead.
+  bool strictHandles = true;
   std::deque<TraceEntry> trace;
   SimCounters counters{};
 };

@@ -5,10 +5,10 @@
 // wait, and runs one kernel on a fresh stream T destroyed right after its
 // record (the GPU trap churn_pending is the same loop).
 //   sim_churn_pending
-// Checks every value, read back every 50 steps (exit 1 on a wrong one). Run
-// with SIM_STRICT_HANDLES=1, a driver call naming a destroyed stream handle
-// aborts: an interposer must never query a stream the program destroyed (the
-// real driver crashed in cuStreamGetCtx on one).
+// Checks every value, read back every 50 steps (exit 1 on a wrong one). The
+// simulator aborts on a driver call naming a destroyed stream handle: an
+// interposer must never query a stream the program destroyed (the real driver
+// crashed in cuStreamGetCtx on one).
 #include <cstdint>
 #include <cstdio>
 
