@@ -588,12 +588,12 @@ void Engine::query(StreamKey stream, uint64_t event, uint64_t queryHash) {
 }
 
 void Engine::releaseStream(StreamKey stream) {
-  for (size_t k = 0; k < held_.size(); ++k) {
-    if (held_.view(k).stream == stream) {
-      resolveHeld(EagerCause::SyncInSegment, nullptr);
-      break;
-    }
-  }
+  // Nothing held may use it, and no free deferred past the held ops may be
+  // ordered on it: both reach the driver with the stream's handle.
+  bool uses = false;
+  for (size_t k = 0; k < held_.size() && !uses; ++k) uses = held_.view(k).stream == stream;
+  for (size_t k = 0; k < deferred_.size() && !uses; ++k) uses = deferred_[k].isFree && deferred_[k].stream == stream;
+  if (uses) resolveHeld(EagerCause::SyncInSegment, nullptr);
   // Its op count stays for the report; a reused handle starts with no activity
   // and has waited on nothing.
   // (A stream without ops has none in the history either.)

@@ -527,6 +527,32 @@ TEST(Engine, AStreamOrderedFreeWaitsForTheHeldOpsBeforeIt) {
   EXPECT_GE(h.engine.stats().replays, 15u);
 }
 
+// A free deferred past held ops and ordered on a stream the program then
+// destroys must reach the driver before the destroy: afterwards the handle
+// names no stream (the driver may crash on it).
+TEST(Engine, AFreeDeferredOnAStreamIsIssuedBeforeThatStreamIsDestroyed) {
+  Harness h;
+  size_t deferred = 0;
+  for (int it = 0; it < 20; ++it) {
+    iteration(h, 10, 1);  // on stream 0x100: held while a replay matches
+    const uint64_t pointer = 0x9000 + it;
+    const uint64_t sideStream = 0x700 + it;  // no op of its own
+    const size_t freesBefore = h.exec.freed.size();
+    {
+      auto lock = h.engine.lock();
+      if (h.engine.deferFree(pointer, sideStream)) ++deferred;
+      else h.exec.freeAsync(pointer, sideStream, 0);
+      h.engine.releaseStream(sideStream);  // the program destroys it now
+      ASSERT_EQ(h.exec.freed.size(), freesBefore + 1) << "iteration " << it << ": free still deferred";
+      EXPECT_EQ(h.exec.freedOnStream.back(), sideStream);
+    }
+    iteration(h, 10, 1, 5000);
+    h.sync();
+  }
+  h.expectEquivalent();
+  EXPECT_GT(deferred, 5u);
+}
+
 TEST(Engine, ProgramCaptureMakesGraftStepAside) {
   Harness h;
   for (int it = 0; it < 10; ++it) {

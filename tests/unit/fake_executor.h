@@ -121,7 +121,11 @@ class FakeExecutor : public core::Executor {
   }
   std::vector<size_t> destroyedWhileTraceSize;
   std::vector<std::pair<uint64_t, size_t>> freed;  // pointer, trace size when freed
-  void freeAsync(uint64_t p, uint64_t, uint64_t) override { freed.emplace_back(p, trace.size()); }
+  std::vector<uint64_t> freedOnStream;             // the stream of each free
+  void freeAsync(uint64_t p, uint64_t stream, uint64_t) override {
+    freed.emplace_back(p, trace.size());
+    freedOnStream.push_back(stream);
+  }
   std::string describe(const OpDesc& op) override { return "op " + std::to_string(op.shapeHash); }
   std::string describeDifference(const OpDesc&, const OpDesc&) override { return "differs"; }
 
