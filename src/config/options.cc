@@ -72,8 +72,7 @@ std::string enumText(E v) {
 
 std::string invalid(std::string_view env, std::string_view value, std::string_view expected,
                     std::string_view fallback) {
-  std::string s = "graft: ";
-  s += env;
+  std::string s(env);
   s += "=";
   s += value;
   s += " is not valid (expected ";
@@ -160,7 +159,7 @@ ParsedOptions parseOptions(const char* const* envp) {
 #undef GRAFT_OPT_ENUM
 #undef GRAFT_OPT_TEXT
     if (!known) {
-      std::string line = "graft: unknown option ";
+      std::string line = "unknown option ";
       line += name;
       std::string_view best;
       size_t bestDist = 4;

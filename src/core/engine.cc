@@ -67,9 +67,9 @@ GRAFT_FAST_LANE void Engine::countStream(StreamKey stream) {
   if (stream != last_stream_ || !last_stream_counters_) {
     last_stream_ = stream;
     last_stream_counters_ = &streams_[stream];
+    last_stream_counters_->destroyed = false;  // an op on the handle: a stream again
   }
   ++last_stream_counters_->ops;
-  last_stream_counters_->destroyed = false;  // an op on the handle: a stream again
 }
 
 // Inline (as holdAs and expectSoleAt): the fast lane calls it for every op.
@@ -602,6 +602,7 @@ void Engine::releaseStream(StreamKey stream) {
     it->second.forkedFrom = 0;
     it->second.destroyed = true;
   }
+  last_stream_counters_ = nullptr;  // the next op looks its stream up (countStream) and clears `destroyed`
   drainLaunches();
 }
 

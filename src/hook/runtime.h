@@ -58,8 +58,6 @@ class Runtime {
   // held op first. Returns false, with a logged reason, when not allowed or
   // the name is unknown. Takes the engine lock; may call the driver.
   bool switchModeForBenchmark(std::string_view name);
-  // The mode graft started in (config::startMode), for the report.
-  config::Mode startMode() const { return start_mode_; }
   // The private pool (GRAFT_POOL=1), or null.
   pool::DevicePool* pool() { return pool_.get(); }
 

@@ -39,7 +39,7 @@ void init(Level level, const std::string& file, const std::vector<std::string>& 
       auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(file, /*truncate=*/true);
       g_logger = std::make_shared<spdlog::logger>("graft", std::move(sink));
     } catch (const std::exception& e) {
-      fileProblem = "graft: GRAFT_LOG_FILE=" + file + " cannot be opened (" + e.what() +
+      fileProblem = "GRAFT_LOG_FILE=" + file + " cannot be opened (" + e.what() +
                     "); logging to stderr";
     }
   }
@@ -49,12 +49,8 @@ void init(Level level, const std::string& file, const std::vector<std::string>& 
   // Problems with the options themselves are shown at any level but `off`.
   if (level != Level::Off) {
     g_logger->set_level(spdlog::level::trace);
-    // The lines start with "graft: "; the pattern's "[graft]" says that here.
-    auto withoutPrefix = [](std::string_view line) {
-      return line.substr(0, 7) == "graft: " ? line.substr(7) : line;
-    };
-    for (const auto& p : problems) g_logger->log(spdlog::level::warn, withoutPrefix(p));
-    if (!fileProblem.empty()) g_logger->log(spdlog::level::warn, withoutPrefix(fileProblem));
+    for (const auto& p : problems) g_logger->log(spdlog::level::warn, p);
+    if (!fileProblem.empty()) g_logger->log(spdlog::level::warn, fileProblem);
   }
   g_logger->set_level(toSpd(level));
   g_level.store(static_cast<int>(level), std::memory_order_relaxed);

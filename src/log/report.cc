@@ -183,11 +183,11 @@ std::string reportSummary(const Report& r) {
 
 std::string writeReportFile(const Report& r, const std::string& path) {
   FILE* f = std::fopen(path.c_str(), "w");
-  if (!f) return "graft: GRAFT_STATS=" + path + " cannot be written; no JSON report";
+  if (!f) return "GRAFT_STATS=" + path + " cannot be written; no JSON report";
   const std::string j = reportJson(r);
   const bool ok = std::fwrite(j.data(), 1, j.size(), f) == j.size();
   const bool closed = std::fclose(f) == 0;
-  if (!ok || !closed) return "graft: writing GRAFT_STATS=" + path + " failed";
+  if (!ok || !closed) return "writing GRAFT_STATS=" + path + " failed";
   return {};
 }
 
