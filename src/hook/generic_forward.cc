@@ -3,7 +3,6 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
-#include <string>
 
 #include "core/hash.h"
 #include "hook/runtime.h"
@@ -15,10 +14,11 @@ extern "C" uint64_t graft_generic_trampoline_count;
 namespace graft::hook {
 namespace {
 
+// Zero- or constant-initialized only: a library's constructor may reach
+// this before graft's own run (interpose.cc, kWrappers).
 constexpr size_t kSlots = 64;
 std::atomic<void*> g_real[kSlots];
 std::atomic<bool> g_unloads[kSlots];
-std::string g_names[kSlots];
 size_t g_used = 0;
 std::mutex g_mutex;
 
@@ -33,7 +33,6 @@ void* flushingForwarder(void* real, std::string_view name, int version, bool unl
     }
   }
   if (g_used == kSlots || g_used >= graft_generic_trampoline_count) return nullptr;
-  g_names[g_used] = std::string(name);
   g_unloads[g_used].store(unloads, std::memory_order_relaxed);
   g_real[g_used].store(real, std::memory_order_release);
   GRAFT_DEBUG("{} (ABI asked for: {}): not decoded by graft; it flushes held work{} and is issued as the program "

@@ -577,21 +577,27 @@ struct Wrapper<Id, PT, CUresult(CUDAAPI*)(A...)> {
 };
 
 // Wrapper addresses, [api][variant]; nullptr where graft does not wrap.
-template <ApiId Id>
-void* wrapperOf(int perThread) {
-  using Fn = typename ApiType<Id>::type;
-  if constexpr (apiInfo(Id).klass == ApiClass::Internal) {
-    return nullptr;
-  } else {
-    if (perThread && apiInfo(Id).variant == Variant::NONE) return nullptr;
-    return perThread ? reinterpret_cast<void*>(&Wrapper<Id, 1, Fn>::call)
-                     : reinterpret_cast<void*>(&Wrapper<Id, 0, Fn>::call);
-  }
-}
+//
+// Initialized statically (addresses the loader fills in), never by code that
+// runs at load: a library the program links (cuBLAS, cuFFT, ...) may look up
+// driver symbols from its own constructor, and the loader runs that before
+// graft's constructors (a preloaded library is initialized last). The same
+// holds for the exported symbols' slots below and every other global graft
+// reaches from a lookup: the preload test early-lookups checks it.
+template <ApiId Id, int PT,
+          bool Wrapped = apiInfo(Id).klass != ApiClass::Internal && (PT == 0 || apiInfo(Id).variant != Variant::NONE)>
+struct WrapperOf {
+  static constexpr typename ApiType<Id>::type fn = nullptr;
+};
+template <ApiId Id, int PT>
+struct WrapperOf<Id, PT, true> {
+  static constexpr typename ApiType<Id>::type fn = &Wrapper<Id, PT, typename ApiType<Id>::type>::call;
+};
+#define GRAFT_WRAPPER_ADDRESS(id, pt) reinterpret_cast<void*>(::graft::hook::WrapperOf<id, pt>::fn)
 
 void* const kWrappers[kApiCount][2] = {
 #define GRAFT_API(base, symbol, version, variant, klass, traits) \
-  {wrapperOf<ApiId::k_##base##_##version>(0), wrapperOf<ApiId::k_##base##_##version>(1)},
+  {GRAFT_WRAPPER_ADDRESS(ApiId::k_##base##_##version, 0), GRAFT_WRAPPER_ADDRESS(ApiId::k_##base##_##version, 1)},
 #include "hook/driver_api.def"
 #undef GRAFT_API
 };
@@ -773,12 +779,12 @@ extern "C" __attribute__((visibility("default"))) void* dlsym(void* handle, cons
 #define GRAFT_SLOT_PTSZ(slot, id)                                     \
   extern "C" {                                                        \
   __attribute__((visibility("hidden"), used)) void* slot##_ptsz =     \
-      graft::hook::kWrappers[size_t(id)][1];                          \
+      GRAFT_WRAPPER_ADDRESS(id, 1);                                   \
   }
 #define GRAFT_SLOT_PTDS(slot, id)                                     \
   extern "C" {                                                        \
   __attribute__((visibility("hidden"), used)) void* slot##_ptds =     \
-      graft::hook::kWrappers[size_t(id)][1];                          \
+      GRAFT_WRAPPER_ADDRESS(id, 1);                                   \
   }
 #define GRAFT_EXPORT_ASM(name)                                                  \
   asm(".text\n.globl " name "\n.type " name ", @function\n" name ":\n"          \
@@ -813,7 +819,7 @@ extern "C" __attribute__((visibility("default"))) void* dlsym(void* handle, cons
   GRAFT_IF(GRAFT_EXPORTED_##klass,                                                              \
            extern "C" {                                                                         \
              __attribute__((visibility("hidden"), used)) void* graft_slot_##symbol =              \
-                 graft::hook::kWrappers[size_t(ApiId::k_##base##_##version)][0];                \
+                 GRAFT_WRAPPER_ADDRESS(ApiId::k_##base##_##version, 0);                         \
            }                                                                                    \
            GRAFT_SLOT_##variant(graft_slot_##symbol, ApiId::k_##base##_##version)              \
                GRAFT_EXPORT_ASM(#symbol) GRAFT_EXPORT_##variant(#symbol))

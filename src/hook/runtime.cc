@@ -38,25 +38,32 @@ std::once_flag g_startOnce;
 // Set when graft begins to start (ensureStarted), read by the fork handler.
 std::atomic<bool> g_startBegun{false};
 
-// Runs at load: options, log and the fork handlers; nothing touches the
-// driver here.
-__attribute__((constructor)) void graftLoad() {
-  const config::ParsedOptions& p = parsedOptions();
-  if (p.options.disable) return;
-  log::init(p.options.logLevel, p.options.logFile, p.problems);
-  // A child forked once graft began to start gets none of graft: the ops
-  // graft holds, its threads and its lock states are the parent's, and its
-  // exit must not issue, log or report anything. Its calls go straight to the
-  // driver, as they would eagerly (which refuses them anyway once the parent
-  // initialized CUDA). The log is flushed first, so the child's exit does not
-  // write the parent's buffered lines a second time. (A child forked before
-  // graft began to start starts graft itself, if it uses CUDA.)
-  pthread_atfork([] { log::flush(); }, nullptr, [] {
-    if (!g_startBegun.load(std::memory_order_relaxed)) return;
-    g_hook.forkedChild.store(true, std::memory_order_relaxed);
-    g_hook.active.store(false, std::memory_order_relaxed);
+// Options, log and the fork handlers; nothing touches the driver here. Runs
+// at load (graftLoad), or earlier where a library the program links reaches
+// graft from its own constructor: the loader initializes a preloaded library
+// after the program's libraries (interpose.cc, kWrappers).
+void loadOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const config::ParsedOptions& p = parsedOptions();
+    if (p.options.disable) return;
+    log::init(p.options.logLevel, p.options.logFile, p.problems);
+    // A child forked once graft began to start gets none of graft: the ops
+    // graft holds, its threads and its lock states are the parent's, and its
+    // exit must not issue, log or report anything. Its calls go straight to the
+    // driver, as they would eagerly (which refuses them anyway once the parent
+    // initialized CUDA). The log is flushed first, so the child's exit does not
+    // write the parent's buffered lines a second time. (A child forked before
+    // graft began to start starts graft itself, if it uses CUDA.)
+    pthread_atfork([] { log::flush(); }, nullptr, [] {
+      if (!g_startBegun.load(std::memory_order_relaxed)) return;
+      g_hook.forkedChild.store(true, std::memory_order_relaxed);
+      g_hook.active.store(false, std::memory_order_relaxed);
+    });
   });
 }
+
+__attribute__((constructor)) void graftLoad() { loadOnce(); }
 
 void onExit() {
   if (!Runtime::active()) return;
@@ -96,6 +103,7 @@ PFN_cuGetProcAddress_v12000 Runtime::realGetProcAddress() { return g_realGpa; }
 
 void Runtime::ensureStarted(void* hint) {
   if (options().disable) return;
+  loadOnce();
   // Loading the driver may run code that looks up driver symbols again; the
   // lookups made while graft starts on this thread must not wait for it.
   static thread_local bool starting = false;

@@ -11,7 +11,10 @@ namespace graft::log {
 namespace {
 
 std::atomic<int> g_level{static_cast<int>(Level::Warn)};
-std::shared_ptr<spdlog::logger> g_logger;
+// Never destroyed: graft logs from its exit handler, which may run after this
+// file's static destructors would have (a library's constructor that reached
+// graft before graft's own constructors registered the handler early).
+constinit spdlog::logger* g_logger = nullptr;
 
 spdlog::level::level_enum toSpd(Level l) {
   switch (l) {
@@ -25,19 +28,20 @@ spdlog::level::level_enum toSpd(Level l) {
   return spdlog::level::info;
 }
 
-std::shared_ptr<spdlog::logger> stderrLogger() {
+spdlog::logger* stderrLogger() {
   auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
-  return std::make_shared<spdlog::logger>("graft", std::move(sink));
+  return new spdlog::logger("graft", std::move(sink));
 }
 
 }  // namespace
 
 void init(Level level, const std::string& file, const std::vector<std::string>& problems) {
   std::string fileProblem;
+  if (g_logger) return;  // once
   if (!file.empty()) {
     try {
       auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(file, /*truncate=*/true);
-      g_logger = std::make_shared<spdlog::logger>("graft", std::move(sink));
+      g_logger = new spdlog::logger("graft", std::move(sink));
     } catch (const std::exception& e) {
       fileProblem = "GRAFT_LOG_FILE=" + file + " cannot be opened (" + e.what() +
                     "); logging to stderr";

@@ -9,6 +9,10 @@
       its table of eager reasons the one generated from core/op.h.
   check_library.py core-no-cuda SRC_CORE
       no file in src/core includes a CUDA or NCCL header.
+  check_library.py static-init LIBGRAFT
+      libgraft.so has no global needing code at load (a C++ dynamic
+      initializer): a library the program links may reach graft from its own
+      constructor, which the loader runs before graft's (sim_early_lookups).
   check_library.py hot-text LIBGRAFT FAKE_CUDA_DIR PROGRAM
       with GRAFT_HOT_TEXT=1 a program under libgraft.so runs, and graft's code
       is moved onto a huge page, or is refused only for what the machine lacks
@@ -104,10 +108,16 @@ def check_hot_text(lib, simdir, program):
     return failures, f"GRAFT_HOT_TEXT=1: {info}"
 
 
+def check_static_init(lib):
+    inits = [line.split()[-1] for line in run("nm", lib).splitlines() if "_GLOBAL__sub_I" in line]
+    failures = [f"dynamic initializers (globals constructed by code at load): {inits}"] if inits else []
+    return failures, "no dynamic initializer"
+
+
 def main():
     what = sys.argv[1]
     checks = {"exports": check_exports, "readme": check_readme, "core-no-cuda": check_core,
-              "hot-text": check_hot_text}
+              "hot-text": check_hot_text, "static-init": check_static_init}
     failures, info = checks[what](*sys.argv[2:])
     for f in failures:
         print("FAIL:", f)
