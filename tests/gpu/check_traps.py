@@ -8,7 +8,9 @@ and it must exit as eager did (0, or 3 where the scenario reports a device
 error it provoked). Prints a table of results, coverage, replays
 and fallbacks, and exits 1 if any scenario differs, 77 without a GPU.
 
-  check_traps.py --traps BIN --libgraft LIB [--scenarios a,b] [--iters N] [--out DIR]
+  check_traps.py --traps BIN [--traps BIN2 ...] --libgraft LIB [--scenarios a,b] [--iters N] [--out DIR]
+
+Each BIN is a trap program (traps, traps_libs) that lists its scenarios with --list.
 """
 import argparse
 import os
@@ -32,7 +34,7 @@ def run(cmd, env, timeout):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--traps", required=True)
+    ap.add_argument("--traps", required=True, action="append", help="a trap program (repeatable)")
     ap.add_argument("--libgraft", required=True)
     ap.add_argument("--scenarios", default="")
     ap.add_argument("--iters", type=int, default=300)
@@ -41,15 +43,27 @@ def main():
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
 
-    if not os.path.exists(a.traps):
-        print("check_traps: %s not built (needs nvcc): skipped" % a.traps)
+    # (program, scenario) pairs, in the programs' order.
+    # A program that is not built is skipped; one that cannot list its
+    # scenarios here (a library it links is missing) fails.
+    scenarios, broken = [], []
+    for prog in a.traps:
+        if not os.path.exists(prog):
+            print("check_traps: %s not built (needs nvcc): skipped" % prog)
+            continue
+        rc, listing, err, _ = run([prog, "--list"], harness.clean_env(), 60)
+        if rc != 0:
+            print("check_traps: %s --list failed (%s): %s" % (prog, rc, " ".join(harness.last_lines(err, 1))))
+            broken.append(os.path.basename(prog))
+            continue
+        scenarios += [(prog, n) for n in listing.split() if not a.scenarios or n in a.scenarios.split(",")]
+    if not scenarios:
+        if broken:
+            print("check_traps: FAIL: %s cannot run here" % ", ".join(broken))
+            return 1
+        print("check_traps: no trap program built, or no scenario named %s: skipped" % a.scenarios)
         return 77
-    rc, listing, err, _ = run([a.traps, "--list"], harness.clean_env(), 60)
-    if rc != 0:
-        print("check_traps: %s --list failed (%s): %s: skipped" % (a.traps, rc, " ".join(harness.last_lines(err, 1))))
-        return 77
-    names = [n for n in listing.split() if not a.scenarios or n in a.scenarios.split(",")]
-    probe = run([a.traps, names[0], "--iters", "10"], harness.clean_env(), 60)
+    probe = run([scenarios[0][0], scenarios[0][1], "--iters", "10"], harness.clean_env(), 60)
     if probe[0] == 77:
         print("check_traps: no CUDA device: skipped")
         return 77
@@ -58,9 +72,9 @@ def main():
         print("check_traps: " + bad)
         return 1
 
-    rows, failed = [], []
-    for name in names:
-        cmd = [a.traps, name, "--iters", str(a.iters)]
+    rows, failed = [], list(broken)
+    for prog, name in scenarios:
+        cmd = [prog, name, "--iters", str(a.iters)]
         e1 = run(cmd, harness.clean_env(), a.timeout)
         e2 = run(cmd, harness.clean_env(), a.timeout)
         stats_path = os.path.join(a.out, name + ".json")
@@ -100,10 +114,10 @@ def main():
     print("\n".join(harness.table(["scenario", "result", "cover%", "replays", "graphs", "eager-s", "graft-s",
                                    "fallbacks"], rows)))
     if failed:
-        print("check_traps: FAIL: %d of %d scenarios: %s (logs in %s)" % (len(failed), len(names),
+        print("check_traps: FAIL: %d of %d scenarios or programs: %s (logs in %s)" % (len(failed), len(scenarios) + len(broken),
                                                                          ", ".join(failed), a.out))
         return 1
-    print("check_traps: PASS: %d/%d scenarios equal to eager (logs in %s)" % (len(names), len(names), a.out))
+    print("check_traps: PASS: %d/%d scenarios equal to eager (logs in %s)" % (len(scenarios), len(scenarios), a.out))
     return 0
 
 

@@ -6,13 +6,18 @@
                                  [--profile-json FILE --profile-steps P]
 
 CASE: mlp mlp_item gpt amp sidestream lastbatch partgraph gemm cnn lstm dynamic accum
-      inductor_mlp inductor_gpt sdpa ddp
+      inductor_mlp inductor_gpt sdpa ddp vit diffusion gan expandable decode
       (or "list")
 
 --steps N is the total number of training steps; the first W (--warmup) are untimed.
 --losses writes one line per step: the loss as float32 bits in hex ("%08x"); lastbatch
-appends " eval=<hex>" on steps that ran an eval pass.  No-sync cases keep the losses in a
-preallocated GPU tensor and read them after the loop.
+appends " eval=<hex>" on steps that ran an eval pass, lstm and diffusion " item=<hex>"
+every 10th step, accum and diffusion " ema=<checksum>" on the last step, gan " d=<hex>"
+(the discriminator's loss) and decode " tok=<ids>" (the tokens it read) on every step.
+decode is inference, not training: its "loss" is the sum of the chosen tokens' logits.
+No-sync cases keep the losses in a preallocated GPU tensor and read them after the loop.
+expandable runs with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, which main() sets
+before it imports torch.
 --json writes {"case", "mode", "steps", "ms_per_step_median", "peak_mem_bytes",
 "device_used_peak_bytes", "warmup_s", ...}.
 --profile-json profiles P steps after warmup with torch.profiler and writes the number of
@@ -42,13 +47,24 @@ os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 # The issue's seven loops and the GPU-bound case, then models it does not name (programs
 # graft was not tuned on: cuDNN convolutions and RNNs, data-dependent shapes, gradient
 # accumulation with activation checkpointing, torch.compile's default mode: Triton kernels
-# that Triton's own launcher issues through cuLaunchKernelEx; fused attention; DDP over NCCL).
+# that Triton's own launcher issues through cuLaunchKernelEx; fused attention; DDP over NCCL;
+# a ViT with clipping and a cosine schedule; diffusion training with GroupNorm, a transposed
+# conv and a weight EMA; a GAN's two alternating optimizers; the expandable-segments
+# allocator (cuMemMap/cuMemUnmap) with empty_cache; inference: KV-cache decoding with a
+# sync per token).
 ISSUE_CASES = ["mlp", "mlp_item", "gpt", "amp", "sidestream", "lastbatch", "partgraph", "gemm"]
-OTHER_CASES = ["cnn", "lstm", "dynamic", "accum", "inductor_mlp", "inductor_gpt", "sdpa", "ddp"]
+OTHER_CASES = ["cnn", "lstm", "dynamic", "accum", "inductor_mlp", "inductor_gpt", "sdpa", "ddp",
+               "vit", "diffusion", "gan", "expandable", "decode"]
 CASES = ISSUE_CASES + OTHER_CASES
 # Loops whose host reads results that steer what it launches next (sizes from nonzero):
 # the floor and match modes drop kernels, so those reads are garbage and the loop breaks.
 # Benchmarks time them eager against graft only.
+# Not decode: it reads a token per step, but only to keep it; what it launches is steered by
+# its host-side position counter alone. The token goes back to the model through a
+# persistent GPU buffer that a dropped copy leaves holding the last valid ids (a fresh
+# argmax output would hold garbage ids after a floor block, and the embedding would fault
+# on them), and the KV cache it attends over is masked past the position, so a floor
+# block costs it correct values, never a fault or a different launch sequence.
 GARBAGE_SENSITIVE_CASES = ("dynamic",)
 HANDGRAPH_CASES = ("mlp", "mlp_item", "gpt")
 COMPILE_CASES = ("mlp", "mlp_item", "gpt", "gemm")
@@ -220,7 +236,144 @@ def build_models():
                 x = b(x)
             return self.head(self.ln_f(x))
 
+    class ViTBlock(nn.Module):
+        """Pre-norm encoder block: full (not causal) multi-head attention written out (q, k, v
+        from one Linear, softmax of the scaled scores, attention dropout), then a GELU MLP."""
+
+        def __init__(self, d, heads, p):
+            super().__init__()
+            self.heads = heads
+            add_block_layers(self, d)
+            self.attn_drop = nn.Dropout(p)
+            self.drop = nn.Dropout(p)
+
+        def forward(self, x):
+            B, T, C = x.shape
+            hd = C // self.heads
+            q, k, v = self.qkv(self.ln1(x)).view(B, T, 3, self.heads, hd).permute(2, 0, 3, 1, 4)
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
+            att = self.attn_drop(F.softmax(att, dim=-1))
+            y = (att @ v).transpose(1, 2).reshape(B, T, C)
+            x = x + self.drop(self.proj(y))
+            return x + self.drop(self.fc2(self.drop(F.gelu(self.fc1(self.ln2(x))))))
+
+    class ViT(nn.Module):
+        """Vision Transformer: Conv2d patch embedding, a learned class token and position
+        embedding, pre-norm encoder blocks, a linear head on the class token."""
+
+        def __init__(self, img=32, patch=4, d=128, heads=4, layers=4, nout=10, p=0.1):
+            super().__init__()
+            n = (img // patch) ** 2
+            self.patch = nn.Conv2d(3, d, patch, stride=patch)
+            self.cls = nn.Parameter(torch.zeros(1, 1, d))
+            self.pos = nn.Parameter(torch.randn(1, n + 1, d) * 0.02)
+            self.drop = nn.Dropout(p)
+            self.blocks = nn.ModuleList([ViTBlock(d, heads, p) for _ in range(layers)])
+            self.ln = nn.LayerNorm(d)
+            self.head = nn.Linear(d, nout)
+
+        def forward(self, x):
+            x = self.patch(x).flatten(2).transpose(1, 2)                        # B, n, d
+            x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos
+            x = self.drop(x)
+            for b in self.blocks:
+                x = b(x)
+            return self.head(self.ln(x[:, 0]))
+
+    class ResBlock(nn.Module):
+        """GroupNorm-SiLU-conv twice, the timestep embedding added in between through a
+        Linear, and a residual (a 1x1 conv when the channel count changes)."""
+
+        def __init__(self, cin, cout, tdim, groups=8):
+            super().__init__()
+            self.n1 = nn.GroupNorm(groups, cin)
+            self.c1 = nn.Conv2d(cin, cout, 3, padding=1)
+            self.t = nn.Linear(tdim, cout)
+            self.n2 = nn.GroupNorm(groups, cout)
+            self.c2 = nn.Conv2d(cout, cout, 3, padding=1)
+            self.skip = nn.Conv2d(cin, cout, 1) if cin != cout else nn.Identity()
+
+        def forward(self, x, temb):
+            h = self.c1(F.silu(self.n1(x)))
+            h = h + self.t(temb)[:, :, None, None]
+            h = self.c2(F.silu(self.n2(h)))
+            return h + self.skip(x)
+
+    class TinyUNet(nn.Module):
+        """A one-level UNet noise predictor: a stride-2 conv down, a ConvTranspose2d
+        (stride 2) up, the skip joined by torch.cat, a sinusoidal timestep embedding."""
+
+        def __init__(self, c=3, ch=32):
+            super().__init__()
+            tdim = 4 * ch
+            self.temb = nn.Sequential(nn.Linear(ch, tdim), nn.SiLU(), nn.Linear(tdim, tdim))
+            self.inc = nn.Conv2d(c, ch, 3, padding=1)
+            self.enc = ResBlock(ch, ch, tdim)
+            self.down = nn.Conv2d(ch, 2 * ch, 3, stride=2, padding=1)
+            self.mid = ResBlock(2 * ch, 2 * ch, tdim)
+            self.up = nn.ConvTranspose2d(2 * ch, ch, 4, stride=2, padding=1)
+            self.dec = ResBlock(2 * ch, ch, tdim)
+            self.out = nn.Sequential(nn.GroupNorm(8, ch), nn.SiLU(), nn.Conv2d(ch, c, 3, padding=1))
+            half = ch // 2
+            self.register_buffer("freqs", torch.exp(torch.arange(half, dtype=torch.float32)
+                                                    * (-math.log(10000.0) / half)), persistent=False)
+
+        def forward(self, x, t):
+            a = t.float()[:, None] * self.freqs[None, :]                        # B, ch/2
+            temb = self.temb(torch.cat([a.sin(), a.cos()], dim=1))              # B, 4ch
+            h0 = self.enc(self.inc(x), temb)                                    # B, ch, H, W
+            h = self.mid(self.down(h0), temb)                                   # B, 2ch, H/2, W/2
+            h = self.dec(torch.cat([self.up(h), h0], dim=1), temb)              # B, ch, H, W
+            return self.out(h)
+
+    class KVBlock(nn.Module):
+        """The GPT block's layers, attending over a static KV cache (B, heads, L, hd): the new
+        keys and values are copied into the cache at the host's position, and the queries
+        attend over all L positions, those after their own masked."""
+
+        def __init__(self, d, heads):
+            super().__init__()
+            self.heads = heads
+            add_block_layers(self, d)
+
+        def forward(self, x, pos, mask, kc, vc):
+            B, T, C = x.shape
+            hd = C // self.heads
+            q, k, v = self.qkv(self.ln1(x)).view(B, T, 3, self.heads, hd).permute(2, 0, 3, 1, 4)
+            kc[:, :, pos:pos + T].copy_(k)
+            vc[:, :, pos:pos + T].copy_(v)
+            att = (q @ kc.transpose(-2, -1)) * (1.0 / math.sqrt(hd))           # B, heads, T, L
+            att = att.masked_fill(mask, float("-inf"))
+            y = (F.softmax(att, dim=-1) @ vc).transpose(1, 2).reshape(B, T, C)
+            x = x + self.proj(y)
+            return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+    class KVDecoder(nn.Module):
+        """GPT-style decoder for generation with a static KV cache: forward(idx, pos, caches)
+        takes T tokens at positions pos..pos+T-1 and returns the last position's logits."""
+
+        def __init__(self, vocab, maxlen, d, heads, layers):
+            super().__init__()
+            self.tok = nn.Embedding(vocab, d)
+            self.pos = nn.Embedding(maxlen, d)
+            self.blocks = nn.ModuleList([KVBlock(d, heads) for _ in range(layers)])
+            self.ln_f = nn.LayerNorm(d)
+            self.head = nn.Linear(d, vocab, bias=False)
+            self.register_buffer("positions", torch.arange(maxlen), persistent=False)
+
+        def forward(self, idx, pos, caches):
+            T = idx.shape[1]
+            pos_t = self.positions[pos:pos + T]              # the positions as a GPU tensor (a view)
+            mask = self.positions[None, :] > pos_t[:, None]  # T, L: True where a query may not look
+            x = self.tok(idx) + self.pos(pos_t)
+            for b, (kc, vc) in zip(self.blocks, caches):
+                x = b(x, pos, mask, kc, vc)
+            return self.head(self.ln_f(x[:, -1]))            # B, vocab
+
     globals()["SDPAGPT"] = SDPAGPT
+    globals()["ViT"] = ViT
+    globals()["TinyUNet"] = TinyUNet
+    globals()["KVDecoder"] = KVDecoder
     return MLP, GPT, SmallResNet, LSTMLM
 
 
@@ -736,6 +889,227 @@ class DDPWorkload(ClassifierWorkload):
             os.unlink(self.store_path)
 
 
+class ViTWorkload(CNNWorkload):
+    """A small Vision Transformer on 32x32 images: a Conv2d patch embedding (4x4 patches),
+    a class token and position embedding joined by torch.cat, 4 pre-norm blocks whose
+    attention is written out (matmul, softmax, dropout) over 65 tokens, no causal mask;
+    cross-entropy with label smoothing, clip_grad_norm_ every step (foreach norms and a
+    scale on the GPU, no sync) and AdamW (foreach) under CosineAnnealingLR, which changes
+    the learning rate (a kernel argument) every step. Losses stay on the GPU."""
+
+    batch = 32
+    grads_to_none = True
+
+    def setup(self, mode="eager"):
+        self.model = ViT(img=32, patch=4, d=128, heads=4, layers=4, nout=self.nout, p=0.1).to(self.dev)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.05, foreach=True)
+        self.sched = torch.optim.lr_scheduler.CosineAnnealingLR(self.opt, T_max=self.steps)
+        self.fwd = self.model
+
+    def loss_of(self, x, y):
+        return F.cross_entropy(self.fwd(x), y, label_smoothing=0.1)
+
+    def step(self, i):
+        x, y = self.batch_for(i)
+        self.opt.zero_grad(set_to_none=self.grads_to_none)
+        loss = self.loss_of(x, y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.opt.step()
+        self.sched.step()
+        return loss
+
+
+class DiffusionWorkload(Workload):
+    """A tiny UNet trained as a diffusion model's noise predictor: each step draws images,
+    a timestep per sample (randint) and noise, indexes the precomputed alpha-bar schedule
+    on the GPU with the timesteps (index_select), forms the noised images and regresses
+    the noise (MSE). GroupNorm and SiLU instead of BatchNorm and ReLU, a stride-2 conv
+    down, a ConvTranspose2d up, a skip joined by torch.cat, a sinusoidal timestep
+    embedding; Adam (foreach), then an exponential moving average of the weights
+    (_foreach_mul_ and _foreach_add_) every step, and loss.item() every 10th step."""
+
+    batch, T, decay = 16, 1000, 0.999
+
+    def setup(self, mode="eager"):
+        self.model = TinyUNet(c=3, ch=32).to(self.dev)
+        self.params = list(self.model.parameters())
+        self.opt = torch.optim.Adam(self.params, lr=1e-3, foreach=True)
+        self.ema = [p.detach().clone() for p in self.params]
+        betas = torch.linspace(1e-4, 0.02, self.T, dtype=torch.float64)
+        self.abar = torch.cumprod(1.0 - betas, dim=0).float().to(self.dev)
+
+    def batch_for(self, i):
+        x0 = torch.randn(self.batch, 3, 32, 32, device=self.dev, generator=self.gen)
+        t = torch.randint(0, self.T, (self.batch,), device=self.dev, generator=self.gen)
+        noise = torch.randn(self.batch, 3, 32, 32, device=self.dev, generator=self.gen)
+        return x0, t, noise
+
+    def loss_of(self, x0, t, noise):
+        ab = self.abar.index_select(0, t).view(-1, 1, 1, 1)
+        xt = ab.sqrt() * x0 + (1.0 - ab).sqrt() * noise
+        return F.mse_loss(self.model(xt, t), noise)
+
+    def step(self, i):
+        x0, t, noise = self.batch_for(i)
+        self.opt.zero_grad(set_to_none=True)
+        loss = self.loss_of(x0, t, noise)
+        loss.backward()
+        self.opt.step()
+        with torch.no_grad():
+            torch._foreach_mul_(self.ema, self.decay)
+            torch._foreach_add_(self.ema, self.params, alpha=1.0 - self.decay)
+        if i % 10 == 9:
+            self.extra[i] = "item=" + f32_hex(loss.item())
+        return loss
+
+    def loss_lines(self):
+        # The EMA weights' final checksum is part of the result.
+        self.extra[self.steps - 1] = "ema=" + float(sum(e.double().sum() for e in self.ema)).hex()
+        return super().loss_lines()
+
+
+class GANWorkload(Workload):
+    """An MLP GAN on a mixture of 8 Gaussians in 64 dimensions: every step a discriminator
+    update (real vs fake.detach(), BCE with logits) and then a generator update through
+    the just-updated discriminator: two Adam optimizers (betas 0.5, 0.999) stepping in
+    turn, two backward passes a step, and the generator's backward also filling the
+    discriminator's gradients, which the next step's zero_grad drops. The generator's loss
+    is the loss; the discriminator's goes to a second GPU buffer (" d=<hex>" on every
+    line). No sync in the loop."""
+
+    batch, zdim, dim, hidden, nmodes = 128, 32, 64, 256, 8
+
+    def setup(self, mode="eager"):
+        h = self.hidden
+        self.G = nn.Sequential(nn.Linear(self.zdim, h), nn.ReLU(), nn.Linear(h, h), nn.ReLU(),
+                               nn.Linear(h, self.dim)).to(self.dev)
+        self.D = nn.Sequential(nn.Linear(self.dim, h), nn.LeakyReLU(0.2), nn.Linear(h, h), nn.LeakyReLU(0.2),
+                               nn.Linear(h, 1)).to(self.dev)
+        self.opt_g = torch.optim.Adam(self.G.parameters(), lr=2e-4, betas=(0.5, 0.999), foreach=True)
+        self.opt_d = torch.optim.Adam(self.D.parameters(), lr=2e-4, betas=(0.5, 0.999), foreach=True)
+        self.centers = 2.0 * torch.randn(self.nmodes, self.dim, device=self.dev, generator=self.gen)
+        self.real_label = torch.ones(self.batch, 1, device=self.dev)
+        self.fake_label = torch.zeros(self.batch, 1, device=self.dev)
+        self.d_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+
+    def batch_for(self, i):
+        k = torch.randint(0, self.nmodes, (self.batch,), device=self.dev, generator=self.gen)
+        real = self.centers.index_select(0, k) + 0.05 * torch.randn(
+            self.batch, self.dim, device=self.dev, generator=self.gen)
+        z = torch.randn(self.batch, self.zdim, device=self.dev, generator=self.gen)
+        return real, z
+
+    def step(self, i):
+        real, z = self.batch_for(i)
+        fake = self.G(z)
+        self.opt_d.zero_grad(set_to_none=True)
+        d_loss = (F.binary_cross_entropy_with_logits(self.D(real), self.real_label)
+                  + F.binary_cross_entropy_with_logits(self.D(fake.detach()), self.fake_label))
+        d_loss.backward()
+        self.opt_d.step()
+        self.opt_g.zero_grad(set_to_none=True)
+        g_loss = F.binary_cross_entropy_with_logits(self.D(fake), self.real_label)
+        g_loss.backward()
+        self.opt_g.step()
+        self.d_buf[i].copy_(d_loss.detach())
+        return g_loss
+
+    def loss_lines(self):
+        for i, h in enumerate(tensor_hexes(self.d_buf)):
+            self.extra[i] = "d=" + h
+        return super().loss_lines()
+
+
+class ExpandableWorkload(ClassifierWorkload):
+    """The MLP (with dropout) and AdamW of mlp under the expandable-segments allocator
+    (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, set by main() before torch is
+    imported): segments are reserved address ranges whose pages the allocator maps and
+    unmaps (cuMemCreate, cuMemMap, cuMemSetAccess, cuMemUnmap, cuMemRelease) instead of
+    cudaMalloc and cudaFree. A temporary tensor of 1 MiB, then 3 MiB, alternating every 7
+    steps (the small and the large pool), is filled from the generator and reduced into the
+    recorded loss, and torch.cuda.empty_cache() every 50 steps unmaps the free pages, so
+    segments grow again afterwards. No sync in the loop apart from empty_cache's own."""
+
+    tmp_mib = (1, 3)
+    empty_every = 50
+
+    def setup(self, mode="eager"):
+        self.model = MLP(self.din, self.hidden, self.nout, layers=8, dropout=0.1).to(self.dev)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
+        self.fwd = self.model
+        try:  # informational: whether the allocator did take the setting
+            segs = torch.cuda.memory_snapshot()
+            flags = [s.get("is_expandable") for s in segs]
+            known = [f for f in flags if f is not None]
+            print("workloads: expandable: PYTORCH_CUDA_ALLOC_CONF=%s; %s of %d segments expandable" % (
+                os.environ.get("PYTORCH_CUDA_ALLOC_CONF"), sum(1 for f in known if f) if known else "?", len(segs)))
+        except Exception as e:  # noqa: BLE001 (a report only)
+            print("workloads: expandable: memory_snapshot failed: %s" % e)
+
+    def step(self, i):
+        n = self.tmp_mib[(i // 7) % len(self.tmp_mib)] * 2 ** 20 // 4
+        tmp = torch.empty(n, device=self.dev)
+        tmp.normal_(generator=self.gen)
+        aux = tmp.abs().mean()
+        loss = super().step(i)
+        del tmp
+        if i % self.empty_every == self.empty_every - 1:
+            torch.cuda.empty_cache()
+        return loss.detach() + 1e-3 * aux
+
+
+class DecodeWorkload(Workload):
+    """Inference, not training: greedy autoregressive decoding with a small GPT-style decoder
+    (eval mode, torch.inference_mode, no optimizer) and a preallocated static KV cache of
+    128 positions for a batch of 4 sequences. A sequence starts with an 8-token prompt
+    from the generator, prefilled in one step; every later step feeds the token chosen
+    last (a persistent GPU buffer, never read back to steer), copies its keys and values
+    into the cache at the current position and attends over the whole cache with a mask
+    computed from a GPU position tensor, so every decode step has the same shapes; the
+    token is picked by argmax (max over the vocabulary) and read to the host with .cpu()
+    every step, as a serving loop does (a sync per token). When the cache is full the
+    position goes back to 0 and a new prompt is drawn. The step's "loss" is the sum over
+    the batch of the chosen tokens' float32 logits, kept in the GPU buffer; the tokens read
+    each step are appended to its line (" tok=a,b,c,d")."""
+
+    syncs = True
+    batch, vocab, maxlen, prompt_len, d, heads, layers = 4, 512, 128, 8, 128, 4, 4
+
+    def setup(self, mode="eager"):
+        self.model = KVDecoder(self.vocab, self.maxlen, self.d, self.heads, self.layers).to(self.dev)
+        self.model.eval()
+        hd = self.d // self.heads
+        with torch.inference_mode():
+            self.caches = [tuple(torch.zeros(self.batch, self.heads, self.maxlen, hd, device=self.dev)
+                                 for _ in range(2)) for _ in range(self.layers)]
+            self.prompt = torch.zeros(self.batch, self.prompt_len, dtype=torch.long, device=self.dev)
+            self.tok = torch.zeros(self.batch, 1, dtype=torch.long, device=self.dev)
+        self.pos = 0            # host-side: the only thing that steers what a step launches
+        self.tokens = {}        # step -> the tokens read to the host
+
+    def step(self, i):
+        with torch.inference_mode():
+            if self.pos == 0:   # a new sequence: prefill its prompt
+                self.prompt.random_(0, self.vocab, generator=self.gen)
+                idx = self.prompt
+            else:
+                idx = self.tok
+            logits = self.model(idx, self.pos, self.caches)     # B, vocab (float32)
+            best, nxt = logits.max(dim=-1)
+            self.tok.copy_(nxt.unsqueeze(1))
+            self.tokens[i] = nxt.cpu().tolist()                 # the per-token sync
+            self.pos += idx.shape[1]
+            if self.pos >= self.maxlen:
+                self.pos = 0
+            return best.sum()
+
+    def loss_lines(self):
+        for i, toks in self.tokens.items():
+            self.extra[i] = "tok=" + ",".join(str(t) for t in toks)
+        return super().loss_lines()
+
+
 WORKLOADS = {
     "mlp": ClassifierWorkload,
     "mlp_item": MLPItem,
@@ -753,6 +1127,11 @@ WORKLOADS = {
     "inductor_gpt": InductorGPT,
     "sdpa": SDPAWorkload,
     "ddp": DDPWorkload,
+    "vit": ViTWorkload,
+    "diffusion": DiffusionWorkload,
+    "gan": GANWorkload,
+    "expandable": ExpandableWorkload,
+    "decode": DecodeWorkload,
 }
 
 
@@ -915,6 +1294,21 @@ def main():
     if args.case == "list":
         print(" ".join(CASES))
         return 0
+    if args.case == "expandable":
+        # The caching allocator reads its configuration when it initialises, at the first
+        # CUDA allocation at the latest; set before torch is imported, it is never late
+        # (expandable has no handgraph or compile mode, and --interleave runs this same
+        # main). PYTORCH_ALLOC_CONF, newer torch's name, takes precedence when set, so it
+        # gets the option too.
+        for key in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"):
+            conf = os.environ.get(key, "")
+            if key == "PYTORCH_ALLOC_CONF" and not conf:
+                continue
+            if "expandable_segments" in conf:
+                conf = conf.replace("expandable_segments:False", "expandable_segments:True")
+            else:
+                conf = conf + ("," if conf else "") + "expandable_segments:True"
+            os.environ[key] = conf
     if args.warmup is None:
         args.warmup = min(30, args.steps // 3)
     if args.steps < 1 or args.warmup < 0 or args.warmup >= args.steps:

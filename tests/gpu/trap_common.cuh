@@ -1,0 +1,153 @@
+// Shared by the trap programs (traps.cu, traps_libs.cu): error checks,
+// digests, buffers, the mixing kernels, and the scenario runner. Every
+// scenario is a deterministic loop that prints digests of its device buffers;
+// check_traps.py compares its output under graft with eager's, line for line.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#define CK(call)                                                                        \
+  do {                                                                                  \
+    cudaError_t err_ = (call);                                                          \
+    if (err_ != cudaSuccess) {                                                          \
+      std::fprintf(stderr, "traps: %s:%d: %s -> %s\n", __FILE__, __LINE__, #call,       \
+                   cudaGetErrorName(err_));                                             \
+      std::exit(1);                                                                     \
+    }                                                                                   \
+  } while (0)
+#define CKD(call)                                                                       \
+  do {                                                                                  \
+    CUresult r_ = (call);                                                               \
+    if (r_ != CUDA_SUCCESS) {                                                           \
+      const char* n_ = nullptr;                                                         \
+      cuGetErrorName(r_, &n_);                                                          \
+      std::fprintf(stderr, "traps: %s:%d: %s -> %s\n", __FILE__, __LINE__, #call, n_);   \
+      std::exit(1);                                                                     \
+    }                                                                                   \
+  } while (0)
+#define CKL() CK(cudaGetLastError())
+
+namespace {
+
+
+int g_iters = 300;
+constexpr int kN = 1 << 14;  // elements per buffer
+constexpr int kBlock = 128;
+constexpr int kGrid = kN / kBlock;
+
+// ---------------------------------------------------------------- digests
+
+struct Digest {
+  uint64_t h = 1469598103934665603ull;
+  void add(const void* p, size_t n) {
+    const auto* b = static_cast<const unsigned char*>(p);
+    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  }
+  void add(uint64_t v) { add(&v, sizeof v); }
+};
+
+// Synchronous copy of a device buffer (on the legacy stream: waits for all
+// blocking streams' work) into a digest.
+uint64_t deviceDigest(const void* d, size_t bytes) {
+  std::vector<unsigned char> h(bytes);
+  CK(cudaMemcpy(h.data(), d, bytes, cudaMemcpyDeviceToHost));
+  Digest g;
+  g.add(h.data(), bytes);
+  return g.h;
+}
+
+void print(const char* what, int at, uint64_t h) {
+  std::printf("%s %d %016llx\n", what, at, static_cast<unsigned long long>(h));
+}
+
+cudaStream_t nonBlockingStream() {
+  cudaStream_t s = nullptr;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  return s;
+}
+
+// Every 100th step: waits for `s`, then prints the digest of `words` words of
+// `buf`. True at those steps (for extra lines after it).
+bool checkpoint(int i, cudaStream_t s, const char* what, const uint32_t* buf, size_t words = kN) {
+  if (i % 100 != 99) return false;
+  CK(cudaStreamSynchronize(s));
+  print(what, i, deviceDigest(buf, words * 4));
+  return true;
+}
+
+uint32_t* deviceBuffer(uint32_t seed, int n = kN) {
+  std::vector<uint32_t> h(n);
+  for (int i = 0; i < n; ++i) h[i] = seed * 2654435761u + uint32_t(i) * 40503u;
+  uint32_t* d = nullptr;
+  CK(cudaMalloc(&d, n * sizeof(uint32_t)));
+  CK(cudaMemcpy(d, h.data(), n * sizeof(uint32_t), cudaMemcpyHostToDevice));
+  return d;
+}
+
+// ---------------------------------------------------------------- kernels
+
+__host__ __device__ inline uint32_t rotl(uint32_t x, int r) { return (x << r) | (x >> (32 - r)); }
+
+// dst[k] mixes with src at another block's index: a launch that overlaps the
+// one before it, or runs before it, changes the result.
+__global__ void mix(uint32_t* dst, const uint32_t* src, int n, uint32_t salt) {
+  const int k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k < n) dst[k] = rotl(dst[k], 5) ^ (src[(k * 7 + 4099) % n] + salt + uint32_t(k));
+}
+
+__global__ void mix2(uint32_t* dst, const uint32_t* a, const uint32_t* b, int n, uint32_t salt) {
+  const int k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k < n) dst[k] = rotl(dst[k], 3) + (a[(k * 5 + 77) % n] ^ rotl(b[(k * 3 + 11) % n], 7)) + salt;
+}
+
+struct Scenario {
+  const char* name;
+  void (*run)();
+};
+
+// The trap programs' main: `PROGRAM NAME [--iters N]` runs one scenario,
+// `PROGRAM --list` names them. Exit codes: 0 ok, 1 CUDA error or broken
+// invariant (the scenario exits), 2 usage, 77 no device.
+template <size_t N>
+int runScenarios(int argc, char** argv, const Scenario (&scenarios)[N]) {
+  const char* name = nullptr;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--list")) {
+      for (const Scenario& s : scenarios) std::printf("%s\n", s.name);
+      return 0;
+    } else if (!std::strcmp(argv[i], "--iters") && i + 1 < argc) {
+      g_iters = std::atoi(argv[++i]);
+    } else if (argv[i][0] != '-' && !name) {
+      name = argv[i];
+    } else {
+      std::fprintf(stderr, "usage: %s NAME [--iters N] | --list\n", argv[0]);
+      return 2;
+    }
+  }
+  if (!name || g_iters < 10) {
+    std::fprintf(stderr, "usage: %s NAME [--iters N>=10] | --list\n", argv[0]);
+    return 2;
+  }
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("traps: no CUDA device\n");
+    return 77;
+  }
+  for (const Scenario& s : scenarios) {
+    if (std::strcmp(s.name, name)) continue;
+    s.run();
+    CK(cudaDeviceSynchronize());
+    return 0;
+  }
+  std::fprintf(stderr, "traps: unknown scenario '%s' (--list names them)\n", name);
+  return 2;
+}
+
+}  // namespace
