@@ -10,6 +10,8 @@
 
 #include "core/event_instances.h"
 #include "core/launch_plan.h"
+#include "graph/context_scope.h"
+#include "graph/copy_kernels.h"
 #include "graph/op_codec.h"
 #include "hook/driver_api.h"
 #include "log/log.h"
@@ -25,6 +27,9 @@ struct GraphHandle {
   std::vector<CUDA_KERNEL_NODE_PARAMS> kernelBase;  // per op; meaningful for kernels
   std::unordered_map<uint32_t, CUDA_MEMCPY3D> copyBase;
   std::unordered_map<uint32_t, CUDA_MEMSET_NODE_PARAMS> setBase;
+  // Per op: a copy or memset captured as graft's kernel (graph/copy_kernels.h),
+  // a kernel node whose base parameters are in kernelBase.
+  std::vector<uint8_t> kernelForm;
   // Launch plan (DESIGN.md §2.5), chosen at build:
   //  - one program stream: launched on it;
   //  - several streams (branched): launched on graft's own non-blocking stream
@@ -133,28 +138,6 @@ std::string errorName(CUresult r) {
   return name ? fmt::format("{} ({})", name, int(r)) : fmt::format("CUresult {}", int(r));
 }
 
-// Makes `ctx` current for the scope if it is not already.
-class ContextScope {
- public:
-  explicit ContextScope(CUcontext ctx) {
-    if (!ctx) return;
-    CUcontext current = nullptr;
-    real<ApiId::k_cuCtxGetCurrent_4000>()(&current);
-    if (current != ctx && real<ApiId::k_cuCtxPushCurrent_4000>()(ctx) == CUDA_SUCCESS) pushed_ = true;
-  }
-  ~ContextScope() {
-    if (pushed_) {
-      CUcontext popped = nullptr;
-      real<ApiId::k_cuCtxPopCurrent_4000>()(&popped);
-    }
-  }
-  ContextScope(const ContextScope&) = delete;
-  ContextScope& operator=(const ContextScope&) = delete;
-
- private:
-  bool pushed_ = false;
-};
-
 CUstream asStream(core::StreamKey key) { return reinterpret_cast<CUstream>(key); }
 
 CUresult recordOn(CUevent e, CUstream s) { return real<ApiId::k_cuEventRecord_2000>()(e, s); }
@@ -185,6 +168,31 @@ void destroyHandle(GraphHandle* g) {
 CUresult setNodeEvent(CUgraphExec exec, const GraphHandle::EventOp& e, CUevent event) {
   return e.record ? real<ApiId::k_cuGraphExecEventRecordNodeSetEvent_11010>()(exec, e.node, event)
                   : real<ApiId::k_cuGraphExecEventWaitNodeSetEvent_11010>()(exec, e.node, event);
+}
+
+// Op k's node, a copy or a memset, gets `op`'s addresses (and value).
+CUresult updateCopyNode(const GraphHandle& g, uint32_t k, const OpDesc& op) {
+  if (g.kernelForm[k]) {
+    CUDA_KERNEL_NODE_PARAMS params = g.kernelBase[k];
+    CopyKernelArgs args(op);
+    params.kernelParams = args.pointers;
+    params.extra = nullptr;
+    return real<ApiId::k_cuGraphExecKernelNodeSetParams_12000>()(g.exec, g.nodes[k], &params);
+  }
+  if (op.kind == OpKind::Memset) {
+    CUDA_MEMSET_NODE_PARAMS params = g.setBase.at(k);
+    const SetValue v = setValueOf(op);
+    params.dst = v.dst;
+    params.value = v.value;
+    return real<ApiId::k_cuGraphExecMemsetNodeSetParams_10020>()(g.exec, g.nodes[k], &params, g.ctx);
+  }
+  CUDA_MEMCPY3D params = g.copyBase.at(k);
+  const CopyValue v = copyValueOf(op);
+  if (params.srcMemoryType == CU_MEMORYTYPE_HOST) params.srcHost = reinterpret_cast<const void*>(v.src);
+  else params.srcDevice = v.src;
+  if (params.dstMemoryType == CU_MEMORYTYPE_HOST) params.dstHost = reinterpret_cast<void*>(v.dst);
+  else params.dstDevice = v.dst;
+  return real<ApiId::k_cuGraphExecMemcpyNodeSetParams_10020>()(g.exec, g.nodes[k], &params, g.ctx);
 }
 
 }  // namespace
@@ -302,6 +310,12 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
   g->nodes.assign(ops.size(), nullptr);
   g->kernelBase.resize(ops.size());
   g->nodeUpdates.assign(ops.size(), 0);
+  g->kernelForm.assign(ops.size(), 0);
+  if (std::any_of(ops.begin(), ops.end(),
+                  [](const OpDesc& op) { return op.kind == OpKind::Memcpy || op.kind == OpKind::Memset; })) {
+    const bool soleDevice = copy_kernels_.soleDeviceInUse(ctx);
+    for (size_t i = 0; i < ops.size(); ++i) g->kernelForm[i] = copy_kernels_.usable(ops[i], ctx, soleDevice);
+  }
 
   // Program streams in order of first use; capture stream i stands for stream i.
   std::vector<core::StreamKey> streams;
@@ -455,7 +469,8 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
         case OpKind::Kernel:
         case OpKind::Memcpy:
         case OpKind::Memset: {
-          if ((r = issueOp(op, cs, kernels_, params_)) != CUDA_SUCCESS) {
+          r = g->kernelForm[i] ? copy_kernels_.launch(op, ctx, cs) : issueOp(op, cs, kernels_, params_);
+          if (r != CUDA_SUCCESS) {
             // The same launch ran eagerly: the driver refuses this kernel in
             // a capture, so later runs leave it out (a boundary) and the ops
             // around it can still be graphed.
@@ -535,7 +550,7 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
     }
     for (size_t i = 0; i < ops.size(); ++i) {
       if (!g->nodes[i]) continue;
-      if (ops[i].kind == OpKind::Kernel) {
+      if (ops[i].kind == OpKind::Kernel || g->kernelForm[i]) {
         r = real<ApiId::k_cuGraphKernelNodeGetParams_12000>()(g->nodes[i], &g->kernelBase[i]);
         if (r != CUDA_SUCCESS) return fail("cuGraphKernelNodeGetParams");
       } else if (ops[i].kind == OpKind::Memcpy) {
@@ -692,24 +707,10 @@ int GraphExecutor::runLaunch(LaunchJob& job, std::string* why) {
         ++g->nodeUpdates[k];
         break;
       }
-      case OpKind::Memcpy: {
-        CUDA_MEMCPY3D params = g->copyBase.at(k);
-        const CopyValue v = copyValueOf(op);
-        if (params.srcMemoryType == CU_MEMORYTYPE_HOST) params.srcHost = reinterpret_cast<const void*>(v.src);
-        else params.srcDevice = v.src;
-        if (params.dstMemoryType == CU_MEMORYTYPE_HOST) params.dstHost = reinterpret_cast<void*>(v.dst);
-        else params.dstDevice = v.dst;
-        r = real<ApiId::k_cuGraphExecMemcpyNodeSetParams_10020>()(g->exec, g->nodes[k], &params, g->ctx);
+      case OpKind::Memcpy:
+      case OpKind::Memset:
+        r = updateCopyNode(*g, k, op);
         break;
-      }
-      case OpKind::Memset: {
-        CUDA_MEMSET_NODE_PARAMS params = g->setBase.at(k);
-        const SetValue v = setValueOf(op);
-        params.dst = v.dst;
-        params.value = v.value;
-        r = real<ApiId::k_cuGraphExecMemsetNodeSetParams_10020>()(g->exec, g->nodes[k], &params, g->ctx);
-        break;
-      }
       default: break;
     }
     if (r != CUDA_SUCCESS) {
@@ -932,8 +933,10 @@ void GraphExecutor::forgetKernels() {
   countPatches();  // by the handles' current names
   kernels_.retireAll();
   // A context may be going away with its streams: graft's capture streams
-  // and events for it go first, and stream handles may be reused later.
+  // and events for it go first, and stream handles may be reused later; so do
+  // graft's copy kernels (the graphs using them are destroyed already).
   while (!pools_.empty()) dropPool(pools_.begin()->first);
+  copy_kernels_.forgetAll();
   blocking_.clear();
   stream_ctx_.clear();
 }

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "core/executor.h"
+#include "graph/copy_kernels.h"
 #include "graph/kernel_registry.h"
 #include "graph/launch_worker.h"
 #include "pool/device_pool.h"
@@ -151,6 +152,7 @@ class GraphExecutor final : public core::Executor {
   // `ctx` when set (and remembered), else the last context graft used.
   CUcontext orLastContext(CUcontext ctx);
   std::vector<void*> params_;
+  CopyKernels copy_kernels_;
   CUcontext last_ctx_ = nullptr;
   // The graphs with event nodes (forgetEvent); changed with no launch queued.
   std::vector<core::GraphHandle*> graphs_with_event_nodes_;

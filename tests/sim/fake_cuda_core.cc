@@ -572,6 +572,15 @@ std::unique_ptr<KernelObj> makeKernelObj(const char* name, SimKernelFamily famil
   if (k->name.rfind("sim_add", 0) == 0) k->effect = KernelEffect::Add;
   if (k->name.rfind("sim_mix", 0) == 0) k->effect = KernelEffect::Mix;
   if (k->name.rfind("sim_gate", 0) == 0) k->effect = KernelEffect::Gate;
+  if (k->name == "graft_copy" || k->name == "graft_memset") {
+    // graft_copy(u64 dst, u64 src, u64 bytes), graft_memset(u64 dst, u64 pitch,
+    // u64 width, u64 height, u32 value, u32 elementSize)
+    const bool copy = k->name == "graft_copy";
+    const std::vector<size_t> want = copy ? std::vector<size_t>{8, 8, 8} : std::vector<size_t>{8, 8, 8, 8, 4, 4};
+    if (k->sizes != want) return nullptr;
+    k->effect = copy ? KernelEffect::Copy : KernelEffect::Set;
+    return k;
+  }
   if (k->effect != KernelEffect::None) {
     if (nparams < 3) return nullptr;
     for (int i = 0; i < 3; ++i) {
@@ -588,6 +597,32 @@ KernelObj* lookupKernel(CUfunction f) {
 }
 
 void execKernel(const KernelLaunch& k, const EffectSource& src) {
+  const KernelObj* kernel = k.kernel;
+  if (kernel->effect == KernelEffect::Copy || kernel->effect == KernelEffect::Set) {
+    auto word = [&](unsigned i) {
+      uint64_t v = 0;
+      std::memcpy(&v, k.params.data() + kernel->offsets[i], kernel->sizes[i]);
+      return v;
+    };
+    if (kernel->effect == KernelEffect::Copy) {
+      CopyOp c;
+      c.dst = word(0);
+      c.src = word(1);
+      c.width = word(2);
+      execCopy(c, src);
+    } else {
+      MemsetOp m;
+      m.dst = word(0);
+      m.pitch = word(1);
+      m.width = word(2);
+      m.height = word(3);
+      m.elementSize = unsigned(word(5));
+      const uint64_t v = word(4);
+      m.value = uint32_t(m.elementSize == 1 ? (v & 0xff) : (m.elementSize == 2 ? (v & 0xffff) : v));
+      execMemset(m, src);
+    }
+    return;
+  }
   TraceEntry t;
   t.e.kind = SIM_EFFECT_KERNEL;
   t.e.func = k.handle;

@@ -44,7 +44,10 @@ using CompletionPtr = std::shared_ptr<Completion>;
 
 // Gate: runnable only once the 8 bytes at its first parameter hold at least
 // its third (a kernel that spins until the host releases it); no effect.
-enum class KernelEffect { None, Add, Mix, Gate };
+// Copy, Set: graft's own copy and memset kernels (src/graph/copy_kernels.cu,
+// loaded from PTX): they do what the driver's copy or memset would, and the
+// trace shows that copy or memset, as the real GPU's memory would.
+enum class KernelEffect { None, Add, Mix, Gate, Copy, Set };
 
 struct KernelObj {
   std::string name;

@@ -5,8 +5,10 @@
 // An "image" is NUL-terminated text naming the kernels it contains and their
 // parameter sizes in bytes (natural alignment, as simKernelCreate):
 //     "sim-image: sim_add_a(8,8,8,8); scale_a(8,4,8)"
-// Anything else is CUDA_ERROR_INVALID_IMAGE. Kernels named sim_add* / sim_mix*
-// have the memory effect sim_api.h describes.
+// PTX text is read for its entries and their parameter sizes (graft loads its
+// copy kernels so). Anything else is CUDA_ERROR_INVALID_IMAGE. Kernels named
+// sim_add* / sim_mix* have the memory effect sim_api.h describes, graft_copy
+// and graft_memset that of the copy or memset they stand for.
 //
 // Invariants:
 //  - A module's kernels are CUfunctions (SIM_KERNEL_FUNCTION family), a library's
@@ -81,10 +83,35 @@ struct ParsedKernel {
   std::vector<size_t> sizes;
 };
 
+// PTX text (graft's copy kernels): each ".entry NAME(" and the sizes of its
+// ".param .<type><bits>" declarations, up to the closing parenthesis.
+bool parsePtx(const char* p, std::vector<ParsedKernel>* out) {
+  static const char kEntry[] = ".entry ";
+  for (const char* e = std::strstr(p, kEntry); e; e = std::strstr(e, kEntry)) {
+    e += sizeof kEntry - 1;
+    ParsedKernel k;
+    while (*e && (std::isalnum(static_cast<unsigned char>(*e)) || *e == '_')) k.name += *e++;
+    if (k.name.empty() || *e != '(') return false;
+    const char* close = std::strchr(e, ')');
+    if (!close) return false;
+    for (const char* q = std::strstr(e, ".param ."); q && q < close; q = std::strstr(q, ".param .")) {
+      q += 8;
+      while (std::isalpha(static_cast<unsigned char>(*q))) ++q;
+      const unsigned long bits = std::strtoul(q, nullptr, 10);
+      if (bits == 0 || bits % 8 != 0) return false;
+      k.sizes.push_back(bits / 8);
+    }
+    out->push_back(std::move(k));
+    e = close;
+  }
+  return !out->empty();
+}
+
 bool parseImage(const void* image, std::vector<ParsedKernel>* out) {
   static const char kMagic[] = "sim-image:";
   if (!image) return false;
   const char* p = static_cast<const char*>(image);
+  if (std::strstr(p, ".version ") && std::strstr(p, ".entry ")) return parsePtx(p, out);
   if (std::strncmp(p, kMagic, sizeof kMagic - 1) != 0) return false;
   p += sizeof kMagic - 1;
   auto skipWs = [&] {
