@@ -389,12 +389,10 @@ CUresult allocAsync(Runtime& rt, Real realFn, CUdeviceptr* out, size_t bytes, CU
     if (!capturing && key != core::kPerThreadStream && pool->allocate(bytes, key, out))
       return CUDA_SUCCESS;
   }
-  {
-    // Issued after the launches queued before it, as in eager order (issuing
-    // an allocation earlier would not be looser; this keeps one rule).
-    auto lock = rt.engine().lock();
-    rt.engine().drainLaunches();
-  }
+  // Issued at once, before the launches queued on graft's launch thread, as it
+  // is before the ops graft holds: none of them can use memory allocated after
+  // them, and memory it may reuse was freed before it in driver order (a free
+  // the engine deferred goes after the launches it follows, in their queue).
   return realFn(out, bytes, s);
 }
 
