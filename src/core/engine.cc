@@ -620,13 +620,12 @@ bool Engine::deferEventDestroy(uint64_t event) {
 }
 
 bool Engine::deferFree(uint64_t pointer, StreamKey stream, uint64_t domain) {
-  if (stream == kPerThreadStream) {  // only the calling thread can name that stream
-    if (!held_.empty()) resolveHeld(EagerCause::SyncInSegment, nullptr);
+  if (held_.empty()) {
     drainLaunches();
     return false;
   }
-  if (held_.empty()) {
-    if (executor_.freeAfterQueuedLaunches(pointer, stream, domain)) return true;
+  if (stream == kPerThreadStream) {  // only the calling thread can name that stream
+    resolveHeld(EagerCause::SyncInSegment, nullptr);
     drainLaunches();
     return false;
   }

@@ -100,13 +100,6 @@ class Executor {
   // `domain`: the context current at the program's call (0: unknown), which
   // decides what a default stream names.
   virtual void freeAsync(uint64_t pointer, StreamKey stream, uint64_t domain) = 0;
-  // A stream-ordered free the program makes while nothing is held: when graph
-  // launches are still queued (not yet in the driver's queues), it is issued
-  // after them without waiting for them (true). False: none are queued (or the
-  // executor cannot queue it), and the caller issues it now.
-  virtual bool freeAfterQueuedLaunches(uint64_t /*pointer*/, StreamKey /*stream*/, uint64_t /*domain*/) {
-    return false;
-  }
 
   // Which execution domain (device context) an op runs in; 0 when it has none
   // of its own (an event op on a program stream). Ops of two different

@@ -205,7 +205,7 @@ GraphExecutor::GraphExecutor(KernelRegistry& kernels, pool::DevicePool* pool, bo
   worker_ = std::make_unique<LaunchWorker<LaunchJob>>(
       [this](LaunchJob& job) {
         job.failure.clear();  // only a failure builds text
-        return runJob(job, &job.failure);
+        return runLaunch(job, &job.failure);
       },
       onLaunchThread, launchPollMicros, launchSpinMicros);
   if (!worker_->start()) {
@@ -627,7 +627,12 @@ GRAFT_HOT int GraphExecutor::launch(GraphHandle* g, const core::OpRange& ops,
   bool async = launchThread();
   if (async && launch_inline_ && worker_->idle()) async = false;
   launch_inline_ = false;
-  if (async) job = jobSlot();
+  if (async) {
+    while (!(job = worker_->slot())) {  // the launch thread stopped after a failure
+      worker_->drain();
+      takeOverAfterFailure();
+    }
+  }
   if (g->broken) {  // see takeOverAfterFailure; nothing is queued
     *why = "an earlier launch of this graph failed";
     return int(CUDA_ERROR_LAUNCH_FAILED);
@@ -832,33 +837,10 @@ void GraphExecutor::applyToInstance(const LaunchJob& job) {
   }
 }
 
-GraphExecutor::LaunchJob* GraphExecutor::jobSlot() {
-  LaunchJob* job;
-  while (!(job = worker_->slot())) {  // the launch thread stopped after a failure
-    worker_->drain();
-    takeOverAfterFailure();
-  }
-  return job;
-}
-
-int GraphExecutor::runFree(const LaunchJob& job) {
-  // The context of the program's call: a default stream names its stream.
-  ContextScope scope(job.freeContext);
-  // As eagerly, an error of the free itself reaches nobody (the program's call
-  // returned when the engine deferred it).
-  if (const CUresult r = real<ApiId::k_cuMemFreeAsync_11020>()(job.freePointer, asStream(job.freeStream)))
-    GRAFT_DEBUG("a deferred cuMemFreeAsync returned {}", errorName(r));
-  return 0;
-}
-
 void GraphExecutor::takeOverAfterFailure() {
   const uint64_t first = worker_->firstUndone(), end = worker_->queuedCount();
   for (uint64_t i = first; i < end; ++i) {
     LaunchJob& job = worker_->job(i);
-    if (!job.graph) {  // a free, in its place in the order
-      runFree(job);
-      continue;
-    }
     GraphHandle* g = job.graph;
     std::string why = i == first ? job.failure : std::string();
     int rc = i == first ? worker_->failure() : 0;
@@ -933,30 +915,14 @@ void GraphExecutor::destroyEvent(uint64_t event) {
 }
 
 void GraphExecutor::freeAsync(uint64_t pointer, core::StreamKey stream, uint64_t domain) {
+  waitForLaunches();
   if (pool_ && pool_->owns(pointer)) {
-    waitForLaunches();
     pool_->freeAsync(pointer, stream);
     return;
   }
-  if (freeAfterQueuedLaunches(pointer, stream, domain)) return;
-  LaunchJob& job = sync_job_;
-  job.graph = nullptr;
-  job.freePointer = pointer;
-  job.freeStream = stream;
-  job.freeContext = orLastContext(reinterpret_cast<CUcontext>(domain));
-  runFree(job);
-}
-
-bool GraphExecutor::freeAfterQueuedLaunches(uint64_t pointer, core::StreamKey stream, uint64_t domain) {
-  // graft's pool keeps its own order (not on the launch thread).
-  if (!launchThread() || worker_->idle() || (pool_ && pool_->owns(pointer))) return false;
-  LaunchJob* job = jobSlot();
-  job->graph = nullptr;
-  job->freePointer = pointer;
-  job->freeStream = stream;
-  job->freeContext = orLastContext(reinterpret_cast<CUcontext>(domain));
-  worker_->queue();
-  return true;
+  // The context of the program's call: a default stream names its stream.
+  ContextScope scope(orLastContext(reinterpret_cast<CUcontext>(domain)));
+  real<ApiId::k_cuMemFreeAsync_11020>()(pointer, asStream(stream));
 }
 
 uint64_t GraphExecutor::domainOf(const OpDesc& op) { return reinterpret_cast<uint64_t>(runContext(op)); }

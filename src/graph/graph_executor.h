@@ -64,7 +64,6 @@ class GraphExecutor final : public core::Executor {
   void destroy(core::GraphHandle* graph) override;
   void destroyEvent(uint64_t event) override;
   void freeAsync(uint64_t pointer, core::StreamKey stream, uint64_t domain) override;
-  bool freeAfterQueuedLaunches(uint64_t pointer, core::StreamKey stream, uint64_t domain) override;
   uint64_t domainOf(const core::OpDesc& op) override;
   uint64_t contextOfEventOp(const core::OpDesc& op) override;
   void forgetKernels() override;
@@ -108,14 +107,8 @@ class GraphExecutor final : public core::Executor {
 
   // One graph launch, with copies of what differs from the graph's own copy
   // of its segment: the patched ops' value bytes and the program's events.
-  // Or (graph null) a stream-ordered free the engine deferred past the ops of
-  // a launch: queued after it, so it reaches the driver after that launch
-  // without the program's thread waiting for it.
   struct LaunchJob {
     core::GraphHandle* graph = nullptr;
-    uint64_t freePointer = 0;
-    core::StreamKey freeStream = 0;
-    CUcontext freeContext = nullptr;
     std::vector<uint32_t> patchOps;      // op index of each patch
     std::vector<uint32_t> patchOffsets;  // where its value bytes start in `bytes`
     std::vector<uint8_t> bytes;
@@ -125,11 +118,6 @@ class GraphExecutor final : public core::Executor {
     bool onJoinStream = false;           // see Executor::launch
   };
   int runLaunch(LaunchJob& job, std::string* why);
-  // A job: its launch, or its free.
-  int runJob(LaunchJob& job, std::string* why) { return job.graph ? runLaunch(job, why) : runFree(job); }
-  static int runFree(const LaunchJob& job);
-  // A queued slot of the launch thread's, taking over its failed jobs first.
-  LaunchJob* jobSlot();
   // After a launch failed on the launch thread: issues that job and, in order,
   // every job queued after it (eagerly when its graph failed before).
   void takeOverAfterFailure();

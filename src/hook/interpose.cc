@@ -392,7 +392,7 @@ CUresult allocAsync(Runtime& rt, Real realFn, CUdeviceptr* out, size_t bytes, CU
   // Issued at once, before the launches queued on graft's launch thread, as it
   // is before the ops graft holds: none of them can use memory allocated after
   // them, and memory it may reuse was freed before it in driver order (a free
-  // the engine deferred goes after the launches it follows, in their queue).
+  // reaches the driver only after the launches queued before it).
   return realFn(out, bytes, s);
 }
 
