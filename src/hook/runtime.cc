@@ -301,7 +301,10 @@ void Runtime::writeExitReport() {
                                p.reusedSameStream + p.reusedAfterFence, p.declined};
   }
   const config::Options& o = options();
-  if (o.summary) GRAFT_INFO("{}", log::reportSummary(r));
+  // A program that never called the driver through graft (one linked against
+  // cuBLAS starts graft from cuBLAS's constructor, then may never use CUDA)
+  // gets no summary: there is nothing to say.
+  if (o.summary && r.opsTotal) GRAFT_INFO("{}", log::reportSummary(r));
   if (!o.statsFile.empty()) {
     const std::string err = log::writeReportFile(r, o.statsFile);
     if (!err.empty()) GRAFT_WARN("{}", err);
