@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "graph/context_scope.h"
 #include "graph/op_codec.h"
 #include "hook/driver_api.h"
 #include "log/log.h"
@@ -26,6 +25,28 @@ constexpr unsigned kMaxBlocks = 2048;
 
 unsigned blocksFor(uint64_t bytes, unsigned cap) {
   return unsigned(std::clamp<uint64_t>((bytes + kBytesPerBlock - 1) / kBytesPerBlock, 1, std::max(cap, 1u)));
+}
+
+unsigned long long contextId(CUcontext ctx) {
+  unsigned long long id = 0;
+  auto get = real<ApiId::k_cuCtxGetId_12000>();
+  return get && get(ctx, &id) == CUDA_SUCCESS ? id : 0;
+}
+
+bool isEmpty(const OpDesc& op) {
+  if (op.kind == OpKind::Memcpy) return copyShapeOf(op).bytes == 0;
+  const SetShape s = setShapeOf(op);
+  return s.width == 0 || s.height == 0;
+}
+
+// A copy whose source and destination share bytes: the driver's copy and a
+// parallel kernel may leave different bytes (the program's result is
+// undefined either way); such a copy keeps the driver's node.
+bool overlaps(const OpDesc& op) {
+  if (op.kind != OpKind::Memcpy) return false;
+  const CopyValue v = copyValueOf(op);
+  const uint64_t n = copyShapeOf(op).bytes;
+  return v.dst < v.src + n && v.src < v.dst + n;
 }
 
 }  // namespace
@@ -53,10 +74,20 @@ CopyKernelArgs::CopyKernelArgs(const OpDesc& op) {
   }
 }
 
+const CopyKernels::Module* CopyKernels::find(CUcontext ctx) const {
+  auto it = modules_.find(ctx);
+  return it == modules_.end() || it->second.failed ? nullptr : &it->second;
+}
+
 CopyKernels::Module* CopyKernels::loaded(CUcontext ctx) {
-  auto [it, fresh] = modules_.try_emplace(ctx);
-  Module& m = it->second;
-  if (!fresh) return m.failed ? nullptr : &m;
+  const unsigned long long id = contextId(ctx);
+  auto it = modules_.find(ctx);
+  if (it != modules_.end() && (!id || it->second.contextId == id)) return it->second.failed ? nullptr : &it->second;
+  // First use in this context, or a new context under an old handle (the old
+  // module went with the old context).
+  Module& m = modules_[ctx];
+  m = Module{};
+  m.contextId = id;
   auto load = real<ApiId::k_cuModuleLoadData_2000>();
   auto get = real<ApiId::k_cuModuleGetFunction_2000>();
   auto device = real<ApiId::k_cuCtxGetDevice_2000>();
@@ -74,11 +105,6 @@ CopyKernels::Module* CopyKernels::loaded(CUcontext ctx) {
       attr(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, m.set);
     }
     m.device = int(dev);
-    if (devices_ < 0) {
-      int n = 0;
-      auto count = real<ApiId::k_cuDeviceGetCount_2000>();
-      devices_ = count && count(&n) == CUDA_SUCCESS ? n : 0;
-    }
     return &m;
   }
   m.failed = true;
@@ -93,48 +119,49 @@ CopyKernels::Module* CopyKernels::loaded(CUcontext ctx) {
   return nullptr;
 }
 
-bool CopyKernels::soleDeviceInUse(CUcontext ctx) {
-  const Module* m = loaded(ctx);
-  if (!m) return false;
-  if (devices_ == 1) return true;
-  auto get = real<ApiId::k_cuDeviceGet_2000>();
-  auto state = real<ApiId::k_cuDevicePrimaryCtxGetState_7000>();
-  if (!get || !state) return false;
-  for (int ordinal = 0; ordinal < devices_; ++ordinal) {
-    CUdevice dev = -1;
-    unsigned flags = 0;
-    int active = 1;
-    if (get(&dev, ordinal) != CUDA_SUCCESS || state(dev, &flags, &active) != CUDA_SUCCESS) return false;
-    if (active && int(dev) != m->device) return false;
-  }
-  return true;
-}
-
-bool CopyKernels::local(CUdeviceptr p, const Module& m, bool soleDevice) {
+bool CopyKernels::pointerReachable(CUdeviceptr p, const Module& m, bool write) {
   auto attr = real<ApiId::k_cuPointerGetAttribute_4000>();
   unsigned type = 0;
-  if (attr(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) != CUDA_SUCCESS) return soleDevice;  // freed since
-  if (type != CU_MEMORYTYPE_DEVICE) return false;
   int ordinal = -1;
-  return attr(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p) == CUDA_SUCCESS && ordinal == m.device;
+  if (attr(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) != CUDA_SUCCESS || type != CU_MEMORYTYPE_DEVICE ||
+      attr(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p) != CUDA_SUCCESS || ordinal != m.device)
+    return false;
+  // Mapped memory (cuMemMap) the current context's device may not access, or
+  // only read. A driver without the attribute: device memory of this device.
+  unsigned access = CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE;
+  if (attr(&access, CU_POINTER_ATTRIBUTE_ACCESS_FLAGS, p) != CUDA_SUCCESS)
+    access = CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE;
+  return access == CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE ||
+         (!write && access == CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READ);
 }
 
-bool CopyKernels::usable(const OpDesc& op, CUcontext ctx, bool soleDevice) {
-  if (op.kind == OpKind::Memcpy) {
-    if (copyShapeOf(op).bytes == 0) return false;
-  } else if (op.kind == OpKind::Memset) {
-    const SetShape s = setShapeOf(op);
-    if (s.width == 0 || s.height == 0) return false;
-  } else {
-    return false;
-  }
+bool CopyKernels::usable(const OpDesc& op, CUcontext ctx) {
+  if ((op.kind != OpKind::Memcpy && op.kind != OpKind::Memset) || isEmpty(op) || overlaps(op)) return false;
   const Module* m = loaded(ctx);
   if (!m) return false;
+  // Memory freed since the op was issued cannot be asked about; every launch
+  // checks the memory it is given.
+  auto freedOrReachable = [&](CUdeviceptr p, bool write) {
+    unsigned type = 0;
+    if (real<ApiId::k_cuPointerGetAttribute_4000>()(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) != CUDA_SUCCESS)
+      return true;
+    return pointerReachable(p, *m, write);
+  };
   if (op.kind == OpKind::Memcpy) {
     const CopyValue v = copyValueOf(op);
-    return local(v.dst, *m, soleDevice) && local(v.src, *m, soleDevice);
+    return freedOrReachable(v.dst, true) && freedOrReachable(v.src, false);
   }
-  return local(setValueOf(op).dst, *m, soleDevice);
+  return freedOrReachable(setValueOf(op).dst, true);
+}
+
+bool CopyKernels::reachable(const OpDesc& op, CUcontext ctx) const {
+  const Module* m = find(ctx);
+  if (!m || overlaps(op)) return false;
+  if (op.kind == OpKind::Memcpy) {
+    const CopyValue v = copyValueOf(op);
+    return pointerReachable(v.dst, *m, true) && pointerReachable(v.src, *m, false);
+  }
+  return pointerReachable(setValueOf(op).dst, *m, true);
 }
 
 CUresult CopyKernels::launch(const OpDesc& op, CUcontext ctx, CUstream stream) {
@@ -155,13 +182,8 @@ CUresult CopyKernels::launch(const OpDesc& op, CUcontext ctx, CUstream stream) {
 }
 
 void CopyKernels::forgetAll() {
-  auto unload = real<ApiId::k_cuModuleUnload_2000>();
-  for (auto& [ctx, m] : modules_) {
-    if (!m.module || !unload) continue;
-    ContextScope scope(ctx);
-    unload(m.module);  // the graphs using it were destroyed first
-  }
-  modules_.clear();
+  for (auto it = modules_.begin(); it != modules_.end();)
+    it = it->second.contextId ? std::next(it) : modules_.erase(it);
 }
 
 }  // namespace graft::graph

@@ -11,9 +11,15 @@
 // next update. A kernel node's parameters are never validated. The kernels
 // copy or set exactly the bytes the driver's copy or memset would.
 //
+// Since nothing validates them, every launch of a graph checks that each of
+// its copies and memsets in kernel form names memory the kernel can reach
+// (reachable()); the driver's own copy reaches more (another device's memory
+// without peer access, host memory), and such an instance runs eagerly.
+//
 // Threading: GraphExecutor's (under the engine lock); the launch thread only
-// reads CopyKernelArgs it builds itself. Calls the driver (module loads, once
-// per context). Allocates only when a context's module is loaded.
+// reads CopyKernelArgs it builds itself. Calls the driver (a module load once
+// per context, pointer attributes). Allocates only when a context's module is
+// loaded.
 #pragma once
 
 #include <cuda.h>
@@ -39,24 +45,26 @@ struct CopyKernelArgs {
 
 class CopyKernels {
  public:
-  // Whether no device other than ctx's has memory the program could name:
-  // the process sees one device, or no other device's primary context is
-  // active. Loads the module on the first call in a context. `ctx` must be
-  // current. For usable(), once per build.
-  bool soleDeviceInUse(CUcontext ctx);
-  // Whether `op` (a memcpy or memset op of graft's: device-to-device copies
-  // and memsets only) may run as graft's kernel in context `ctx`: it is not
-  // empty, and its memory is device memory of ctx's device, or no longer
-  // allocated while `soleDevice` (soleDeviceInUse: the memory was on a device
-  // when the op was issued, and no other device could have held it). Loads
-  // the module on the first call in a context (false if that fails; logged
-  // once). `ctx` must be current.
-  bool usable(const core::OpDesc& op, CUcontext ctx, bool soleDevice);
+  // At build: whether `op` (a memcpy or memset op of graft's: device copies
+  // and memsets only) may become graft's kernel in context `ctx`: it is not
+  // empty, a copy's ranges do not overlap, and its memory is reachable (see
+  // reachable()) or no longer allocated (every launch checks the memory it is
+  // then given). Loads the module on the first call in a context (false if
+  // that fails; logged once). `ctx` must be current.
+  bool usable(const core::OpDesc& op, CUcontext ctx);
+  // At each launch, for an op built in kernel form, with this instance's
+  // values: its memory is device memory of ctx's device that ctx may read
+  // (a source) and write (a destination), and a copy's ranges do not overlap.
+  // `ctx` must be current. No allocation.
+  bool reachable(const core::OpDesc& op, CUcontext ctx) const;
   // Launches `op` as graft's kernel on `stream` (in a capture: adds its node).
   // After usable(op, ctx) returned true.
   CUresult launch(const core::OpDesc& op, CUcontext ctx, CUstream stream);
-  // The program unloads code or destroys a context: every module is unloaded
-  // (a context handle may be reused for a new context).
+  // The program unloads code or destroys a context. graft's modules do not
+  // depend on the program's code, and a context handle reused by a new
+  // context is told apart by its id (cuCtxGetId), so the modules stay; only
+  // where the driver cannot tell context ids are they forgotten (not
+  // unloaded: their context may be going).
   void forgetAll();
 
  private:
@@ -65,13 +73,16 @@ class CopyKernels {
     CUfunction copy = nullptr;
     CUfunction set = nullptr;
     int device = -1;
+    unsigned long long contextId = 0;  // 0: the driver cannot tell
     bool failed = false;
   };
   Module* loaded(CUcontext ctx);
-  bool local(CUdeviceptr p, const Module& m, bool soleDevice);
+  const Module* find(CUcontext ctx) const;
+  // Device memory of `m`'s device that the current context may write
+  // (`write`) or read.
+  static bool pointerReachable(CUdeviceptr p, const Module& m, bool write);
 
   std::unordered_map<CUcontext, Module> modules_;
-  int devices_ = -1;  // cuDeviceGetCount, at the first load
   bool logged_failure_ = false;
 };
 

@@ -28,8 +28,10 @@ struct GraphHandle {
   std::unordered_map<uint32_t, CUDA_MEMCPY3D> copyBase;
   std::unordered_map<uint32_t, CUDA_MEMSET_NODE_PARAMS> setBase;
   // Per op: a copy or memset captured as graft's kernel (graph/copy_kernels.h),
-  // a kernel node whose base parameters are in kernelBase.
+  // a kernel node whose base parameters are in kernelBase; and those ops'
+  // indices (each launch checks their memory).
   std::vector<uint8_t> kernelForm;
+  std::vector<uint32_t> kernelFormOps;
   // Launch plan (DESIGN.md §2.5), chosen at build:
   //  - one program stream: launched on it;
   //  - several streams (branched): launched on graft's own non-blocking stream
@@ -311,10 +313,10 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
   g->kernelBase.resize(ops.size());
   g->nodeUpdates.assign(ops.size(), 0);
   g->kernelForm.assign(ops.size(), 0);
-  if (std::any_of(ops.begin(), ops.end(),
-                  [](const OpDesc& op) { return op.kind == OpKind::Memcpy || op.kind == OpKind::Memset; })) {
-    const bool soleDevice = copy_kernels_.soleDeviceInUse(ctx);
-    for (size_t i = 0; i < ops.size(); ++i) g->kernelForm[i] = copy_kernels_.usable(ops[i], ctx, soleDevice);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].kind != OpKind::Memcpy && ops[i].kind != OpKind::Memset) continue;
+    g->kernelForm[i] = copy_kernels_.usable(ops[i], ctx);
+    if (g->kernelForm[i]) g->kernelFormOps.push_back(uint32_t(i));
   }
 
   // Program streams in order of first use; capture stream i stands for stream i.
@@ -619,6 +621,19 @@ GRAFT_HOT int GraphExecutor::launch(GraphHandle* g, const core::OpRange& ops,
       *why = fmt::format("stream {:#x} was created again as a {} stream since the graph was built", stream,
                          blocking ? "non-blocking" : "blocking");
       return kGraphOutdated;
+    }
+  }
+  if (!g->kernelFormOps.empty()) {
+    // Nothing validates a kernel's parameters: memory graft's copy kernels
+    // cannot reach (another device's, host memory), which the driver's copy
+    // or memset would, makes this instance run eagerly and the graph be built
+    // again when its run repeats.
+    ContextScope scope(g->ctx);
+    for (uint32_t k : g->kernelFormOps) {
+      if (!copy_kernels_.reachable(ops[k], g->ctx)) [[unlikely]] {
+        *why = fmt::format("op {} ({}) names memory graft's copy kernel cannot reach", k, describe(ops[k]));
+        return kGraphOutdated;
+      }
     }
   }
   LaunchJob* job = &sync_job_;

@@ -109,9 +109,26 @@ def check_hot_text(lib, simdir, program):
 
 
 def check_static_init(lib):
-    inits = [line.split()[-1] for line in run("nm", lib).splitlines() if "_GLOBAL__sub_I" in line]
-    failures = [f"dynamic initializers (globals constructed by code at load): {inits}"] if inits else []
-    return failures, "no dynamic initializer"
+    symbols = {}
+    for line in run("nm", lib).splitlines():
+        parts = line.split()
+        if len(parts) == 3:
+            symbols.setdefault(int(parts[0], 16), []).append(parts[2])
+    if not symbols:
+        return ["libgraft.so has no symbol table (stripped?): cannot check its initializers"], ""
+    failures = []
+    inits = [n for names in symbols.values() for n in names if "_GLOBAL__sub_I" in n]
+    if inits:
+        failures.append(f"dynamic initializers (globals constructed by code at load): {inits}")
+    # Every .init_array entry: the toolchain's frame_dummy or graft's own graftLoad.
+    dump = run("readelf", "-x", ".init_array", lib)
+    words = "".join("".join(l.split()[1:5]) for l in dump.splitlines() if l.strip().startswith("0x"))
+    entries = [int.from_bytes(bytes.fromhex(words[i:i + 16]), "little") for i in range(0, len(words) - 15, 16)]
+    for e in entries:
+        names = symbols.get(e, ["(unnamed)"])
+        if not any(n == "frame_dummy" or "graftLoad" in n for n in names):
+            failures.append(f".init_array runs {names} at load")
+    return failures, f"no dynamic initializer; .init_array: {len(entries)} entries (frame_dummy, graftLoad)"
 
 
 def main():

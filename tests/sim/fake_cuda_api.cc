@@ -27,7 +27,9 @@ bool validDevice(CUdevice dev) { return dev >= 0 && dev < state().deviceCount; }
 
 Context* newContext(int device, bool primary) {
   SimState& st = state();
+  static unsigned long long nextId = 0;
   auto c = std::make_unique<Context>();
+  c->id = ++nextId;
   c->device = device;
   c->primary = primary;
   Context* raw = c.get();
@@ -594,7 +596,7 @@ CUresult memAllocAsyncImpl(bool pt, CUdeviceptr* dptr, size_t bytes, CUstream h)
     invalidate(s->capture.get());
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   }
-  uint64_t a = deviceAllocLocked(bytes);
+  uint64_t a = deviceAllocLocked(bytes, s->ctx->device);
   if (!a) return CUDA_ERROR_OUT_OF_MEMORY;
   auto item = std::make_unique<Item>();
   item->kind = ItemKind::AllocAsync;
@@ -937,6 +939,15 @@ CUresult CUDAAPI cuCtxGetDevice(CUdevice* dev) {
   SIM_ENTRY("cuCtxGetDevice", kNeedCtx | kNoSticky);
   if (!dev) return CUDA_ERROR_INVALID_VALUE;
   *dev = currentCtx()->device;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxGetId(CUcontext ctx, unsigned long long* id) {
+  SIM_ENTRY("cuCtxGetId", kNoSticky);
+  if (!id) return CUDA_ERROR_INVALID_VALUE;
+  Context* c = ctx ? lookupContext(ctx) : currentCtx();
+  if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+  *id = c->id;
   return CUDA_SUCCESS;
 }
 

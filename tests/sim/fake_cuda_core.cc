@@ -604,6 +604,21 @@ void execKernel(const KernelLaunch& k, const EffectSource& src) {
       std::memcpy(&v, k.params.data() + kernel->offsets[i], kernel->sizes[i]);
       return v;
     };
+    // A kernel reaches device memory of its own device and pinned host
+    // memory only (no peer access is simulated); the driver's copy reaches
+    // more.
+    const int device = src.stream ? src.stream->ctx->device : 0;
+    auto reachable = [&](uint64_t a) {
+      const MemClass c = classify(a, 1);
+      return c == MemClass::PinnedHost || (c == MemClass::Device && deviceOfMemory(a) == device);
+    };
+    if (!reachable(word(0)) || (kernel->effect == KernelEffect::Copy && !reachable(word(1)))) {
+      char buf[200];
+      std::snprintf(buf, sizeof buf, "kernel %s on device %d: memory out of its reach (dst=0x%" PRIx64 " src=0x%" PRIx64 ")",
+                    kernel->name.c_str(), device, word(0), kernel->effect == KernelEffect::Copy ? word(1) : 0);
+      setSticky(CUDA_ERROR_ILLEGAL_ADDRESS, buf);
+      return;
+    }
     if (kernel->effect == KernelEffect::Copy) {
       CopyOp c;
       c.dst = word(0);

@@ -239,6 +239,7 @@ struct TraceEntry {
 // per-thread default streams and synchronization domain. Never freed: a destroyed
 // context stays allocated so stale handles are detected, not dereferenced.
 struct Context {
+  unsigned long long id = 0;  // unique in the process (cuCtxGetId)
   int device = 0;
   bool primary = false;
   bool destroyed = false;
@@ -381,7 +382,10 @@ MemClass classify(uint64_t addr, size_t len);
 // its own, 16-byte steps), for an object whose address a live handle names.
 uintptr_t freshHandle();
 bool isDevice(uint64_t addr, size_t len);
-uint64_t deviceAllocLocked(size_t bytes);  // 0 on failure
+uint64_t deviceAllocLocked(size_t bytes, int device);  // 0 on failure
+// The device whose context allocated device memory at `addr` (mapped memory:
+// 0); -1 for anything else.
+int deviceOfMemory(uint64_t addr);
 bool deviceFreeLocked(uint64_t addr);      // false if not an allocation base
 bool isDeviceAllocationBase(uint64_t addr);
 void initMemoryLocked();

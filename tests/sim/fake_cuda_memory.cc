@@ -40,7 +40,7 @@ class RangeAllocator {
     free_[base] = size;
   }
   bool inRegion(uint64_t a) const { return a >= base_ && a < base_ + size_; }
-  uint64_t alloc(size_t bytes) {
+  uint64_t alloc(size_t bytes, int device = 0) {
     size_t need = (std::max(bytes, size_t{1}) + kAlign - 1) / kAlign * kAlign;
     for (auto it = free_.begin(); it != free_.end(); ++it) {
       if (it->second < need) continue;
@@ -48,7 +48,7 @@ class RangeAllocator {
       size_t rest = it->second - need;
       free_.erase(it);
       if (rest) free_[a + need] = rest;
-      live_[a] = Block{bytes, need};
+      live_[a] = Block{bytes, need, device};
       return a;
     }
     return 0;
@@ -76,13 +76,14 @@ class RangeAllocator {
     return true;
   }
   // The live allocation containing [a, a+len), if any.
-  bool find(uint64_t a, size_t len, uint64_t* base, size_t* size) const {
+  bool find(uint64_t a, size_t len, uint64_t* base, size_t* size, int* device = nullptr) const {
     auto it = live_.upper_bound(a);
     if (it == live_.begin()) return false;
     --it;
     if (a + std::max(len, size_t{1}) > it->first + std::max(it->second.bytes, size_t{1})) return false;
     if (base) *base = it->first;
     if (size) *size = it->second.bytes;
+    if (device) *device = it->second.device;
     return true;
   }
   bool isBase(uint64_t a) const { return live_.count(a) != 0; }
@@ -96,6 +97,7 @@ class RangeAllocator {
   struct Block {
     size_t bytes;
     size_t reserved;
+    int device;  // the device of the context that allocated it
   };
   uint64_t base_ = 0;
   size_t size_ = 0;
@@ -219,9 +221,16 @@ MemClass classify(uint64_t addr, size_t len) {
 
 bool isDevice(uint64_t addr, size_t len) { return classify(addr, len) == MemClass::Device; }
 
-uint64_t deviceAllocLocked(size_t bytes) {
+uint64_t deviceAllocLocked(size_t bytes, int device) {
   ensureMem();
-  return mem().dev.alloc(bytes);
+  return mem().dev.alloc(bytes, device);
+}
+
+int deviceOfMemory(uint64_t addr) {
+  MemState& m = mem();
+  int device = 0;
+  if (m.ready && m.dev.inRegion(addr)) return m.dev.find(addr, 1, nullptr, nullptr, &device) ? device : -1;
+  return classify(addr, 1) == MemClass::Device ? 0 : -1;  // mapped (VMM) memory: device 0's
 }
 
 bool deviceFreeLocked(uint64_t addr) { return mem().dev.release(addr); }
@@ -240,7 +249,7 @@ CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
   SIM_ENTRY("cuMemAlloc_v2", kNeedCtx);
   if (!dptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = checkUnsafeCall(); r != CUDA_SUCCESS) return r;
-  uint64_t a = deviceAllocLocked(bytesize);
+  uint64_t a = deviceAllocLocked(bytesize, currentCtx()->device);
   if (!a) return CUDA_ERROR_OUT_OF_MEMORY;
   *dptr = a;
   return CUDA_SUCCESS;
@@ -386,7 +395,7 @@ CUresult pointerAttribute(void* data, CUpointer_attribute attr, uint64_t ptr, bo
       *static_cast<unsigned*>(data) = 0;
       return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
-      *static_cast<int*>(data) = known ? 0 : -2;
+      *static_cast<int*>(data) = !known ? -2 : cls == MemClass::Device ? deviceOfMemory(ptr) : 0;
       return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
       *static_cast<CUdeviceptr*>(data) = base;
@@ -394,9 +403,13 @@ CUresult pointerAttribute(void* data, CUpointer_attribute attr, uint64_t ptr, bo
     case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
       *static_cast<size_t*>(data) = size;
       return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
-      *static_cast<unsigned*>(data) = known ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE : 0;
+    case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS: {
+      // No peer access: another device's memory is out of the current device's reach.
+      const Context* ctx = lookupContext(currentContext());
+      const bool reach = known && (cls != MemClass::Device || (ctx && deviceOfMemory(ptr) == ctx->device));
+      *static_cast<unsigned*>(data) = reach ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE : 0;
       return CUDA_SUCCESS;
+    }
     case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
       *static_cast<CUmemoryPool*>(data) = nullptr;
       return CUDA_SUCCESS;
