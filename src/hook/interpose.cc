@@ -581,7 +581,8 @@ struct Wrapper<Id, PT, CUresult(CUDAAPI*)(A...)> {
 // driver symbols from its own constructor, and the loader runs that before
 // graft's constructors (a preloaded library is initialized last). The same
 // holds for the exported symbols' slots below and every other global graft
-// reaches from a lookup: the preload test early-lookups checks it.
+// reaches from a lookup (tests: sim_early_lookups, and the preload check
+// library-no-dynamic-initializers).
 template <ApiId Id, int PT,
           bool Wrapped = apiInfo(Id).klass != ApiClass::Internal && (PT == 0 || apiInfo(Id).variant != Variant::NONE)>
 struct WrapperOf {
