@@ -119,11 +119,15 @@ CopyKernels::Module* CopyKernels::loaded(CUcontext ctx) {
   return nullptr;
 }
 
-bool CopyKernels::pointerReachable(CUdeviceptr p, const Module& m, bool write) {
+bool CopyKernels::pointerReachable(CUdeviceptr p, const Module& m, bool write, bool* freed) {
   auto attr = real<ApiId::k_cuPointerGetAttribute_4000>();
   unsigned type = 0;
   int ordinal = -1;
-  if (attr(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) != CUDA_SUCCESS || type != CU_MEMORYTYPE_DEVICE ||
+  if (attr(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) != CUDA_SUCCESS) {
+    if (freed) *freed = true;
+    return false;
+  }
+  if (type != CU_MEMORYTYPE_DEVICE ||
       attr(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p) != CUDA_SUCCESS || ordinal != m.device)
     return false;
   // Mapped memory (cuMemMap) the current context's device may not access, or
@@ -142,10 +146,8 @@ bool CopyKernels::usable(const OpDesc& op, CUcontext ctx) {
   // Memory freed since the op was issued cannot be asked about; every launch
   // checks the memory it is given.
   auto freedOrReachable = [&](CUdeviceptr p, bool write) {
-    unsigned type = 0;
-    if (real<ApiId::k_cuPointerGetAttribute_4000>()(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) != CUDA_SUCCESS)
-      return true;
-    return pointerReachable(p, *m, write);
+    bool freed = false;
+    return pointerReachable(p, *m, write, &freed) || freed;
   };
   if (op.kind == OpKind::Memcpy) {
     const CopyValue v = copyValueOf(op);

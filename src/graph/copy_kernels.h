@@ -79,8 +79,9 @@ class CopyKernels {
   Module* loaded(CUcontext ctx);
   const Module* find(CUcontext ctx) const;
   // Device memory of `m`'s device that the current context may write
-  // (`write`) or read.
-  static bool pointerReachable(CUdeviceptr p, const Module& m, bool write);
+  // (`write`) or read. `freed` (may be null): set when the driver knows no
+  // allocation at `p`.
+  static bool pointerReachable(CUdeviceptr p, const Module& m, bool write, bool* freed = nullptr);
 
   std::unordered_map<CUcontext, Module> modules_;
   bool logged_failure_ = false;

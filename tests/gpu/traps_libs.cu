@@ -20,30 +20,19 @@
 
 #include "trap_common.cuh"
 
-#define CKB(call)                                                                     \
-  do {                                                                                \
-    cublasStatus_t s_ = (call);                                                       \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                \
-      std::fprintf(stderr, "traps: %s:%d: %s -> cuBLAS status %d\n", __FILE__, __LINE__, #call, int(s_)); \
-      std::exit(1);                                                                   \
-    }                                                                                 \
+// A library call that must return its library's success status (all are 0).
+#define CK_LIB(call, lib)                                                                        \
+  do {                                                                                           \
+    const int s_ = int(call);                                                                    \
+    if (s_ != 0) {                                                                               \
+      std::fprintf(stderr, "traps: %s:%d: %s -> %s status %d\n", __FILE__, __LINE__, #call, lib, s_); \
+      std::exit(1);                                                                              \
+    }                                                                                            \
   } while (0)
-#define CKR(call)                                                                     \
-  do {                                                                                \
-    curandStatus_t s_ = (call);                                                       \
-    if (s_ != CURAND_STATUS_SUCCESS) {                                                \
-      std::fprintf(stderr, "traps: %s:%d: %s -> cuRAND status %d\n", __FILE__, __LINE__, #call, int(s_)); \
-      std::exit(1);                                                                   \
-    }                                                                                 \
-  } while (0)
-#define CKF(call)                                                                     \
-  do {                                                                                \
-    cufftResult s_ = (call);                                                          \
-    if (s_ != CUFFT_SUCCESS) {                                                        \
-      std::fprintf(stderr, "traps: %s:%d: %s -> cuFFT result %d\n", __FILE__, __LINE__, #call, int(s_)); \
-      std::exit(1);                                                                   \
-    }                                                                                 \
-  } while (0)
+#define CKB(call) CK_LIB(call, "cuBLAS")
+#define CKR(call) CK_LIB(call, "cuRAND")
+#define CKF(call) CK_LIB(call, "cuFFT")
+static_assert(CUBLAS_STATUS_SUCCESS == 0 && CURAND_STATUS_SUCCESS == 0 && CUFFT_SUCCESS == 0);
 
 namespace {
 
