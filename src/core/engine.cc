@@ -620,12 +620,13 @@ bool Engine::deferEventDestroy(uint64_t event) {
 }
 
 bool Engine::deferFree(uint64_t pointer, StreamKey stream, uint64_t domain) {
-  if (held_.empty()) {
+  if (stream == kPerThreadStream) {  // only the calling thread can name that stream
+    if (!held_.empty()) resolveHeld(EagerCause::SyncInSegment, nullptr);
     drainLaunches();
     return false;
   }
-  if (stream == kPerThreadStream) {  // only the calling thread can name that stream
-    resolveHeld(EagerCause::SyncInSegment, nullptr);
+  if (held_.empty()) {
+    if (executor_.freeBehindQueuedLaunches(pointer, stream, domain)) return true;
     drainLaunches();
     return false;
   }

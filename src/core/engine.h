@@ -122,9 +122,10 @@ class Engine {
   bool deferEventDestroy(uint64_t event);
   // A stream-ordered free (cuMemFreeAsync) while ops are held: it is issued
   // right after them, so the memory is never reusable before they ran
-  // (returns true: the caller must not free it now). Allocations need no such
-  // care: issued at once, they come before the held ops and the queued
-  // launches, which cannot use them.
+  // (returns true: the caller must not free it now); while nothing is held
+  // but graph launches are queued, after those (Executor::freeBehindQueuedLaunches).
+  // Allocations need no such care: issued at once, they come before the held
+  // ops and the queued launches, which cannot use them.
   // `domain`: the caller's context (opaque), in which a NULL stream is named.
   bool deferFree(uint64_t pointer, StreamKey stream, uint64_t domain = 0);
   // The program begins/ends its own stream capture: graft steps aside.

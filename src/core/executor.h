@@ -96,10 +96,21 @@ class Executor {
   // before the driver does (may call the driver).
   virtual void forgetEvent(uint64_t /*event*/) {}
   // Issues a stream-ordered free the engine deferred until the held ops
-  // before it were issued.
+  // before it were issued. An executor that launches on a thread of its own
+  // may issue it later, after the launches queued before it, but before any
+  // op the program issues after it (a free that comes later only keeps the
+  // memory from being reused sooner).
   // `domain`: the context current at the program's call (0: unknown), which
   // decides what a default stream names.
   virtual void freeAsync(uint64_t pointer, StreamKey stream, uint64_t domain) = 0;
+  // A stream-ordered free the program makes while nothing is held: true when
+  // graph launches are still queued and the free was put behind them (as
+  // freeAsync may), so the program's thread does not wait for them. False:
+  // nothing is queued (or the executor cannot queue it); the caller issues
+  // it after draining.
+  virtual bool freeBehindQueuedLaunches(uint64_t /*pointer*/, StreamKey /*stream*/, uint64_t /*domain*/) {
+    return false;
+  }
 
   // Which execution domain (device context) an op runs in; 0 when it has none
   // of its own (an event op on a program stream). Ops of two different

@@ -204,10 +204,13 @@ GraphExecutor::GraphExecutor(KernelRegistry& kernels, pool::DevicePool* pool, bo
                              unsigned launchSpinMicros)
     : kernels_(kernels), pool_(pool) {
   if (!asyncLaunch) return;
+  frees_pending_.reserve(256);
   worker_ = std::make_unique<LaunchWorker<LaunchJob>>(
       [this](LaunchJob& job) {
         job.failure.clear();  // only a failure builds text
-        return runLaunch(job, &job.failure);
+        const int rc = runLaunch(job, &job.failure);
+        if (rc == 0) issueFrees(job.frees);  // else takeOverAfterFailure issues them after the instance
+        return rc;
       },
       onLaunchThread, launchPollMicros, launchSpinMicros);
   if (!worker_->start()) {
@@ -684,9 +687,12 @@ GRAFT_HOT int GraphExecutor::launch(GraphHandle* g, const core::OpRange& ops,
     return 0;
   }
   if (async) {
+    // The frees made since the last queued launch go after this one.
+    job->frees.swap(frees_pending_);
     worker_->queue();
     return 0;
   }
+  if (!frees_pending_.empty()) issueFrees(frees_pending_);  // the launches before them ran
   return runLaunch(*job, why);
 }
 
@@ -860,7 +866,10 @@ void GraphExecutor::takeOverAfterFailure() {
     std::string why = i == first ? job.failure : std::string();
     int rc = i == first ? worker_->failure() : 0;
     if (!rc && !g->broken) rc = runLaunch(job, &why);  // applies the job to the instance
-    if (!rc && !g->broken) continue;
+    if (!rc && !g->broken) {
+      issueFrees(job.frees);
+      continue;
+    }
     if (rc && !g->broken) {
       GRAFT_WARN("a graph launch failed ({}); issuing that instance's {} ops eagerly",
                  why.empty() ? errorName(CUresult(rc)) : why, g->instance.size());
@@ -873,6 +882,7 @@ void GraphExecutor::takeOverAfterFailure() {
     if (const int e = reissueInstance(job))
       GRAFT_WARN("issuing a failed launch's ops eagerly returned driver error {}", e);
     failed_.push_back({g, uint32_t(g->instance.size())});
+    issueFrees(job.frees);
   }
   worker_->finish();
 }
@@ -930,14 +940,37 @@ void GraphExecutor::destroyEvent(uint64_t event) {
 }
 
 void GraphExecutor::freeAsync(uint64_t pointer, core::StreamKey stream, uint64_t domain) {
-  waitForLaunches();
+  if (freeBehindQueuedLaunches(pointer, stream, domain)) return;
+  waitForLaunches();  // and the frees put behind them, which come before this one
   if (pool_ && pool_->owns(pointer)) {
     pool_->freeAsync(pointer, stream);
     return;
   }
+  issueFree({pointer, stream, orLastContext(reinterpret_cast<CUcontext>(domain))});
+}
+
+bool GraphExecutor::freeBehindQueuedLaunches(uint64_t pointer, core::StreamKey stream, uint64_t domain) {
+  // graft's pool keeps its own order; only the calling thread can name its
+  // per-thread default stream.
+  if (!launchThread() || worker_->idle() || stream == core::kPerThreadStream || (pool_ && pool_->owns(pointer)))
+    return false;
   // The context of the program's call: a default stream names its stream.
-  ContextScope scope(orLastContext(reinterpret_cast<CUcontext>(domain)));
-  real<ApiId::k_cuMemFreeAsync_11020>()(pointer, asStream(stream));
+  frees_pending_.push_back({pointer, stream, orLastContext(reinterpret_cast<CUcontext>(domain))});
+  ++frees_queued_;
+  return true;
+}
+
+void GraphExecutor::issueFree(const PendingFree& f) {
+  ContextScope scope(f.ctx);
+  // An error of a deferred free reaches nobody: the program's call returned
+  // when it was deferred.
+  if (const CUresult r = real<ApiId::k_cuMemFreeAsync_11020>()(f.pointer, asStream(f.stream)); r != CUDA_SUCCESS)
+    GRAFT_DEBUG("a deferred cuMemFreeAsync returned {}", errorName(r));
+}
+
+void GraphExecutor::issueFrees(std::vector<PendingFree>& frees) {
+  for (const PendingFree& f : frees) issueFree(f);
+  frees.clear();
 }
 
 uint64_t GraphExecutor::domainOf(const OpDesc& op) { return reinterpret_cast<uint64_t>(runContext(op)); }

@@ -64,6 +64,7 @@ class GraphExecutor final : public core::Executor {
   void destroy(core::GraphHandle* graph) override;
   void destroyEvent(uint64_t event) override;
   void freeAsync(uint64_t pointer, core::StreamKey stream, uint64_t domain) override;
+  bool freeBehindQueuedLaunches(uint64_t pointer, core::StreamKey stream, uint64_t domain) override;
   uint64_t domainOf(const core::OpDesc& op) override;
   uint64_t contextOfEventOp(const core::OpDesc& op) override;
   void forgetKernels() override;
@@ -75,6 +76,9 @@ class GraphExecutor final : public core::Executor {
   // event it holds is destroyed, measured on an H100), and a later event that
   // gets this handle is set into nodes again.
   void forgetEvent(uint64_t event) override;
+
+  // Stream-ordered frees put behind queued launches so far (freeBehindQueuedLaunches).
+  uint64_t freesQueued() const { return frees_queued_; }
 
   // The launch thread so far; false without one.
   bool launchThreadStats(LaunchWorkerStats* out) const {
@@ -105,8 +109,23 @@ class GraphExecutor final : public core::Executor {
   void dropPool(CUcontext ctx);
   bool isBlocking(core::StreamKey stream);
 
+  // A stream-ordered free put behind the queued launches: issued, in the
+  // context of the program's call, after them (by the launch thread, after
+  // the next launch queued; or by the program's thread once it waited for
+  // the launches, before anything it issues next).
+  struct PendingFree {
+    uint64_t pointer;
+    core::StreamKey stream;
+    CUcontext ctx;
+  };
+  // Issues `frees` in order and clears it (either thread; the vector keeps
+  // its capacity).
+  static void issueFrees(std::vector<PendingFree>& frees);
+  static void issueFree(const PendingFree& free);
+
   // One graph launch, with copies of what differs from the graph's own copy
-  // of its segment: the patched ops' value bytes and the program's events.
+  // of its segment: the patched ops' value bytes and the program's events;
+  // and the frees made since the launch queued before it, issued after it.
   struct LaunchJob {
     core::GraphHandle* graph = nullptr;
     std::vector<uint32_t> patchOps;      // op index of each patch
@@ -115,6 +134,7 @@ class GraphExecutor final : public core::Executor {
     std::vector<uint64_t> events;        // per event op of the graph, in op order
     std::vector<void*> pointers;         // scratch: kernel parameter pointers
     std::string failure;                 // why its launch failed on the launch thread
+    std::vector<PendingFree> frees;      // issued after the launch (empty once issued)
     bool onJoinStream = false;           // see Executor::launch
   };
   int runLaunch(LaunchJob& job, std::string* why);
@@ -130,14 +150,22 @@ class GraphExecutor final : public core::Executor {
   void applyToInstance(const LaunchJob& job);
   void countPatches(core::GraphHandle* graph);
   bool launchThread() const { return worker_ && LaunchWorker<LaunchJob>::usable(); }
+  // Every queued launch is in the driver's queues, and every free put behind
+  // them too.
   void waitForLaunches() {
     if (launchThread() && !worker_->idle() && !worker_->drain()) takeOverAfterFailure();
+    if (!frees_pending_.empty()) [[unlikely]] issueFrees(frees_pending_);
   }
 
   KernelRegistry& kernels_;
   pool::DevicePool* pool_;
   std::unique_ptr<LaunchWorker<LaunchJob>> worker_;
   LaunchJob sync_job_;                         // without the launch thread
+  // Frees put behind the queued launches since the last launch was queued
+  // (program's thread, under the engine's lock); the next queued launch
+  // takes them.
+  std::vector<PendingFree> frees_pending_;
+  uint64_t frees_queued_ = 0;
   bool dry_run_ = false;
   std::vector<uint32_t> dry_run_patch_;
   bool launch_inline_ = false;  // the next launch follows a host barrier: run it here

@@ -294,7 +294,8 @@ void Runtime::writeExitReport() {
     r.hotText = log::Report::HotText{true, t.moved, t.moved ? std::string() : std::string(t.why)};
   }
   if (graph::LaunchWorkerStats t; executor_->launchThreadStats(&t))
-    r.launchThread = {true, t.cpuSeconds, t.deepSleeps, t.spinsCaught, t.spinsSkipped, t.takenOver};
+    r.launchThread = {true,          t.cpuSeconds, t.deepSleeps, t.spinsCaught, t.spinsSkipped, t.takenOver,
+                      executor_->freesQueued()};
   if (pool_) {
     const pool::PoolStats p = pool_->stats();
     r.pool = log::Report::Pool{true, p.reservedBytes, p.mappedBytes, p.peakInUseBytes, p.allocations,

@@ -90,9 +90,10 @@ std::string reportJson(const Report& r) {
                      jsonString(r.hotText.why));
   if (r.launchThread.enabled)
     j += fmt::format(",\n  \"launch_thread\": {{\"cpu_s\": {:.3f}, \"sleeps_until_woken\": {}, "
-                     "\"spins_caught\": {}, \"spins_skipped\": {}, \"launches_taken_over\": {}}}",
+                     "\"spins_caught\": {}, \"spins_skipped\": {}, \"launches_taken_over\": {}, "
+                     "\"frees_queued\": {}}}",
                      r.launchThread.cpuSeconds, r.launchThread.deepSleeps, r.launchThread.spinsCaught,
-                     r.launchThread.spinsSkipped, r.launchThread.takenOver);
+                     r.launchThread.spinsSkipped, r.launchThread.takenOver, r.launchThread.freesQueued);
   if (r.pool.enabled) {
     j += fmt::format(
         ",\n  \"pool\": {{\"reserved_bytes\": {}, \"mapped_bytes\": {}, \"peak_in_use_bytes\": {}, "
@@ -168,10 +169,11 @@ std::string reportSummary(const Report& r) {
   if (r.launchThread.enabled)
     s += fmt::format("\n  launch thread: {:.2f} s of CPU time, slept until woken {}; idle "
                      "spells spun through {}, not spun in {}; {} run by the program's thread "
-                     "while it waited",
+                     "while it waited; {} put behind queued launches",
                      r.launchThread.cpuSeconds, counted(r.launchThread.deepSleeps, "time"),
                      r.launchThread.spinsCaught, r.launchThread.spinsSkipped,
-                     counted(r.launchThread.takenOver, "launch", "launches"));
+                     counted(r.launchThread.takenOver, "launch", "launches"),
+                     counted(r.launchThread.freesQueued, "stream-ordered free", "stream-ordered frees"));
   if (r.pool.enabled) {
     s += fmt::format("\n  pool: {} allocations ({} reused, {} left to the driver), {:.1f} MiB mapped, "
                      "{:.1f} MiB peak in use",

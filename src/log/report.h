@@ -62,6 +62,7 @@ struct Report {
     uint64_t spinsCaught = 0;   // idle spells it spun through to the next launch
     uint64_t spinsSkipped = 0;  // idle spells it did not spin in (GRAFT_LAUNCH_SPIN_US)
     uint64_t takenOver = 0;     // launches the program's thread ran itself while it waited
+    uint64_t freesQueued = 0;   // stream-ordered frees put behind queued launches (no wait)
   } launchThread;
   struct Pool {
     bool enabled = false;

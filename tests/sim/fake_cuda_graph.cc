@@ -13,7 +13,9 @@
 //    offending capture invalidated) while this thread has a non-relaxed capture, or,
 //    for a thread in global mode, while any other thread has a global-mode capture.
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "fake_cuda_internal.h"
 
@@ -233,6 +235,9 @@ CUresult instantiate(CUgraphExec* pexec, CUgraph g) {
 }
 
 CUresult graphLaunchImpl(bool pt, CUgraphExec e, CUstream h) {
+  // SIM_GRAPH_LAUNCH_US: a slow launch (outside the simulator's lock; the
+  // value is set once, when the first call parsed the environment).
+  if (const unsigned us = state().graphLaunchMicros) std::this_thread::sleep_for(std::chrono::microseconds(us));
   SIM_ENTRY("cuGraphLaunch", kNeedCtx | kSteps);
   SimState& st = state();
   CUresult err;

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Nineteenth session: stream-ordered frees put behind queued launches.
+#   OUT=dir scripts/gpu-session19.sh BUILD ab [ROUNDS]
+#       in-process interleaved A/B under PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync:
+#       libgraft_old.so (frees wait for queued launches) against libgraft.so, mlp and gpt
+#   OUT=dir scripts/gpu-session19.sh BUILD check
+#       every trap; PyTorch losses bitwise under backend:cudaMallocAsync and the default allocator
+# Logs tarred into $OUT/s19-PART.tgz; tables last.
+B=${1:-.gpu/build}; PART=${2:-ab}; ROUNDS=${3:-3}; L=$PWD/$B/src/libgraft.so; O=/tmp/s19-$PART; rm -rf $O; mkdir -p $O
+export PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+if [ "$PART" = ab ]; then
+  PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync OUT=$O timeout 560 scripts/gpu-ab-interleaved.sh $B \
+    libgraft_old.so libgraft.so mlp,gpt $ROUNDS 10 8 > $O/ab.txt 2>&1
+  (cd /tmp && tar czf ${OUT:-/tmp}/s19-$PART.tgz s19-$PART)
+  echo "=== backend:cudaMallocAsync, A/B (old: frees wait; new: frees queued) ==="; grep -E "^\|" $O/ab.txt
+else
+  timeout 200 python3 tests/gpu/check_traps.py --traps $PWD/$B/tests/gpu/traps --traps $PWD/$B/tests/gpu/traps_libs \
+    --libgraft $L --timeout 30 --out $O/traps > $O/traps.txt 2>&1
+  PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync timeout 200 python3 tests/gpu/check_losses.py --libgraft $L \
+    --cases mlp,gpt,amp,sidestream --steps 300 --budget-s 190 --out $O/async > $O/async.txt 2>&1
+  timeout $((560 - SECONDS)) python3 tests/gpu/check_losses.py --libgraft $L --cases mlp,gpt,decode,expandable \
+    --steps 300 --budget-s $((540 - SECONDS)) --out $O/default > $O/default.txt 2>&1
+  (cd /tmp && tar czf ${OUT:-/tmp}/s19-$PART.tgz s19-$PART)
+  echo "=== traps ==="; grep -E "PASS|FAIL" $O/traps.txt | tail -1
+  grep -E "malloc_async|realloc_each" $O/traps.txt | grep -v "check_traps:"
+  echo "=== frees put behind queued launches (graft runs, backend:cudaMallocAsync) ==="
+  grep -rho "[0-9]* stream-ordered frees\? put behind queued launches" $O/async | sort | uniq -c | head
+  echo "=== losses, backend:cudaMallocAsync ==="; sed -n '/=== RESULT ===/,$p' $O/async.txt
+  echo "=== losses, default allocator ==="; sed -n '/=== RESULT ===/,$p' $O/default.txt
+fi

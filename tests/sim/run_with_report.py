@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+"""run_with_report.py - run a sim test program under graft and check its exit report.
+
+  run_with_report.py --exe PROGRAM [--arg A ...] --require SECTION.KEY [...]
+
+Runs PROGRAM (with its --arg arguments) with GRAFT_STATS pointing at a
+temporary file, in the environment it was given (LD_PRELOAD=libgraft.so and
+the simulator's variables). Fails when the program fails, when graft wrote no
+exit report (it did not run to completion), or when a required counter of the
+report (e.g. launch_thread.frees_queued) is missing or zero: the path under
+test was not taken.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--exe", required=True)
+    ap.add_argument("--arg", action="append", default=[])
+    ap.add_argument("--require", action="append", default=[])
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        stats = os.path.join(tmp, "graft_stats.json")
+        env = dict(os.environ, GRAFT_STATS=stats)
+        proc = subprocess.run([args.exe] + args.arg, env=env, capture_output=True, text=True, timeout=120)
+        sys.stdout.write(proc.stdout + proc.stderr)
+        if proc.returncode != 0:
+            print("%s exited with %d" % (args.exe, proc.returncode))
+            return 1
+        if not os.path.exists(stats):
+            print("graft wrote no exit report (GRAFT_STATS): it did not run to completion")
+            return 1
+        with open(stats) as f:
+            report = json.load(f)
+    bad = 0
+    for path in args.require:
+        value = report
+        for part in path.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        print("report %s = %s" % (path, value))
+        if not value:
+            print("the report's %s is missing or zero: the path under test was not taken" % path)
+            bad += 1
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

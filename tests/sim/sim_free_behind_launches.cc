@@ -1,0 +1,77 @@
+// sim_free_behind_launches: a loop shaped like PyTorch under
+// backend:cudaMallocAsync. Every iteration allocates its temporaries with
+// cuMemAllocAsync, chains data through them with sim_add kernels (one chain
+// on a second stream, joined by an event), stores the iteration's result in
+// its own slot of a persistent buffer and frees the temporaries with
+// cuMemFreeAsync; there is no sync until the end. Some frees come between
+// the kernels (while graft holds the iteration's ops), some after the last
+// one (while nothing is held and the launch of the graph may still be queued).
+//   sim_free_behind_launches [ITERATIONS]
+// Run with SIM_GRAPH_LAUNCH_US so graft's launch thread is still busy when
+// the frees come: they go behind the queued launches (the report's
+// launch_thread.frees_queued). The simulator frees stream-ordered memory
+// when the free runs, poisons it and hands it out again first-fit, so a free
+// that reached the driver before a launch using the memory makes a later
+// kernel fault or read poison. Checks every iteration's slot at the end
+// (exit 1 on a wrong one).
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "sim_api.h"
+#include "sim_driver_loader.h"
+
+int main(int argc, char** argv) {
+  const int iterations = argc > 1 ? std::atoi(argv[1]) : 60;
+  simtest::Driver drv;
+  CUcontext ctx;
+  if (int rc = simtest::startProgram("sim_free_behind_launches", &drv, &ctx)) return rc;
+  auto& cu = drv.plain;
+  CUfunction add = simtest::libraryKernel3("sim_add_free_behind");
+  CUstream s1, s2;
+  SIM_CHECK(cu.cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+  SIM_CHECK(cu.cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+  CUevent ev;
+  SIM_CHECK(cu.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+  const CUdeviceptr src = simtest::zeroedBuffer(cu, 64);
+  const CUdeviceptr results = simtest::zeroedBuffer(cu, 64 * size_t(iterations));
+  for (int it = 0; it < iterations; ++it) {
+    const uint64_t k = uint64_t(it) + 1;
+    CUdeviceptr a = 0, b = 0, c = 0, d = 0;
+    SIM_CHECK(cu.cuMemAllocAsync(&a, 256, s1));
+    SIM_CHECK(cu.cuMemAllocAsync(&b, 4096, s1));
+    SIM_CHECK(simtest::launchAdd(cu, add, a, src, k, s1));  // a = k
+    SIM_CHECK(simtest::launchAdd(cu, add, b, a, 1, s1));    // b = k + 1
+    SIM_CHECK(cu.cuMemFreeAsync(a, s1));                    // while b's chain is held
+    SIM_CHECK(cu.cuMemAllocAsync(&c, 512, s1));
+    SIM_CHECK(simtest::launchAdd(cu, add, c, b, 1, s1));    // c = k + 2
+    SIM_CHECK(cu.cuEventRecord(ev, s1));
+    SIM_CHECK(cu.cuStreamWaitEvent(s2, ev, 0));
+    SIM_CHECK(cu.cuMemAllocAsync(&d, 1u << 20, s2));
+    SIM_CHECK(simtest::launchAdd(cu, add, d, c, 1, s2));    // d = k + 3, on the other stream
+    SIM_CHECK(cu.cuMemFreeAsync(c, s2));                    // its last use is on s2
+    SIM_CHECK(simtest::launchAdd(cu, add, results + 64 * uint64_t(it), d, 0, s2));
+    SIM_CHECK(cu.cuEventRecord(ev, s2));
+    SIM_CHECK(cu.cuStreamWaitEvent(s1, ev, 0));  // the next iteration's s1 work follows this one
+    // After the iteration's last op: nothing may be held when these come.
+    SIM_CHECK(cu.cuMemFreeAsync(b, s1));
+    SIM_CHECK(cu.cuMemFreeAsync(d, s2));
+  }
+  SIM_CHECK(cu.cuCtxSynchronize());
+  std::vector<uint64_t> got(8 * size_t(iterations));
+  SIM_CHECK(cu.cuMemcpyDtoH(got.data(), results, got.size() * sizeof(uint64_t)));
+  int wrong = 0;
+  for (int it = 0; it < iterations; ++it) {
+    const uint64_t want = uint64_t(it) + 4;
+    if (got[8 * size_t(it)] != want && wrong++ < 5)
+      std::printf("sim_free_behind_launches: iteration %d: got %llu, expected %llu\n", it,
+                  (unsigned long long)got[8 * size_t(it)], (unsigned long long)want);
+  }
+  if (wrong || simtest::failedCalls()) {
+    std::printf("sim_free_behind_launches: %d wrong iterations, %d failed calls\n", wrong, simtest::failedCalls());
+    return 1;
+  }
+  std::printf("sim_free_behind_launches: %d iterations, every value right\n", iterations);
+  return 0;
+}
