@@ -5,6 +5,9 @@
 #       libgraft_old.so (frees wait for queued launches) against libgraft.so, mlp and gpt
 #   OUT=dir scripts/gpu-session19.sh BUILD check
 #       every trap; PyTorch losses bitwise under backend:cudaMallocAsync and the default allocator
+#   OUT=dir scripts/gpu-session19.sh BUILD models
+#       PyTorch losses bitwise: the new loader case (DataLoader workers, pin-memory thread), and
+#       mlp, gpt under torch.compile(mode="reduce-overhead") (check_losses.py --mode compile)
 # Logs tarred into $OUT/s19-PART.tgz; tables last.
 B=${1:-.gpu/build}; PART=${2:-ab}; ROUNDS=${3:-3}; L=$PWD/$B/src/libgraft.so; O=/tmp/s19-$PART; rm -rf $O; mkdir -p $O
 export PYTHONUNBUFFERED=1
@@ -14,6 +17,14 @@ if [ "$PART" = ab ]; then
     libgraft_old.so libgraft.so mlp,gpt $ROUNDS 10 8 > $O/ab.txt 2>&1
   (cd /tmp && tar czf ${OUT:-/tmp}/s19-$PART.tgz s19-$PART)
   echo "=== backend:cudaMallocAsync, A/B (old: frees wait; new: frees queued) ==="; grep -E "^\|" $O/ab.txt
+elif [ "$PART" = models ]; then
+  timeout 150 python3 tests/gpu/check_losses.py --libgraft $L --cases loader --steps 300 --budget-s 140 \
+    --out $O/loader > $O/loader.txt 2>&1
+  timeout $((560 - SECONDS)) python3 tests/gpu/check_losses.py --libgraft $L --mode compile --cases mlp,gpt \
+    --steps 300 --budget-s $((530 - SECONDS)) --out $O/compile > $O/compile.txt 2>&1
+  (cd /tmp && tar czf ${OUT:-/tmp}/s19-$PART.tgz s19-$PART)
+  echo "=== loader ==="; sed -n '/=== RESULT ===/,$p' $O/loader.txt; tail -3 $O/loader.txt | grep -v RESULT
+  echo "=== torch.compile reduce-overhead ==="; sed -n '/=== RESULT ===/,$p' $O/compile.txt; tail -3 $O/compile.txt
 else
   timeout 200 python3 tests/gpu/check_traps.py --traps $PWD/$B/tests/gpu/traps --traps $PWD/$B/tests/gpu/traps_libs \
     --libgraft $L --timeout 30 --out $O/traps > $O/traps.txt 2>&1

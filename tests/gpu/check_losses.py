@@ -9,7 +9,12 @@ When a case differs, eager is run a second time to tell graft bugs from a
 nondeterministic workload.
 
   python3 tests/gpu/check_losses.py [--libgraft build/src/libgraft.so] [--steps 300]
-                                    [--cases mlp,gpt,...] [--out DIR]
+                                    [--cases mlp,gpt,...] [--out DIR] [--mode eager|compile]
+
+--mode compile runs both sides as workloads.py --mode compile (the model under
+torch.compile(mode="reduce-overhead"), whose CUDA graphs PyTorch captures and
+launches itself; graft steps aside for the captures): graft under a program that
+graphs most of its step itself. Cases: workloads.COMPILE_CASES.
 
 Exit: 0 all cases bitwise equal; 1 otherwise; 77 torch or a GPU is missing; 2 usage.
 """
@@ -23,7 +28,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as H  # noqa: E402
-from workloads import CASES  # noqa: E402
+from workloads import CASES, COMPILE_CASES  # noqa: E402
 
 
 def main():
@@ -31,7 +36,9 @@ def main():
     ap.add_argument("--libgraft", default=H.DEFAULT_LIBGRAFT)
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--warmup", type=int, default=30)
-    ap.add_argument("--cases", default=",".join(CASES))
+    ap.add_argument("--cases", default=None, help="default: every case of the mode")
+    ap.add_argument("--mode", default="eager", choices=["eager", "compile"],
+                    help="workloads.py --mode for both runs (compile: torch.compile reduce-overhead)")
     ap.add_argument("--out", default=None, help="directory for logs, loss files, stats (default: temp)")
     ap.add_argument("--timeout", type=float, default=180.0, help="seconds per process")
     ap.add_argument("--budget-s", type=float, default=0.0,
@@ -41,10 +48,11 @@ def main():
                     help="do not set GRAFT_LOG_FILE per case (default: OUT/CASE.graftlog.txt unless set)")
     args = ap.parse_args()
 
-    cases = [c.strip() for c in args.cases.split(",") if c.strip()]
-    bad = [c for c in cases if c not in CASES]
+    known = CASES if args.mode == "eager" else list(COMPILE_CASES)
+    cases = [c.strip() for c in (args.cases or ",".join(known)).split(",") if c.strip()]
+    bad = [c for c in cases if c not in known]
     if bad:
-        ap.error("unknown case(s) %s; choose from %s" % (bad, CASES))
+        ap.error("unknown case(s) %s for --mode %s; choose from %s" % (bad, args.mode, known))
     if args.steps < 300:
         print("check_losses: note: --steps %d is below the 300 the gpu tier asks for" % args.steps)
     out = os.path.abspath(args.out or tempfile.mkdtemp(prefix="check_losses."))
@@ -58,7 +66,7 @@ def main():
         if args.budget_s and time.monotonic() - t_start > args.budget_s:
             results.append({"case": case, "verdict": "NOT RUN", "why": "time budget %.0fs" % args.budget_s})
             continue
-        eager = H.run_workload(case, "eager", args.steps, out, case + ".eager", H.clean_env(),
+        eager = H.run_workload(case, args.mode, args.steps, out, case + ".eager", H.clean_env(),
                                args.timeout, warmup=args.warmup)
         if H.skipped(eager):
             line = H.last_lines(eager["output_tail"], 1)
@@ -74,7 +82,7 @@ def main():
         if not args.no_log_file and "GRAFT_LOG_FILE" not in os.environ:
             extra.append("GRAFT_LOG_FILE=" + os.path.join(out, case + ".graftlog.txt"))
         genv = H.graft_env(libgraft, "graph", spath, extra)
-        graft = H.run_workload(case, "eager", args.steps, out, case + ".graft", genv, args.timeout,
+        graft = H.run_workload(case, args.mode, args.steps, out, case + ".graft", genv, args.timeout,
                                warmup=args.warmup, stats_path=spath)
         r = {"case": case, "eager": eager, "graft": graft, "graft_summary": H.graft_summary(graft["stats"])}
         if not eager["ok"]:
@@ -96,7 +104,7 @@ def main():
                 else:
                     r["why"] = cmp.get("error", "?")
                 # Is eager itself deterministic?
-                eager2 = H.run_workload(case, "eager", args.steps, out, case + ".eager2", H.clean_env(),
+                eager2 = H.run_workload(case, args.mode, args.steps, out, case + ".eager2", H.clean_env(),
                                         args.timeout, warmup=args.warmup)
                 if eager2["ok"]:
                     c2 = H.compare_losses(eager["losses"], eager2["losses"])
@@ -113,7 +121,8 @@ def main():
 
     print()
     print("=== RESULT ===")
-    print("check_losses: %d steps per run, eager vs LD_PRELOAD=libgraft GRAFT_MODE=graph" % args.steps)
+    print("check_losses: %d steps per run, %s vs LD_PRELOAD=libgraft GRAFT_MODE=graph" % (
+        args.steps, "eager" if args.mode == "eager" else "torch.compile(mode=\"reduce-overhead\")"))
     rows = []
     for r in results:
         gs = r.get("graft_summary") or {}

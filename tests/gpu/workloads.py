@@ -6,7 +6,7 @@
                                  [--profile-json FILE --profile-steps P]
 
 CASE: mlp mlp_item gpt amp sidestream lastbatch partgraph gemm cnn lstm dynamic accum
-      inductor_mlp inductor_gpt sdpa ddp vit diffusion gan expandable decode
+      inductor_mlp inductor_gpt sdpa ddp vit diffusion gan expandable decode loader
       (or "list")
 
 --steps N is the total number of training steps; the first W (--warmup) are untimed.
@@ -51,10 +51,10 @@ os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 # a ViT with clipping and a cosine schedule; diffusion training with GroupNorm, a transposed
 # conv and a weight EMA; a GAN's two alternating optimizers; the expandable-segments
 # allocator (cuMemMap/cuMemUnmap) with empty_cache; inference: KV-cache decoding with a
-# sync per token).
+# sync per token; a DataLoader with worker processes and a pin-memory thread).
 ISSUE_CASES = ["mlp", "mlp_item", "gpt", "amp", "sidestream", "lastbatch", "partgraph", "gemm"]
 OTHER_CASES = ["cnn", "lstm", "dynamic", "accum", "inductor_mlp", "inductor_gpt", "sdpa", "ddp",
-               "vit", "diffusion", "gan", "expandable", "decode"]
+               "vit", "diffusion", "gan", "expandable", "decode", "loader"]
 CASES = ISSUE_CASES + OTHER_CASES
 # Loops whose host reads results that steer what it launches next (sizes from nonzero):
 # the floor and match modes drop kernels, so those reads are garbage and the loop breaks.
@@ -1059,6 +1059,51 @@ class ExpandableWorkload(ClassifierWorkload):
         return loss.detach() + 1e-3 * aux
 
 
+class LoaderWorkload(ClassifierWorkload):
+    """mlp's model and AdamW fed the way most training scripts feed theirs: a
+    torch.utils.data.DataLoader over a host TensorDataset, shuffled by a seeded generator
+    (in the main process, so the batches do not depend on the workers), 2 worker
+    processes (forked after CUDA is initialized; they never touch CUDA), pin_memory=True
+    (PyTorch's pin-memory thread copies each batch into page-locked memory from its caching
+    host allocator, which records an event after each non_blocking copy and queries it
+    before reusing the block, from that thread), a new iterator every epoch (persistent
+    workers), gradient clipping and a cosine learning-rate schedule (a new learning rate
+    every step). zero_grad(set_to_none=True)."""
+
+    nsamples = 64 * 12
+
+    def setup(self, mode="eager"):
+        super().setup()
+        g = torch.Generator().manual_seed(2468)
+        X = torch.randn(self.nsamples, self.din, generator=g)
+        Y = torch.randint(0, self.nout, (self.nsamples,), generator=g)
+        self.loader = torch.utils.data.DataLoader(
+            torch.utils.data.TensorDataset(X, Y), batch_size=self.batch, shuffle=True,
+            generator=torch.Generator().manual_seed(1357), num_workers=2, pin_memory=True,
+            persistent_workers=True, drop_last=True)
+        self.batches = iter(self.loader)
+        self.sched = torch.optim.lr_scheduler.CosineAnnealingLR(self.opt, T_max=max(1, self.steps))
+
+    def next_batch(self):
+        try:
+            return next(self.batches)
+        except StopIteration:  # a new epoch
+            self.batches = iter(self.loader)
+            return next(self.batches)
+
+    def step(self, i):
+        xb, yb = self.next_batch()
+        x = xb.to(self.dev, non_blocking=True)
+        y = yb.to(self.dev, non_blocking=True)
+        self.opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(self.model(x), y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.opt.step()
+        self.sched.step()
+        return loss
+
+
 class DecodeWorkload(Workload):
     """Inference, not training: greedy autoregressive decoding with a small GPT-style decoder
     (eval mode, torch.inference_mode, no optimizer) and a preallocated static KV cache of
@@ -1132,6 +1177,7 @@ WORKLOADS = {
     "gan": GANWorkload,
     "expandable": ExpandableWorkload,
     "decode": DecodeWorkload,
+    "loader": LoaderWorkload,
 }
 
 
