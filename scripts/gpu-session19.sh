@@ -8,6 +8,9 @@
 #   OUT=dir scripts/gpu-session19.sh BUILD models
 #       PyTorch losses bitwise: the new loader case (DataLoader workers, pin-memory thread), and
 #       mlp, gpt under torch.compile(mode="reduce-overhead") (check_losses.py --mode compile)
+#   OUT=dir scripts/gpu-session19.sh BUILD copies
+#       every trap (unaligned_copies is new), then the copy bench with aligned and misaligned
+#       sources (scripts/gpu-copy-bench.sh, 3 rounds, offsets 0, 1 and 2)
 # Logs tarred into $OUT/s19-PART.tgz; tables last.
 B=${1:-.gpu/build}; PART=${2:-ab}; ROUNDS=${3:-3}; L=$PWD/$B/src/libgraft.so; O=/tmp/s19-$PART; rm -rf $O; mkdir -p $O
 export PYTHONUNBUFFERED=1
@@ -17,6 +20,23 @@ if [ "$PART" = ab ]; then
     libgraft_old.so libgraft.so mlp,gpt $ROUNDS 10 8 > $O/ab.txt 2>&1
   (cd /tmp && tar czf ${OUT:-/tmp}/s19-$PART.tgz s19-$PART)
   echo "=== backend:cudaMallocAsync, A/B (old: frees wait; new: frees queued) ==="; grep -E "^\|" $O/ab.txt
+elif [ "$PART" = copies ]; then
+  # QUICK=1: only the traps with device copies and memsets
+  timeout 220 python3 tests/gpu/check_traps.py --traps $PWD/$B/tests/gpu/traps --traps $PWD/$B/tests/gpu/traps_libs \
+    --libgraft $L --timeout 30 --out $O/traps \
+    ${QUICK:+--scenarios unaligned_copies,copy_kinds,odd_ops,memset_host,realloc_each_step,malloc_async,memset_values,batch_copy} \
+    > $O/traps.txt 2>&1
+  OFFS="0 1 2"; [ -n "$QUICK" ] && OFFS="0 1"
+  for off in $OFFS; do
+    timeout 100 scripts/gpu-copy-bench.sh $B 3 "4096 1048576 16777216 134217728" $off > $O/bench$off.txt 2>&1
+  done
+  [ -z "$QUICK" ] && LIB=libgraft_old.so timeout 100 scripts/gpu-copy-bench.sh $B 3 \
+    "4096 1048576 16777216 134217728" 1 > $O/bench1old.txt 2>&1
+  (cd /tmp && tar czf ${OUT:-/tmp}/s19-$PART.tgz s19-$PART)
+  echo "=== traps ==="; grep -E "PASS|FAIL" $O/traps.txt | tail -1
+  grep -E "unaligned_copies|copy_kinds|odd_ops|memset_host|realloc_each|malloc_async" $O/traps.txt | grep -v "check_traps:"
+  echo "=== copy bench (us per step; graft: graft's copy kernels; graph: the driver's nodes) ==="
+  cat $O/bench0.txt $O/bench1.txt $O/bench2.txt $O/bench1old.txt 2>/dev/null || true
 elif [ "$PART" = models ]; then
   timeout 150 python3 tests/gpu/check_losses.py --libgraft $L --cases loader --steps 300 --budget-s 140 \
     --out $O/loader > $O/loader.txt 2>&1

@@ -4,25 +4,41 @@
 //
 // Both kernels are grid-stride loops whose work depends on the pointer values
 // they get at run time (graft patches those at every replay), so they handle
-// any alignment: 16-byte accesses where both ends allow, else 4-byte, else bytes.
+// any alignment: a few head bytes up to the destination's 16- or 4-byte
+// boundary, then whole words, then the tail bytes. A source at another offset
+// than the destination is read as aligned 4-byte words, two per word written
+// (each holds at least one byte of the source, so no read leaves its pages).
 #include <stdint.h>
 
 extern "C" __global__ void graft_copy(uint8_t* dst, const uint8_t* src, uint64_t bytes) {
   const uint64_t tid = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const uint64_t stride = uint64_t(gridDim.x) * blockDim.x;
-  const uint64_t both = uint64_t(dst) | uint64_t(src);
-  uint64_t done = 0;
-  if ((both & 15) == 0) {
-    const uint64_t n = bytes >> 4;
-    for (uint64_t i = tid; i < n; i += stride) reinterpret_cast<uint4*>(dst)[i] = reinterpret_cast<const uint4*>(src)[i];
+  const uint64_t d = uint64_t(dst), s = uint64_t(src);
+  const uint64_t align = ((d ^ s) & 15) == 0 ? 16 : 4;
+  const uint64_t head = min(bytes, (align - (d & (align - 1))) & (align - 1));
+  for (uint64_t i = tid; i < head; i += stride) dst[i] = src[i];
+  uint8_t* const bd = dst + head;
+  const uint8_t* const bs = src + head;
+  const uint64_t rest = bytes - head;
+  uint64_t done;
+  if (align == 16) {
+    const uint64_t n = rest >> 4;
+    for (uint64_t i = tid; i < n; i += stride) reinterpret_cast<uint4*>(bd)[i] = reinterpret_cast<const uint4*>(bs)[i];
     done = n << 4;
-  } else if ((both & 3) == 0) {
-    const uint64_t n = bytes >> 2;
+  } else if ((uint64_t(bs) & 3) == 0) {
+    const uint64_t n = rest >> 2;
     for (uint64_t i = tid; i < n; i += stride)
-      reinterpret_cast<uint32_t*>(dst)[i] = reinterpret_cast<const uint32_t*>(src)[i];
+      reinterpret_cast<uint32_t*>(bd)[i] = reinterpret_cast<const uint32_t*>(bs)[i];
+    done = n << 2;
+  } else {
+    const uint32_t shift = 8 * uint32_t(uint64_t(bs) & 3);
+    const uint32_t* const words = reinterpret_cast<const uint32_t*>(uint64_t(bs) & ~uint64_t(3));
+    const uint64_t n = rest >> 2;
+    for (uint64_t i = tid; i < n; i += stride)
+      reinterpret_cast<uint32_t*>(bd)[i] = __funnelshift_r(words[i], words[i + 1], shift);
     done = n << 2;
   }
-  for (uint64_t i = done + tid; i < bytes; i += stride) dst[i] = src[i];
+  for (uint64_t i = done + tid; i < rest; i += stride) bd[i] = bs[i];
 }
 
 // `height` rows of `width` elements of `elementSize` bytes (1, 2 or 4), rows
@@ -39,19 +55,14 @@ extern "C" __global__ void graft_memset(uint8_t* dst, uint64_t pitch, uint64_t w
   const uint64_t stride = uint64_t(gridDim.x) * blockDim.x;
   for (uint64_t row = blockIdx.y; row < height; row += gridDim.y) {
     uint8_t* p = dst + row * pitch;
-    uint64_t done = 0;
-    if ((uint64_t(p) & 15) == 0) {
-      const uint64_t n = rowBytes >> 4;
-      const uint4 v = make_uint4(pattern, pattern, pattern, pattern);
-      for (uint64_t i = tid; i < n; i += stride) reinterpret_cast<uint4*>(p)[i] = v;
-      done = n << 4;
-    } else if ((uint64_t(p) & 3) == 0) {
-      const uint64_t n = rowBytes >> 2;
-      for (uint64_t i = tid; i < n; i += stride) reinterpret_cast<uint32_t*>(p)[i] = pattern;
-      done = n << 2;
-    }
     // The row starts element-aligned (the driver requires it) and the pattern
     // repeats every 4 bytes: byte j of the row is byte j % 4 of the pattern.
-    for (uint64_t i = done + tid; i < rowBytes; i += stride) p[i] = uint8_t(pattern >> (8 * (i & 3)));
+    const uint64_t head = min(rowBytes, (16 - (uint64_t(p) & 15)) & 15);
+    for (uint64_t i = tid; i < head; i += stride) p[i] = uint8_t(pattern >> (8 * (i & 3)));
+    const uint32_t word = __funnelshift_r(pattern, pattern, 8 * uint32_t(head & 3));  // from row byte `head` on
+    const uint64_t n = (rowBytes - head) >> 4;
+    const uint4 v = make_uint4(word, word, word, word);
+    for (uint64_t i = tid; i < n; i += stride) reinterpret_cast<uint4*>(p + head)[i] = v;
+    for (uint64_t i = head + (n << 4) + tid; i < rowBytes; i += stride) p[i] = uint8_t(pattern >> (8 * (i & 3)));
   }
 }

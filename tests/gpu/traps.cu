@@ -1602,6 +1602,38 @@ void reallocEachStep() {
   print("end", 0, deviceDigest(a, kN * 4) ^ deviceDigest(b, kN * 4));
 }
 
+// Device copies and memsets at every alignment: each op keeps its size while
+// its source and destination move by a few bytes from step to step, so a
+// replay's copies get other alignments than the ones they were built with
+// (graft's copy kernels choose their path at run time), with sources at
+// another offset than their destinations, odd starts and odd lengths.
+void unalignedCopies() {
+  cudaStream_t s = nonBlockingStream();
+  constexpr int kWords = 4 * kN;  // 256 KiB
+  uint32_t *a = deviceBuffer(140, kWords), *b = deviceBuffer(141, kWords);
+  auto* A = reinterpret_cast<unsigned char*>(a);
+  auto* B = reinterpret_cast<unsigned char*>(b);
+  for (int i = 0; i < g_iters; ++i) {
+    const int k = i % 16;
+    mix<<<kGrid, kBlock, 0, s>>>(a, b, kN, uint32_t(i));
+    CK(cudaMemcpyAsync(B + 3 + k, A + 1 + 17 * k, 40000, cudaMemcpyDeviceToDevice, s));
+    CK(cudaMemcpyAsync(B + 50000 + (k & 3), A + 40001 + 2 * k, 4097, cudaMemcpyDeviceToDevice, s));
+    CK(cudaMemcpyAsync(B + 60000 + 16 * k, A + 30005 + 16 * k, 333, cudaMemcpyDeviceToDevice, s));
+    CK(cudaMemcpyAsync(B + 70001 + 16 * k, A + 100000 + 4 * k, 150001, cudaMemcpyDeviceToDevice, s));
+    CK(cudaMemcpyAsync(B + 230000 + k, A + 220000 + k, 7, cudaMemcpyDeviceToDevice, s));
+    CK(cudaMemsetAsync(B + 7 + k, (i * 5) & 0xff, 10001, s));
+    CK(cudaMemset2DAsync(B + 20001 + k, 1000, (i * 3) & 0xff, 333, 9, s));
+    CKD(cuMemsetD16Async(reinterpret_cast<CUdeviceptr>(B + 40002 + 2 * k), uint16_t(0xa5c3 + i), 1001, s));
+    CKD(cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(B + 45004 + 4 * k), 0x9e3779b9u + uint32_t(i), 777, s));
+    mix2<<<kGrid, kBlock, 0, s>>>(a, b, b + kN, kN, uint32_t(i));
+    mix2<<<kGrid, kBlock, 0, s>>>(a + 2 * kN, b + 2 * kN, b + 3 * kN, kN, uint32_t(i) + 7);
+    CKL();
+    if (checkpoint(i, s, "a", a, kWords)) print("b", i, deviceDigest(b, size_t(kWords) * 4));
+  }
+  CK(cudaStreamSynchronize(s));
+  print("end", 0, deviceDigest(a, size_t(kWords) * 4) ^ deviceDigest(b, size_t(kWords) * 4));
+}
+
 // Virtual memory management, as PyTorch's expandable segments use it: one
 // reserved address range, and every 20 steps (after a synchronize) the other
 // of two physical allocations is mapped there, so the same addresses name
@@ -1982,7 +2014,7 @@ constexpr Scenario kScenarios[] = {
     {"vmm_remap", vmmRemap},             {"two_contexts", twoContexts},
     {"cub_algorithms", cubAlgorithms},   {"texture_object", textureObject},
     {"launch_attributes", launchAttributes}, {"green_context", greenContext},
-    {"capture_other_thread", captureOtherThread},
+    {"capture_other_thread", captureOtherThread}, {"unaligned_copies", unalignedCopies},
 };
 
 }  // namespace
