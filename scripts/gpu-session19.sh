@@ -8,6 +8,9 @@
 #   OUT=dir scripts/gpu-session19.sh BUILD models
 #       PyTorch losses bitwise: the new loader case (DataLoader workers, pin-memory thread), and
 #       mlp, gpt under torch.compile(mode="reduce-overhead") (check_losses.py --mode compile)
+#   OUT=dir scripts/gpu-session19.sh BUILD final
+#       the last check of the final build: every trap; losses bitwise for mlp and gpt under
+#       backend:cudaMallocAsync and for sidestream and loader with the default allocator
 #   OUT=dir scripts/gpu-session19.sh BUILD copies
 #       every trap (unaligned_copies is new), then the copy bench with aligned and misaligned
 #       sources (scripts/gpu-copy-bench.sh, 3 rounds, offsets 0, 1 and 2)
@@ -20,6 +23,18 @@ if [ "$PART" = ab ]; then
     libgraft_old.so libgraft.so mlp,gpt $ROUNDS 10 8 > $O/ab.txt 2>&1
   (cd /tmp && tar czf ${OUT:-/tmp}/s19-$PART.tgz s19-$PART)
   echo "=== backend:cudaMallocAsync, A/B (old: frees wait; new: frees queued) ==="; grep -E "^\|" $O/ab.txt
+elif [ "$PART" = final ]; then
+  timeout 220 python3 tests/gpu/check_traps.py --traps $PWD/$B/tests/gpu/traps --traps $PWD/$B/tests/gpu/traps_libs \
+    --libgraft $L --timeout 30 --out $O/traps > $O/traps.txt 2>&1
+  PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync timeout 100 python3 tests/gpu/check_losses.py --libgraft $L \
+    --cases mlp,gpt --steps 300 --budget-s 90 --out $O/async > $O/async.txt 2>&1
+  timeout $((570 - SECONDS)) python3 tests/gpu/check_losses.py --libgraft $L --cases sidestream,loader \
+    --steps 300 --budget-s $((540 - SECONDS)) --out $O/default > $O/default.txt 2>&1
+  (cd /tmp && tar czf ${OUT:-/tmp}/s19-$PART.tgz s19-$PART)
+  echo "=== traps ==="; grep -E "PASS|FAIL" $O/traps.txt | tail -1
+  grep -E "unaligned_copies|malloc_async|realloc_each" $O/traps.txt | grep -v "check_traps:"
+  echo "=== losses, backend:cudaMallocAsync ==="; sed -n '/=== RESULT ===/,$p' $O/async.txt
+  echo "=== losses, default allocator ==="; sed -n '/=== RESULT ===/,$p' $O/default.txt
 elif [ "$PART" = copies ]; then
   # QUICK=1: only the traps with device copies and memsets
   timeout 220 python3 tests/gpu/check_traps.py --traps $PWD/$B/tests/gpu/traps --traps $PWD/$B/tests/gpu/traps_libs \

@@ -664,7 +664,7 @@ void Engine::flushAll() {
 }
 
 bool Engine::flushIfIdle() {
-  if (held_.empty()) {
+  if (held_.empty() && !executor_.freesPending()) {
     idle_seen_submissions_ = ~uint64_t(0);
     return false;
   }
@@ -672,7 +672,10 @@ bool Engine::flushIfIdle() {
     idle_seen_submissions_ = ops_total_;
     return false;
   }
-  resolveHeld(EagerCause::IdleFlush, nullptr);
+  if (!held_.empty()) resolveHeld(EagerCause::IdleFlush, nullptr);
+  // The frees deferred past what was held, and any put behind queued
+  // launches, reach the driver too: the program may make no further call.
+  drainLaunches();
   idle_seen_submissions_ = ~uint64_t(0);
   return true;
 }

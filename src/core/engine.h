@@ -139,9 +139,9 @@ class Engine {
   // queues (see Executor::drain); the caller then issues a call of the
   // program's that enqueues or observes GPU work. Cheap when none is pending.
   void drainLaunches();
-  // For a watchdog called periodically: issues what is held if no op has been
-  // submitted since the previous call that saw the same held work. Returns
-  // true when it flushed.
+  // For a watchdog called periodically: issues what is held (and the frees
+  // put behind queued launches) if no op has been submitted since the
+  // previous call that saw the same held work. Returns true when it flushed.
   bool flushIfIdle();
   // The program unloads code (a module or library), right after a host
   // barrier: every graph is destroyed and everything recorded so far is

@@ -111,6 +111,9 @@ class Executor {
   virtual bool freeBehindQueuedLaunches(uint64_t /*pointer*/, StreamKey /*stream*/, uint64_t /*domain*/) {
     return false;
   }
+  // Frees put behind queued launches wait for the next queued launch or the
+  // next drain (a program that goes quiet needs the idle flush to drain).
+  virtual bool freesPending() const { return false; }
 
   // Which execution domain (device context) an op runs in; 0 when it has none
   // of its own (an event op on a program stream). Ops of two different

@@ -956,7 +956,7 @@ bool GraphExecutor::freeBehindQueuedLaunches(uint64_t pointer, core::StreamKey s
     return false;
   // The context of the program's call: a default stream names its stream.
   frees_pending_.push_back({pointer, stream, orLastContext(reinterpret_cast<CUcontext>(domain))});
-  ++frees_queued_;
+  frees_queued_.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 

@@ -24,6 +24,7 @@
 // allocates; issue() and launch() do not in steady state.
 #pragma once
 
+#include <atomic>
 #include <cuda.h>
 
 #include <memory>
@@ -78,7 +79,8 @@ class GraphExecutor final : public core::Executor {
   void forgetEvent(uint64_t event) override;
 
   // Stream-ordered frees put behind queued launches so far (freeBehindQueuedLaunches).
-  uint64_t freesQueued() const { return frees_queued_; }
+  uint64_t freesQueued() const { return frees_queued_.load(std::memory_order_relaxed); }
+  bool freesPending() const override { return !frees_pending_.empty(); }
 
   // The launch thread so far; false without one.
   bool launchThreadStats(LaunchWorkerStats* out) const {
@@ -165,7 +167,7 @@ class GraphExecutor final : public core::Executor {
   // (program's thread, under the engine's lock); the next queued launch
   // takes them.
   std::vector<PendingFree> frees_pending_;
-  uint64_t frees_queued_ = 0;
+  std::atomic<uint64_t> frees_queued_{0};  // written under the engine's lock, read by the report
   bool dry_run_ = false;
   std::vector<uint32_t> dry_run_patch_;
   bool launch_inline_ = false;  // the next launch follows a host barrier: run it here

@@ -393,7 +393,17 @@ CUresult allocAsync(Runtime& rt, Real realFn, CUdeviceptr* out, size_t bytes, CU
   // is before the ops graft holds: none of them can use memory allocated after
   // them, and memory it may reuse was freed before it in driver order (a free
   // reaches the driver only after the launches queued before it).
-  return realFn(out, bytes, s);
+  CUresult r = realFn(out, bytes, s);
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+    // Frees graft still holds back (past held ops or queued launches) might
+    // have made room, as they would have eagerly: issue them, then retry.
+    {
+      auto lock = rt.engine().lock();
+      rt.engine().flushAll();
+    }
+    r = realFn(out, bytes, s);
+  }
+  return r;
 }
 
 // cuMemFreeAsync: deferred past the ops graft holds, then to the driver or the pool.

@@ -598,6 +598,8 @@ CUresult memAllocAsyncImpl(bool pt, CUdeviceptr* dptr, size_t bytes, CUstream h)
   }
   uint64_t a = deviceAllocLocked(bytes, s->ctx->device);
   if (!a) return CUDA_ERROR_OUT_OF_MEMORY;
+  ++state().counters.allocsAsync;
+  if (state().firstAllocAsyncThread == std::thread::id()) state().firstAllocAsyncThread = std::this_thread::get_id();
   auto item = std::make_unique<Item>();
   item->kind = ItemKind::AllocAsync;
   enqueue(s, std::move(item));
@@ -616,6 +618,9 @@ CUresult memFreeAsyncImpl(bool pt, CUdeviceptr dptr, CUstream h) {
     invalidate(s->capture.get());
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   }
+  if (state().firstAllocAsyncThread != std::thread::id() &&
+      state().firstAllocAsyncThread != std::this_thread::get_id())
+    ++state().counters.freesAsyncOffThread;
   auto item = std::make_unique<Item>();
   item->kind = ItemKind::FreeAsync;
   item->ptr = dptr;

@@ -247,7 +247,7 @@ void executeHead(Lock& lk, const std::shared_ptr<Stream>& keep) {
     case ItemKind::AllocAsync:
       break;
     case ItemKind::FreeAsync:
-      deviceFreeLocked(it->ptr);
+      if (deviceFreeLocked(it->ptr)) ++state().counters.freesAsyncRun;
       break;
     case ItemKind::GraphLaunch: {
       GraphRun& g = *it->graph;

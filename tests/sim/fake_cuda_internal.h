@@ -300,7 +300,8 @@ struct SimState {
   // with CUDA_ERROR_INVALID_VALUE and invalidates the capture (as the real
   // driver did for cuDNN's single-pass batch-norm kernel); eagerly it runs.
   std::string refuseCaptureKernel;
-  unsigned graphLaunchMicros = 0;  // SIM_GRAPH_LAUNCH_US: each cuGraphLaunch takes that long first
+  unsigned graphLaunchMicros = 0;
+  std::thread::id firstAllocAsyncThread;  // see SimCounters::freesAsyncOffThread  // SIM_GRAPH_LAUNCH_US: each cuGraphLaunch takes that long first
   // A call naming a stream handle that was destroyed (and not handed out
   // again) aborts the process, as the real driver may crash on one (it did in
   // cuStreamGetCtx on an H100). SIM_STRICT_HANDLES=0: it fails with

@@ -126,6 +126,10 @@ typedef struct SimCounters {
   uint64_t injectedFailures;      /* calls failed by simInjectFailure / SIM_FAIL */
   uint64_t effectsEager;          /* executed effects from eager work */
   uint64_t effectsGraph;          /* executed effects from graph launches */
+  uint64_t allocsAsync;           /* successful cuMemAllocAsync */
+  uint64_t freesAsyncRun;         /* cuMemFreeAsync frees executed (the memory went back) */
+  uint64_t freesAsyncOffThread;   /* cuMemFreeAsync calls from another thread than the first
+                                     cuMemAllocAsync's (graft's launch thread, in one-thread tests) */
 } SimCounters;
 void simCounters(SimCounters* out);
 

@@ -6,24 +6,39 @@
 // cuMemFreeAsync; there is no sync until the end. Some frees come between
 // the kernels (while graft holds the iteration's ops), some after the last
 // one (while nothing is held and the launch of the graph may still be queued).
-//   sim_free_behind_launches [ITERATIONS]
+//   sim_free_behind_launches [--iterations N] [--lead K] [--expect-off-thread-frees]
+// --lead K: K extra kernels at the start of every iteration (other segment
+// lengths and phases against the iterations: with K = 30, at the time of
+// writing, 28 frees came right after a segment's launch, with nothing held). --expect-off-thread-frees: fail unless
+// some frees reached the driver from another thread (graft's launch thread).
 // Run with SIM_GRAPH_LAUNCH_US so graft's launch thread is still busy when
 // the frees come: they go behind the queued launches (the report's
 // launch_thread.frees_queued). The simulator frees stream-ordered memory
 // when the free runs, poisons it and hands it out again first-fit, so a free
 // that reached the driver before a launch using the memory makes a later
-// kernel fault or read poison. Checks every iteration's slot at the end
-// (exit 1 on a wrong one).
+// kernel fault or read poison. Checks every iteration's slot at the end, and
+// that every temporary's free reached the driver and ran (exit 1 otherwise).
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "sim_api.h"
 #include "sim_driver_loader.h"
 
 int main(int argc, char** argv) {
-  const int iterations = argc > 1 ? std::atoi(argv[1]) : 60;
+  int iterations = 60, lead = 0;
+  bool expectOffThread = false;
+  for (int a = 1; a < argc; ++a) {
+    if (!std::strcmp(argv[a], "--iterations") && a + 1 < argc) iterations = std::atoi(argv[++a]);
+    else if (!std::strcmp(argv[a], "--lead") && a + 1 < argc) lead = std::atoi(argv[++a]);
+    else if (!std::strcmp(argv[a], "--expect-off-thread-frees")) expectOffThread = true;
+    else {
+      std::printf("usage: sim_free_behind_launches [--iterations N] [--lead K] [--expect-off-thread-frees]\n");
+      return 2;
+    }
+  }
   simtest::Driver drv;
   CUcontext ctx;
   if (int rc = simtest::startProgram("sim_free_behind_launches", &drv, &ctx)) return rc;
@@ -36,7 +51,9 @@ int main(int argc, char** argv) {
   SIM_CHECK(cu.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
   const CUdeviceptr src = simtest::zeroedBuffer(cu, 64);
   const CUdeviceptr results = simtest::zeroedBuffer(cu, 64 * size_t(iterations));
+  const CUdeviceptr scratch = simtest::zeroedBuffer(cu, 64);
   for (int it = 0; it < iterations; ++it) {
+    for (int k = 0; k < lead; ++k) SIM_CHECK(simtest::launchAdd(cu, add, scratch, scratch, 1, s1));
     const uint64_t k = uint64_t(it) + 1;
     CUdeviceptr a = 0, b = 0, c = 0, d = 0;
     SIM_CHECK(cu.cuMemAllocAsync(&a, 256, s1));
@@ -61,7 +78,19 @@ int main(int argc, char** argv) {
   SIM_CHECK(cu.cuCtxSynchronize());
   std::vector<uint64_t> got(8 * size_t(iterations));
   SIM_CHECK(cu.cuMemcpyDtoH(got.data(), results, got.size() * sizeof(uint64_t)));
+  SimCounters counters;
+  simCounters(&counters);
   int wrong = 0;
+  if (counters.allocsAsync != 4 * uint64_t(iterations) || counters.freesAsyncRun != counters.allocsAsync) {
+    ++wrong;
+    std::printf("sim_free_behind_launches: %llu stream-ordered allocations, %llu of them freed: frees were lost\n",
+                (unsigned long long)counters.allocsAsync, (unsigned long long)counters.freesAsyncRun);
+  }
+  if (expectOffThread && counters.freesAsyncOffThread == 0) {
+    ++wrong;
+    std::printf("sim_free_behind_launches: no free reached the driver from another thread (graft's launch "
+                "thread): the path under test was not taken\n");
+  }
   for (int it = 0; it < iterations; ++it) {
     const uint64_t want = uint64_t(it) + 4;
     if (got[8 * size_t(it)] != want && wrong++ < 5)
@@ -72,6 +101,8 @@ int main(int argc, char** argv) {
     std::printf("sim_free_behind_launches: %d wrong iterations, %d failed calls\n", wrong, simtest::failedCalls());
     return 1;
   }
-  std::printf("sim_free_behind_launches: %d iterations, every value right\n", iterations);
+  std::printf("sim_free_behind_launches: %d iterations, every value right, %llu frees all run (%llu from another "
+              "thread)\n", iterations, (unsigned long long)counters.freesAsyncRun,
+              (unsigned long long)counters.freesAsyncOffThread);
   return 0;
 }
