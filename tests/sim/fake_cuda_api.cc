@@ -596,8 +596,12 @@ CUresult memAllocAsyncImpl(bool pt, CUdeviceptr* dptr, size_t bytes, CUstream h)
     invalidate(s->capture.get());
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   }
+  SimState& st = state();
+  if (st.asyncPoolBytes && st.asyncPoolInUse + bytes > st.asyncPoolBytes) return CUDA_ERROR_OUT_OF_MEMORY;
   uint64_t a = deviceAllocLocked(bytes, s->ctx->device);
   if (!a) return CUDA_ERROR_OUT_OF_MEMORY;
+  st.asyncPoolInUse += bytes;
+  st.asyncPoolBlocks[a] = bytes;
   ++state().counters.allocsAsync;
   if (state().firstAllocAsyncThread == std::thread::id()) state().firstAllocAsyncThread = std::this_thread::get_id();
   auto item = std::make_unique<Item>();
@@ -621,6 +625,12 @@ CUresult memFreeAsyncImpl(bool pt, CUdeviceptr dptr, CUstream h) {
   if (state().firstAllocAsyncThread != std::thread::id() &&
       state().firstAllocAsyncThread != std::this_thread::get_id())
     ++state().counters.freesAsyncOffThread;
+  // The pool's capacity (SIM_ASYNC_POOL_BYTES) counts a block as free once its
+  // free is enqueued: later allocations are ordered after it.
+  if (auto it = state().asyncPoolBlocks.find(dptr); it != state().asyncPoolBlocks.end()) {
+    state().asyncPoolInUse -= it->second;
+    state().asyncPoolBlocks.erase(it);
+  }
   auto item = std::make_unique<Item>();
   item->kind = ItemKind::FreeAsync;
   item->ptr = dptr;

@@ -299,6 +299,7 @@ void parseEnvLocked() {
   if (const char* s = std::getenv("SIM_FAIL")) parseFailSpec(s);
   if (const char* s = std::getenv("SIM_REFUSE_CAPTURE")) st.refuseCaptureKernel = s;
   if (const char* s = std::getenv("SIM_GRAPH_LAUNCH_US")) st.graphLaunchMicros = static_cast<unsigned>(std::atoi(s));
+  if (const char* s = std::getenv("SIM_ASYNC_POOL_BYTES")) st.asyncPoolBytes = std::strtoull(s, nullptr, 0);
   if (const char* s = std::getenv("SIM_STRICT_HANDLES")) st.strictHandles = std::strcmp(s, "0") != 0;
   // SIM_ASYNC_US=N: a "GPU" thread also makes progress every N microseconds,
   // so work runs even while the host makes no driver call (not deterministic).

@@ -301,7 +301,14 @@ struct SimState {
   // driver did for cuDNN's single-pass batch-norm kernel); eagerly it runs.
   std::string refuseCaptureKernel;
   unsigned graphLaunchMicros = 0;
-  std::thread::id firstAllocAsyncThread;  // see SimCounters::freesAsyncOffThread  // SIM_GRAPH_LAUNCH_US: each cuGraphLaunch takes that long first
+  std::thread::id firstAllocAsyncThread;  // see SimCounters::freesAsyncOffThread
+  // SIM_ASYNC_POOL_BYTES: cuMemAllocAsync fails with CUDA_ERROR_OUT_OF_MEMORY
+  // beyond this many bytes of stream-ordered allocations whose free has not
+  // been enqueued yet (0: no limit). A simplification of the driver's pool:
+  // an enqueued free makes room for any later allocation, on any stream.
+  uint64_t asyncPoolBytes = 0;
+  uint64_t asyncPoolInUse = 0;
+  std::unordered_map<uint64_t, size_t> asyncPoolBlocks;  // SIM_GRAPH_LAUNCH_US: each cuGraphLaunch takes that long first
   // A call naming a stream handle that was destroyed (and not handed out
   // again) aborts the process, as the real driver may crash on one (it did in
   // cuStreamGetCtx on an H100). SIM_STRICT_HANDLES=0: it fails with

@@ -6,11 +6,16 @@
 // cuMemFreeAsync; there is no sync until the end. Some frees come between
 // the kernels (while graft holds the iteration's ops), some after the last
 // one (while nothing is held and the launch of the graph may still be queued).
-//   sim_free_behind_launches [--iterations N] [--lead K] [--expect-off-thread-frees]
+//   sim_free_behind_launches [--iterations N] [--lead K] [--big BYTES] [--expect-off-thread-frees]
 // --lead K: K extra kernels at the start of every iteration (other segment
 // lengths and phases against the iterations: with K = 30, at the time of
 // writing, 28 frees came right after a segment's launch, with nothing held). --expect-off-thread-frees: fail unless
 // some frees reached the driver from another thread (graft's launch thread).
+// --big BYTES: each iteration also allocates a block of BYTES, copies through
+// it and frees it while ops are held; run with SIM_ASYNC_POOL_BYTES below
+// twice that, the next iteration's allocation fails for lack of memory
+// unless the free reached the driver first (graft retries it after issuing
+// what it holds back).
 // Run with SIM_GRAPH_LAUNCH_US so graft's launch thread is still busy when
 // the frees come: they go behind the queued launches (the report's
 // launch_thread.frees_queued). The simulator frees stream-ordered memory
@@ -29,13 +34,16 @@
 
 int main(int argc, char** argv) {
   int iterations = 60, lead = 0;
+  unsigned long long bigBytes = 0;
   bool expectOffThread = false;
   for (int a = 1; a < argc; ++a) {
     if (!std::strcmp(argv[a], "--iterations") && a + 1 < argc) iterations = std::atoi(argv[++a]);
     else if (!std::strcmp(argv[a], "--lead") && a + 1 < argc) lead = std::atoi(argv[++a]);
+    else if (!std::strcmp(argv[a], "--big") && a + 1 < argc) bigBytes = std::strtoull(argv[++a], nullptr, 0);
     else if (!std::strcmp(argv[a], "--expect-off-thread-frees")) expectOffThread = true;
     else {
-      std::printf("usage: sim_free_behind_launches [--iterations N] [--lead K] [--expect-off-thread-frees]\n");
+      std::printf("usage: sim_free_behind_launches [--iterations N] [--lead K] [--big BYTES] "
+                  "[--expect-off-thread-frees]\n");
       return 2;
     }
   }
@@ -59,7 +67,15 @@ int main(int argc, char** argv) {
     SIM_CHECK(cu.cuMemAllocAsync(&a, 256, s1));
     SIM_CHECK(cu.cuMemAllocAsync(&b, 4096, s1));
     SIM_CHECK(simtest::launchAdd(cu, add, a, src, k, s1));  // a = k
-    SIM_CHECK(simtest::launchAdd(cu, add, b, a, 1, s1));    // b = k + 1
+    CUdeviceptr big = 0;
+    if (bigBytes) {
+      SIM_CHECK(cu.cuMemAllocAsync(&big, bigBytes, s1));
+      SIM_CHECK(simtest::launchAdd(cu, add, big + bigBytes - 64, a, 0, s1));  // its last bytes = k
+      SIM_CHECK(simtest::launchAdd(cu, add, b, big + bigBytes - 64, 1, s1));  // b = k + 1
+      SIM_CHECK(cu.cuMemFreeAsync(big, s1));                                 // while later ops are held
+    } else {
+      SIM_CHECK(simtest::launchAdd(cu, add, b, a, 1, s1));  // b = k + 1
+    }
     SIM_CHECK(cu.cuMemFreeAsync(a, s1));                    // while b's chain is held
     SIM_CHECK(cu.cuMemAllocAsync(&c, 512, s1));
     SIM_CHECK(simtest::launchAdd(cu, add, c, b, 1, s1));    // c = k + 2
@@ -81,7 +97,8 @@ int main(int argc, char** argv) {
   SimCounters counters;
   simCounters(&counters);
   int wrong = 0;
-  if (counters.allocsAsync != 4 * uint64_t(iterations) || counters.freesAsyncRun != counters.allocsAsync) {
+  if (counters.allocsAsync != (bigBytes ? 5 : 4) * uint64_t(iterations) ||
+      counters.freesAsyncRun != counters.allocsAsync) {
     ++wrong;
     std::printf("sim_free_behind_launches: %llu stream-ordered allocations, %llu of them freed: frees were lost\n",
                 (unsigned long long)counters.allocsAsync, (unsigned long long)counters.freesAsyncRun);
