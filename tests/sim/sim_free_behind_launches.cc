@@ -6,11 +6,13 @@
 // cuMemFreeAsync; there is no sync until the end. Some frees come between
 // the kernels (while graft holds the iteration's ops), some after the last
 // one (while nothing is held and the launch of the graph may still be queued).
-//   sim_free_behind_launches [--iterations N] [--lead K] [--big BYTES] [--expect-off-thread-frees]
+//   sim_free_behind_launches [--iterations N] [--lead K] [--big BYTES] [--legacy] [--expect-off-thread-frees]
 // --lead K: K extra kernels at the start of every iteration (other segment
 // lengths and phases against the iterations: with K = 30, at the time of
 // writing, 28 frees came right after a segment's launch, with nothing held). --expect-off-thread-frees: fail unless
 // some frees reached the driver from another thread (graft's launch thread).
+// --legacy: the second stream is the legacy default stream (NULL), whose
+// frees graft's launch thread must name in the program's context.
 // --big BYTES: each iteration also allocates a block of BYTES, copies through
 // it and frees it while ops are held; run with SIM_ASYNC_POOL_BYTES below
 // twice that, the next iteration's allocation fails for lack of memory
@@ -35,14 +37,15 @@
 int main(int argc, char** argv) {
   int iterations = 60, lead = 0;
   unsigned long long bigBytes = 0;
-  bool expectOffThread = false;
+  bool expectOffThread = false, legacy = false;
   for (int a = 1; a < argc; ++a) {
     if (!std::strcmp(argv[a], "--iterations") && a + 1 < argc) iterations = std::atoi(argv[++a]);
     else if (!std::strcmp(argv[a], "--lead") && a + 1 < argc) lead = std::atoi(argv[++a]);
     else if (!std::strcmp(argv[a], "--big") && a + 1 < argc) bigBytes = std::strtoull(argv[++a], nullptr, 0);
     else if (!std::strcmp(argv[a], "--expect-off-thread-frees")) expectOffThread = true;
+    else if (!std::strcmp(argv[a], "--legacy")) legacy = true;
     else {
-      std::printf("usage: sim_free_behind_launches [--iterations N] [--lead K] [--big BYTES] "
+      std::printf("usage: sim_free_behind_launches [--iterations N] [--lead K] [--big BYTES] [--legacy] "
                   "[--expect-off-thread-frees]\n");
       return 2;
     }
@@ -52,9 +55,10 @@ int main(int argc, char** argv) {
   if (int rc = simtest::startProgram("sim_free_behind_launches", &drv, &ctx)) return rc;
   auto& cu = drv.plain;
   CUfunction add = simtest::libraryKernel3("sim_add_free_behind");
-  CUstream s1, s2;
+  CUstream s1, s2 = nullptr;
   SIM_CHECK(cu.cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
-  SIM_CHECK(cu.cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+  if (legacy) s2 = nullptr;
+  else SIM_CHECK(cu.cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
   CUevent ev;
   SIM_CHECK(cu.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
   const CUdeviceptr src = simtest::zeroedBuffer(cu, 64);
