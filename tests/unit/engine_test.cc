@@ -527,6 +527,57 @@ TEST(Engine, AStreamOrderedFreeWaitsForTheHeldOpsBeforeIt) {
   EXPECT_GE(h.engine.stats().replays, 15u);
 }
 
+// With nothing held but launches still queued, a free goes behind them: the
+// program's thread does not wait (no drain), and the next drain issues it,
+// before the op that caused the drain runs.
+TEST(Engine, AFreeWithNothingHeldGoesBehindQueuedLaunchesUntilTheNextDrain) {
+  Harness h;
+  h.exec.launchesQueued = true;
+  iteration(h, 10, 1);
+  h.sync();  // nothing held now
+  const int drainsBefore = h.exec.drains;
+  {
+    auto lock = h.engine.lock();
+    EXPECT_TRUE(h.engine.deferFree(0x7100, 0x100));
+  }
+  EXPECT_EQ(h.exec.drains, drainsBefore) << "the free waited for the queued launches";
+  EXPECT_TRUE(h.exec.freed.empty());
+  ASSERT_EQ(h.exec.pendingFrees.size(), 1u);
+  const size_t traceBefore = h.exec.trace.size();
+  h.op(TestOp{OpKind::Boundary, 0x100, 77, 0, 0, EagerCause::HostMemoryCopy});  // an eager op: drains first
+  ASSERT_EQ(h.exec.freed.size(), 1u);
+  EXPECT_EQ(h.exec.freed[0].first, 0x7100u);
+  EXPECT_EQ(h.exec.freed[0].second, traceBefore) << "the free must reach the driver before the op after it";
+  EXPECT_TRUE(h.exec.pendingFrees.empty());
+}
+
+// Only the calling thread can name its per-thread default stream: such a free
+// never waits on another thread's queue.
+TEST(Engine, APerThreadStreamFreeIsNeverPutBehindQueuedLaunches) {
+  Harness h;
+  h.exec.launchesQueued = true;
+  auto lock = h.engine.lock();
+  EXPECT_FALSE(h.engine.deferFree(0x7200, core::kPerThreadStream));  // the caller frees it, after a drain
+  EXPECT_TRUE(h.exec.pendingFrees.empty());
+  EXPECT_GT(h.exec.drains, 0);
+}
+
+// A program that goes quiet after such a free: the idle flush issues it.
+TEST(Engine, TheIdleFlushIssuesFreesPutBehindQueuedLaunches) {
+  Harness h;
+  h.exec.launchesQueued = true;
+  iteration(h, 10, 1);
+  h.sync();
+  auto lock = h.engine.lock();
+  ASSERT_TRUE(h.engine.deferFree(0x7300, 0x100));
+  EXPECT_FALSE(h.engine.flushIfIdle());  // first look: the program may still be busy
+  EXPECT_TRUE(h.exec.freed.empty());
+  EXPECT_TRUE(h.engine.flushIfIdle());  // no op since: quiet
+  ASSERT_EQ(h.exec.freed.size(), 1u);
+  EXPECT_EQ(h.exec.freed[0].first, 0x7300u);
+  EXPECT_FALSE(h.engine.flushIfIdle());  // nothing left
+}
+
 // A free deferred past held ops and ordered on a stream the program then
 // destroys must reach the driver before the destroy: afterwards the handle
 // names no stream (the driver may crash on it).

@@ -126,6 +126,22 @@ class FakeExecutor : public core::Executor {
     freed.emplace_back(p, trace.size());
     freedOnStream.push_back(stream);
   }
+  // As graft's executor while its launch thread has launches queued: a free
+  // made with nothing held waits here until the next drain.
+  bool launchesQueued = false;
+  std::vector<std::pair<uint64_t, uint64_t>> pendingFrees;  // pointer, stream
+  int drains = 0;
+  bool freeBehindQueuedLaunches(uint64_t p, uint64_t stream, uint64_t) override {
+    if (!launchesQueued || stream == core::kPerThreadStream) return false;
+    pendingFrees.emplace_back(p, stream);
+    return true;
+  }
+  bool freesPending() const override { return !pendingFrees.empty(); }
+  void drain(std::vector<core::FailedLaunch>*) override {
+    ++drains;
+    for (const auto& [p, stream] : pendingFrees) freeAsync(p, stream, 0);
+    pendingFrees.clear();
+  }
   std::string describe(const OpDesc& op) override { return "op " + std::to_string(op.shapeHash); }
   std::string describeDifference(const OpDesc&, const OpDesc&) override { return "differs"; }
 
