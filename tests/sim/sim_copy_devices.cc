@@ -70,9 +70,5 @@ int main(int argc, char** argv) {
   simCounters(&c);
   std::printf("sim_copy_devices: every value right; effects from graphs %llu, eager %llu\n",
               (unsigned long long)c.effectsGraph, (unsigned long long)c.effectsEager);
-  if (expectGraphs && c.effectsGraph * 100 < (c.effectsGraph + c.effectsEager) * 40) {
-    std::printf("sim_copy_devices: fewer than 40 %% of the effects came from graphs\n");
-    return 1;
-  }
-  return 0;
+  return expectGraphs && simtest::tooFewFromGraphs("sim_copy_devices", c, 40) ? 1 : 0;
 }

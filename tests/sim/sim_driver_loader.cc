@@ -97,6 +97,12 @@ void noteCall(CUresult r, const char* call) {
 
 int failedCalls() { return g_failedCalls; }
 
+bool tooFewFromGraphs(const char* program, const SimCounters& c, uint64_t percent) {
+  if (c.effectsGraph * 100 >= percent * (c.effectsGraph + c.effectsEager)) return false;
+  std::printf("%s: fewer than %llu %% of the effects came from graphs\n", program, (unsigned long long)percent);
+  return true;
+}
+
 int startProgram(const char* program, Driver* drv, CUcontext* ctx) {
   g_program = program;
   std::string err;

@@ -15,8 +15,11 @@
 #pragma once
 
 #include <cuda.h>
+#include <cstdint>
 
 #include <string>
+
+#include "sim_api.h"
 
 namespace simtest {
 
@@ -90,6 +93,10 @@ CUdeviceptr zeroedBuffer(const DriverApi& api, size_t bytes = 64);
 // says how many failed.
 void noteCall(CUresult r, const char* call);
 int failedCalls();
+
+// True, after printing why (prefixed with `program`), when fewer than
+// `percent` % of the effects counted in `c` (SimCounters) came from graphs.
+bool tooFewFromGraphs(const char* program, const SimCounters& c, uint64_t percent);
 #define SIM_CHECK(call) simtest::noteCall((call), #call)
 
 // One single-thread launch of a libraryKernel3 named sim_add*:

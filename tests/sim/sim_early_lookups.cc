@@ -57,9 +57,5 @@ int main(int argc, char** argv) {
   simCounters(&c);
   std::printf("sim_early_lookups: every value right; kernels from graphs %llu, eager %llu\n",
               (unsigned long long)c.effectsGraph, (unsigned long long)c.effectsEager);
-  if (expectGraphs && c.effectsGraph * 100 < (c.effectsGraph + c.effectsEager) * 80) {
-    std::printf("sim_early_lookups: fewer than 80 %% of the kernels ran from graphs\n");
-    return 1;
-  }
-  return 0;
+  return expectGraphs && simtest::tooFewFromGraphs("sim_early_lookups", c, 80) ? 1 : 0;
 }

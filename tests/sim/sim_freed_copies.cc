@@ -81,9 +81,5 @@ int main(int argc, char** argv) {
   std::printf("sim_freed_copies: every value right; effects from graphs %llu, eager %llu\n",
               (unsigned long long)c.effectsGraph, (unsigned long long)c.effectsEager);
   if (simtest::failedCalls()) return 1;
-  if (expectGraphs && c.effectsGraph * 100 < (c.effectsGraph + c.effectsEager) * 60) {
-    std::printf("sim_freed_copies: fewer than 60 %% of the effects came from graphs\n");
-    return 1;
-  }
-  return 0;
+  return expectGraphs && simtest::tooFewFromGraphs("sim_freed_copies", c, 60) ? 1 : 0;
 }

@@ -127,10 +127,7 @@ int main(int argc, char** argv) {
   if (noise) std::printf("sim_short_loop: the loop's kernels from graphs %llu, eager %llu\n",
                          (unsigned long long)loopGraph, (unsigned long long)loopEager);
   const uint64_t wantPct = refusedKernel ? 60 : 80;
-  if (expectGraphs && !noise && c.effectsGraph * 100 < (c.effectsGraph + c.effectsEager) * wantPct) {
-    std::printf("sim_short_loop: fewer than %llu %% of the effects came from graphs\n", (unsigned long long)wantPct);
-    return 1;
-  }
+  if (expectGraphs && !noise && simtest::tooFewFromGraphs("sim_short_loop", c, wantPct)) return 1;
   if (expectGraphs && noise && loopGraph * 10 < (loopGraph + loopEager) * 3) {
     std::printf("sim_short_loop: fewer than 30 %% of the loop's effects came from graphs\n");
     return 1;

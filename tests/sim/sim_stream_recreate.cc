@@ -103,10 +103,5 @@ int main(int argc, char** argv) {
     std::printf("sim_stream_recreate: the simulated driver never reused a stream handle\n");
     return 1;
   }
-  if (c.effectsGraph * 100 < expectGraphPercent * (c.effectsGraph + c.effectsEager)) {
-    std::printf("sim_stream_recreate: fewer than %llu %% of the effects came from graphs\n",
-                (unsigned long long)expectGraphPercent);
-    return 1;
-  }
-  return 0;
+  return simtest::tooFewFromGraphs("sim_stream_recreate", c, expectGraphPercent) ? 1 : 0;
 }
