@@ -573,8 +573,15 @@ void Engine::query(StreamKey stream, uint64_t event, uint64_t queryHash) {
   if (!stepsAside()) {
     bool relevant = false;
     if (event) {
+      // Only a record graft still holds must be issued for the query: the
+      // query observes that record alone, and every held op comes after it in
+      // issue order, so none of them can be work it waits for. A record
+      // already issued, or in a launch queued on graft's launch thread
+      // (drained below), is left alone, and so are the held ops.
       auto it = event_records_.find(event);
-      relevant = it != event_records_.end() && it->second.generation == boundary_generation_;
+      relevant = it != event_records_.end() && it->second.generation == boundary_generation_ &&
+                 !held_.empty() && it->second.atOp >= held_first_op_ &&
+                 it->second.atOp < held_first_op_ + held_.size();
     } else {
       auto it = streams_.find(stream);
       relevant = it != streams_.end() && it->second.activity == boundary_generation_;

@@ -111,7 +111,8 @@ class Engine {
   // The host is about to wait for or observe the GPU (synchronize, synchronous
   // copy, free): issues everything held. Recurs as a segment boundary.
   void hostBarrier(uint64_t barrierHash);
-  // A stream (event == 0) or event query. Flushes held work it could observe.
+  // A stream (event == 0) or event query. Flushes held work it could observe:
+  // for an event, only when graft holds the event's latest record.
   void query(StreamKey stream, uint64_t event, uint64_t queryHash);
   // A stream is about to be destroyed: nothing held may use it.
   void releaseStream(StreamKey stream);

@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """run_with_report.py - run a sim test program under graft and check its exit report.
 
-  run_with_report.py --exe PROGRAM [--arg A ...] --require SECTION.KEY [...]
+  run_with_report.py --exe PROGRAM [--arg A ...] [--require SECTION.KEY ...] [--forbid SECTION.KEY ...]
 
 Runs PROGRAM (with its --arg arguments) with GRAFT_STATS pointing at a
 temporary file, in the environment it was given (LD_PRELOAD=libgraft.so and
 the simulator's variables). Fails when the program fails, when graft wrote no
 exit report (it did not run to completion), or when a required counter of the
 report (e.g. launch_thread.frees_queued) is missing or zero: the path under
-test was not taken.
+test was not taken; or when a forbidden one (e.g. replay.fallbacks.query_in_segment)
+is there and not zero: graft fell back where it must not.
 """
 import argparse
 import json
@@ -23,6 +24,7 @@ def main():
     ap.add_argument("--exe", required=True)
     ap.add_argument("--arg", action="append", default=[])
     ap.add_argument("--require", action="append", default=[])
+    ap.add_argument("--forbid", action="append", default=[])
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         stats = os.path.join(tmp, "graft_stats.json")
@@ -37,14 +39,21 @@ def main():
             return 1
         with open(stats) as f:
             report = json.load(f)
-    bad = 0
-    for path in args.require:
+    def lookup(path):
         value = report
         for part in path.split("."):
             value = value.get(part) if isinstance(value, dict) else None
         print("report %s = %s" % (path, value))
-        if not value:
+        return value
+
+    bad = 0
+    for path in args.require:
+        if not lookup(path):
             print("the report's %s is missing or zero: the path under test was not taken" % path)
+            bad += 1
+    for path in args.forbid:
+        if lookup(path):
+            print("the report's %s is not zero: graft fell back where it must not" % path)
             bad += 1
     return 1 if bad else 0
 

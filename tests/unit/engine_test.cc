@@ -432,6 +432,39 @@ TEST(Engine, QueriesOfHeldWorkFlushIt) {
   h.expectEquivalent();
 }
 
+// A query of an event whose record graft already issued (in a piece launched
+// before the query) sees that record as it is: it must neither flush the ops
+// held after it nor cut the run there (the DataLoader's pin-memory thread
+// queries such events at any time). A query of a record still held is above.
+TEST(Engine, QueriesOfIssuedRecordsLeaveHeldWorkAlone) {
+  core::EngineConfig c = Harness::defaultConfig();
+  c.segmentOps = 8;  // pieces of 8: the record's piece launches before the query
+  Harness h(c);
+  size_t flushedByQuery = 0;
+  for (int it = 0; it < 40; ++it) {
+    iteration(h, 10, it);
+    h.op(TestOp{OpKind::EventRecord, 0x100, 1, 0, 0xe1});  // op 10, in the piece of ops 8..15
+    iteration(h, 10, 1, 5000);                             // ops 11..20: 16..20 still held
+    if (it % 3 == 2) {  // now and then, as from another thread: never a learned boundary
+      const size_t executedBefore = h.exec.trace.size();
+      {
+        auto lock = h.engine.lock();
+        h.engine.query(0, 0xe1, 9);
+      }
+      // The record has executed by the time the query returns, flushed or not.
+      size_t records = 0;
+      for (const auto& e : h.exec.trace) records += e.kind == OpKind::EventRecord && e.event == 0xe1;
+      ASSERT_EQ(records, size_t(it + 1)) << "iteration " << it;
+      if (it >= 10) flushedByQuery += h.exec.trace.size() - executedBefore;
+    }
+    iteration(h, 10, 1, 9000);
+    h.sync();
+  }
+  h.expectEquivalent();
+  EXPECT_EQ(flushedByQuery, 0u) << "a query of an issued record flushed held ops";
+  EXPECT_GT(h.viaGraph(), size_t(25 * 31));
+}
+
 // A stream whose first op of the step comes in the middle of a held run (on
 // the fast lane's run, held there): an occasional query of that stream in
 // mid-run must flush it, and one of a stream with no work since the last

@@ -1,0 +1,88 @@
+// sim_event_poll: a host that polls an event recorded in the middle of each
+// step, now and then, and then reads what the work before the record wrote
+// (in the simulator device memory is host memory, like pinned memory that a
+// DataLoader's pin-memory thread reuses once an event says the copy is done).
+// Every step: 6 kernels, one that stores the step's number in `mark`, the
+// event's record, 20 more kernels, then (every third step, so never a
+// boundary graft can learn) a poll of the event until it is complete and a
+// read of `mark`, then 10 more kernels. No sync until the end.
+//   sim_event_poll [--steps N]     exit 0: every read saw its own step's mark
+// A tool that let the query answer while it still held the record (the
+// event still complete from the step before) would read the previous step's
+// mark. Run with SIM_ASYNC_US so the simulated GPU progresses on its own.
+// With GRAFT_SEGMENT_OPS=8 the record's piece is launched before the poll,
+// so graft need not issue the ops it holds then (run_with_report.py checks
+// that no query cut a run: no query_in_segment in the exit report).
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "sim_api.h"
+#include "sim_driver_loader.h"
+
+int main(int argc, char** argv) {
+  int steps = 90;
+  for (int a = 1; a < argc; ++a) {
+    if (!std::strcmp(argv[a], "--steps") && a + 1 < argc) {
+      steps = std::atoi(argv[++a]);
+    } else {
+      std::printf("usage: sim_event_poll [--steps N]\n");
+      return 2;
+    }
+  }
+  simtest::Driver drv;
+  CUcontext ctx;
+  if (int rc = simtest::startProgram("sim_event_poll", &drv, &ctx)) return rc;
+  auto& cu = drv.plain;
+  CUfunction add = simtest::libraryKernel3("sim_add_event_poll");
+  CUstream s;
+  SIM_CHECK(cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CUevent ev;
+  SIM_CHECK(cu.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+  const CUdeviceptr zero = simtest::zeroedBuffer(cu, 64);
+  const CUdeviceptr mark = simtest::zeroedBuffer(cu, 64);
+  const CUdeviceptr scratch = simtest::zeroedBuffer(cu, 64);
+  int polls = 0, stale = 0;
+  for (int step = 1; step <= steps; ++step) {
+    for (int k = 0; k < 6; ++k) SIM_CHECK(simtest::launchAdd(cu, add, scratch, scratch, 1, s));
+    SIM_CHECK(simtest::launchAdd(cu, add, mark, zero, uint64_t(step), s));  // mark = step
+    SIM_CHECK(cu.cuEventRecord(ev, s));
+    for (int k = 0; k < 20; ++k) SIM_CHECK(simtest::launchAdd(cu, add, scratch, scratch, 1, s));
+    if (step % 3 == 2) {
+      ++polls;
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      CUresult r;
+      while ((r = cu.cuEventQuery(ev)) == CUDA_ERROR_NOT_READY) {
+        if (std::chrono::steady_clock::now() > deadline) {
+          std::printf("sim_event_poll: step %d: the event never completed\n", step);
+          return 1;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+      }
+      SIM_CHECK(r);
+      const uint64_t seen = *reinterpret_cast<volatile const uint64_t*>(mark);
+      if (seen != uint64_t(step) && stale++ < 5)
+        std::printf("sim_event_poll: step %d: the event was complete but mark is %llu\n", step,
+                    static_cast<unsigned long long>(seen));
+    }
+    for (int k = 0; k < 10; ++k) SIM_CHECK(simtest::launchAdd(cu, add, scratch, scratch, 1, s));
+  }
+  SIM_CHECK(cu.cuCtxSynchronize());
+  const uint64_t total = *reinterpret_cast<const uint64_t*>(scratch);
+  const uint64_t want = uint64_t(steps) * 36;
+  if (total != want) {
+    std::printf("sim_event_poll: scratch is %llu, want %llu\n", static_cast<unsigned long long>(total),
+                static_cast<unsigned long long>(want));
+    return 1;
+  }
+  if (stale || simtest::failedCalls()) {
+    std::printf("sim_event_poll: %d of %d polls read a stale mark, %d calls failed\n", stale, polls,
+                simtest::failedCalls());
+    return 1;
+  }
+  std::printf("sim_event_poll: %d steps, %d polls, every read saw its own step's mark\n", steps, polls);
+  return 0;
+}
