@@ -4,7 +4,7 @@
 // then times ITERS iterations of OPS kernel launches followed by a stream
 // synchronize. Run it with and without LD_PRELOAD=libgraft.so; the difference
 // per op is graft's cost. Prints: ns_per_op=<median over 5 repetitions>.
-//   op_cost [OPS] [ITERS] [--vary] [--big N] [--thrash KB [--stride B] [--huge]] [--calls] [--mark]
+//   op_cost [OPS] [ITERS] [--vary] [--big N] [--thrash KB [--stride B] [--huge]] [--code KB] [--distinct] [--calls] [--mark]
 // --vary: one parameter of every eighth kernel changes every iteration (as
 // RNG offsets and optimizer scalars do in a training step). --big N: every
 // N-th of the 64 kernels has a 4 KiB parameter (multi-tensor-apply style). --thrash KB: between two
@@ -19,6 +19,13 @@
 // pages (madvise), so the thrash evicts cache lines but hardly any TLB
 // entries; without it the buffer is explicitly on 4 KiB pages. Together they
 // tell whether graft's per-op cost in a real program is TLB or cache misses.
+// --code KB: between two launches the program also runs KB kilobytes of code
+// (one jump per 64-byte line, a new part of a 16 MiB region each time), as an
+// interpreter and a dispatcher do, so graft's code is no longer in the
+// instruction cache or the L2 either (--thrash evicts data lines only).
+// --distinct: every launch of an iteration is of its own kernel (by default
+// 64 kernels repeat, so pieces of a replay look alike and several candidates
+// stay live: more ops take the general path than in a real step).
 // --calls: also prints calls_ns_per_op, the time inside the launch calls
 // alone (TSC-timed around each call; the thrash and the loop are left out),
 // which isolates graft's per-op cost under --thrash.
@@ -52,6 +59,8 @@ int main(int argc, char** argv) {
   int bigEvery = 0;
   size_t thrashBytes = 0;
   size_t thrashStride = 4096 + 64;
+  size_t codeBytes = 0;
+  bool distinct = false;
   for (int i = 3; i < argc; ++i) {
     if (std::strcmp(argv[i], "--vary") == 0) vary = true;
     else if (std::strcmp(argv[i], "--mark") == 0) mark = true;
@@ -60,6 +69,8 @@ int main(int argc, char** argv) {
     else if (std::strcmp(argv[i], "--big") == 0 && i + 1 < argc) bigEvery = std::atoi(argv[++i]);
     else if (std::strcmp(argv[i], "--thrash") == 0 && i + 1 < argc) thrashBytes = size_t(std::atol(argv[++i])) << 10;
     else if (std::strcmp(argv[i], "--stride") == 0 && i + 1 < argc) thrashStride = size_t(std::atol(argv[++i]));
+    else if (std::strcmp(argv[i], "--distinct") == 0) distinct = true;
+    else if (std::strcmp(argv[i], "--code") == 0 && i + 1 < argc) codeBytes = size_t(std::atol(argv[++i])) << 10;
   }
   const size_t poolBytes = size_t(256) << 20;
   unsigned char* pool = nullptr;
@@ -82,6 +93,38 @@ int main(int argc, char** argv) {
       }
     }
   }
+  // --code: windows of codeBytes, each line a jump to the next, the last a return.
+  const size_t codeRegion = size_t(16) << 20;
+  unsigned char* code = nullptr;
+  size_t codeWindows = 0, codeCursor = 0;
+  if (codeBytes) {
+    codeBytes = std::min(std::max<size_t>(codeBytes, 64), codeRegion);
+    void* raw = mmap(nullptr, codeRegion, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) {
+      std::perror("op_cost: mmap code");
+      return 1;
+    }
+    code = static_cast<unsigned char*>(raw);
+    std::memset(code, 0xcc, codeRegion);
+    codeWindows = codeRegion / codeBytes;
+    for (size_t w = 0; w < codeWindows; ++w)
+      for (size_t line = 0; line < codeBytes; line += 64) {
+        unsigned char* at = code + w * codeBytes + line;
+        if (line + 64 < codeBytes) {
+          at[0] = 0xeb;  // jmp rel8
+          at[1] = 62;    // to the next line
+        } else {
+          at[0] = 0xc3;  // ret
+        }
+      }
+    if (mprotect(code, codeRegion, PROT_READ | PROT_EXEC) != 0) {
+      std::perror("op_cost: mprotect");
+      return 1;
+    }
+  }
+  auto runCode = [&] {
+    reinterpret_cast<void (*)()>(code + (codeCursor++ % codeWindows) * codeBytes)();
+  };
   size_t cursor = 0;
   unsigned sink = 0;
   auto thrash = [&] {
@@ -107,7 +150,7 @@ int main(int argc, char** argv) {
   // tells the null driver that its last parameter is 4 KiB.
   auto isBig = [&](int k) { return bigEvery > 0 && (k % 64) % bigEvery == 0; };
   for (int k = 0; k < ops; ++k)
-    kernels[k] = reinterpret_cast<CUfunction>(0x10000 + 64 * (k % 64) + (isBig(k) ? 0x20 : 0));
+    kernels[k] = reinterpret_cast<CUfunction>(0x10000 + 64 * (distinct ? k : k % 64) + (isBig(k) ? 0x20 : 0));
   unsigned long long a = 1, b = 2, c = 3, d = 4, fixed = 5;
   static unsigned char big[2][4096];  // [0]: fixed, [1]: varies with --vary
   void* params[2][4] = {{&a, &b, &c, &fixed}, {&a, &b, &c, &d}};
@@ -124,6 +167,7 @@ int main(int argc, char** argv) {
       }
       for (int k = 0; k < ops; ++k) {
         if (thrashBytes) thrash();
+        if (codeBytes) runCode();
         if (mark) sink += unsigned(op_cost_marker);
         const int varying = vary && k % 8 == 0;
         unsigned aux;

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Twentieth session: the launch fast lane in one function (fewer code lines per
+# op), and event queries that flush only a record graft still holds.
+#   OUT=dir scripts/gpu-session20.sh BUILD ab [ROUNDS]
+#       in-process interleaved A/B with match mode (MATCH=1): libgraft_old.so
+#       (the nineteenth session's HEAD) against libgraft.so, mlp, gpt, mlp_item
+#   OUT=dir scripts/gpu-session20.sh BUILD check
+#       every trap; PyTorch losses bitwise for mlp, gpt, sidestream, loader;
+#       then the loader case once more under each library with GRAFT_STATS:
+#       eager ops by reason (query_in_segment is what the query change removes)
+# Logs tarred into $OUT/s20-PART.tgz; tables last.
+B=${1:-.gpu/build}; PART=${2:-ab}; ROUNDS=${3:-3}; L=$PWD/$B/src/libgraft.so; O=/tmp/s20-$PART; rm -rf $O; mkdir -p $O
+export PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+if [ "$PART" = ab ]; then
+  MATCH=1 OUT=$O timeout 570 scripts/gpu-ab-interleaved.sh $B libgraft_old.so libgraft.so mlp,gpt,mlp_item \
+    $ROUNDS 30 5 > $O/ab.txt 2>&1
+  (cd /tmp && tar czf ${OUT:-/tmp}/s20-$PART.tgz s20-$PART)
+  echo "=== A/B, default allocator (old: 57571d5; new: this build) ==="; grep -E "^\|" $O/ab.txt
+else
+  timeout 220 python3 tests/gpu/check_traps.py --traps $PWD/$B/tests/gpu/traps --traps $PWD/$B/tests/gpu/traps_libs \
+    --libgraft $L --timeout 30 --out $O/traps > $O/traps.txt 2>&1
+  timeout $((480 - SECONDS)) python3 tests/gpu/check_losses.py --libgraft $L --cases mlp,gpt,sidestream,loader \
+    --steps 300 --budget-s $((460 - SECONDS)) --out $O/losses > $O/losses.txt 2>&1
+  for lib in libgraft_old.so libgraft.so; do
+    [ $SECONDS -gt 540 ] && break
+    LD_PRELOAD=$PWD/$B/src/$lib GRAFT_STATS=$O/loader-$lib.json timeout $((580 - SECONDS)) \
+      python3 tests/gpu/workloads.py loader --steps 300 > $O/loader-$lib.txt 2>&1
+  done
+  (cd /tmp && tar czf ${OUT:-/tmp}/s20-$PART.tgz s20-$PART)
+  echo "=== traps ==="; grep -E "PASS|FAIL" $O/traps.txt | tail -1
+  echo "=== losses ==="; sed -n '/=== RESULT ===/,$p' $O/losses.txt
+  echo "=== loader, eager ops by reason (300 steps) ==="
+  for lib in libgraft_old.so libgraft.so; do
+    python3 - $O/loader-$lib.json $lib <<'PY'
+import json, sys
+try:
+    r = json.load(open(sys.argv[1]))["replay"]
+    print("%s: %d ops, %.1f%% through graphs, %d replays, eager by reason %s" % (
+        sys.argv[2], r["ops_total"], r["coverage_pct"], r["replays"], json.dumps(r.get("fallbacks", {}))))
+except Exception as e:
+    print(sys.argv[2], "no stats:", e)
+PY
+  done
+fi
