@@ -374,6 +374,24 @@ template <ApiId Id, int PT, typename Real, typename... A>
   return r;
 }
 
+// A stream-ordered allocation, retried once when the driver is out of memory:
+// frees graft still holds back (past held ops or queued launches) might have
+// made room, as they would have eagerly, so graft issues them first. (With
+// the device's pool the device's memory may run out; a pool the program made
+// with a maximum size runs out sooner.)
+template <typename Real, typename... A>
+CUresult allocRetryingAfterFlush(Runtime& rt, Real realFn, A... a) {
+  CUresult r = realFn(a...);
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+    {
+      auto lock = rt.engine().lock();
+      rt.engine().flushAll();
+    }
+    r = realFn(a...);
+  }
+  return r;
+}
+
 // cuMemAllocAsync: from graft's pool when GRAFT_POOL=1 (not while the program
 // captures, where the allocation must become its graph's node, and not on a
 // per-thread default stream, whose handle names a different stream per thread).
@@ -393,17 +411,7 @@ CUresult allocAsync(Runtime& rt, Real realFn, CUdeviceptr* out, size_t bytes, CU
   // is before the ops graft holds: none of them can use memory allocated after
   // them, and memory it may reuse was freed before it in driver order (a free
   // reaches the driver only after the launches queued before it).
-  CUresult r = realFn(out, bytes, s);
-  if (r == CUDA_ERROR_OUT_OF_MEMORY) {
-    // Frees graft still holds back (past held ops or queued launches) might
-    // have made room, as they would have eagerly: issue them, then retry.
-    {
-      auto lock = rt.engine().lock();
-      rt.engine().flushAll();
-    }
-    r = realFn(out, bytes, s);
-  }
-  return r;
+  return allocRetryingAfterFlush(rt, realFn, out, bytes, s);
 }
 
 // cuMemFreeAsync: deferred past the ops graft holds, then to the driver or the pool.
@@ -475,7 +483,7 @@ template <ApiId Id, int PT, typename Real, typename... A>
       if constexpr (Id == ApiId::k_cuMemAllocAsync_11020) {
         return allocAsync<PT>(rt, realFn, a...);
       } else {
-        return realFn(a...);  // from a pool the program chose: the driver's
+        return allocRetryingAfterFlush(rt, realFn, a...);  // from a pool the program chose: the driver's
       }
     } else if constexpr (info.traits & trait::ASYNC_FREE) {
       return freeAsync<PT>(rt, realFn, a...);

@@ -1987,6 +1987,50 @@ void captureOtherThread() {
   print("end", 0, deviceDigest(a, kN * 4) ^ deviceDigest(b, kN * 4));
 }
 
+// A memory pool the program made with a maximum size that holds one big
+// block and a half: each step frees its block and allocates the next one on
+// the same stream, which stream order lets the pool hand out again at once,
+// so eagerly every allocation fits. graft defers a free past the ops it holds;
+// the next allocation then finds the pool full, and graft must issue what it
+// holds and retry it (cudaMallocFromPoolAsync, not only cudaMallocAsync).
+void poolMaxSize() {
+  cudaStream_t s = nonBlockingStream();
+  uint32_t *a = deviceBuffer(38), *b = deviceBuffer(39);
+  constexpr size_t kBig = size_t(64) << 20;
+  int device = 0;
+  CK(cudaGetDevice(&device));
+  cudaMemPoolProps props = {};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = device;
+  props.maxSize = kBig + kBig / 2;
+  cudaMemPool_t pool = nullptr;
+  if (cudaMemPoolCreate(&pool, &props) != cudaSuccess) {
+    cudaGetLastError();
+    print("no pool with a maximum size here", 0, 0);
+    return;
+  }
+  for (int i = 0; i < g_iters; ++i) {
+    uint32_t* t = nullptr;
+    CK(cudaMallocFromPoolAsync(&t, kBig, pool, s));
+    CK(cudaMemsetAsync(t, 0, kN * 4, s));
+    mix<<<kGrid, kBlock, 0, s>>>(t, a, kN, i);
+    mix<<<kGrid, kBlock, 0, s>>>(b, t, kN, i);
+    CK(cudaFreeAsync(t, s));
+    mix<<<kGrid, kBlock, 0, s>>>(a, b, kN, i);
+    uint32_t* u = nullptr;
+    CK(cudaMallocFromPoolAsync(&u, kBig, pool, s));  // t's memory again, eagerly
+    mix<<<kGrid, kBlock, 0, s>>>(u, b, kN, i + 1);
+    mix<<<kGrid, kBlock, 0, s>>>(a, u, kN, i + 2);
+    CK(cudaFreeAsync(u, s));
+    CKL();
+    checkpoint(i, s, "a", a);
+  }
+  CK(cudaStreamSynchronize(s));
+  print("end", 0, deviceDigest(a, kN * 4) ^ deviceDigest(b, kN * 4));
+  CK(cudaMemPoolDestroy(pool));
+}
+
 constexpr Scenario kScenarios[] = {
     {"legacy_order", legacyOrder},       {"per_thread_stream", perThreadStream},
     {"event_fork_join", eventForkJoin},  {"memset_values", memsetValues},
@@ -2015,6 +2059,7 @@ constexpr Scenario kScenarios[] = {
     {"cub_algorithms", cubAlgorithms},   {"texture_object", textureObject},
     {"launch_attributes", launchAttributes}, {"green_context", greenContext},
     {"capture_other_thread", captureOtherThread}, {"unaligned_copies", unalignedCopies},
+    {"pool_max_size", poolMaxSize},
 };
 
 }  // namespace

@@ -584,8 +584,10 @@ CUresult eventRecordImpl(const char* api, bool pt, CUevent e, CUstream h, unsign
   return CUDA_SUCCESS;
 }
 
-CUresult memAllocAsyncImpl(bool pt, CUdeviceptr* dptr, size_t bytes, CUstream h) {
-  SIM_ENTRY("cuMemAllocAsync", kNeedCtx | kSteps);
+// cuMemAllocAsync, and cuMemAllocFromPoolAsync (`name`), whose pools are all
+// the device's one pool here (SIM_ASYNC_POOL_BYTES).
+CUresult memAllocAsyncImpl(const char* name, bool pt, CUdeviceptr* dptr, size_t bytes, CUstream h) {
+  SIM_ENTRY(name, kNeedCtx | kSteps);
   Stream* s;
   if (CUresult r = resolve(h, pt, &s); r != CUDA_SUCCESS) return r;
   if (!dptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
@@ -1251,10 +1253,31 @@ SIM_MEMSET_2D_SYNC(cuMemsetD2D32_v2, cuMemsetD2D32_v2_ptds, "cuMemsetD2D32_v2", 
 // ---------------------------------------------------------------- stream-ordered allocation
 
 CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr* dptr, size_t bytes, CUstream s) {
-  return memAllocAsyncImpl(false, dptr, bytes, s);
+  return memAllocAsyncImpl("cuMemAllocAsync", false, dptr, bytes, s);
 }
 CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUstream s) {
-  return memAllocAsyncImpl(true, dptr, bytes, s);
+  return memAllocAsyncImpl("cuMemAllocAsync", true, dptr, bytes, s);
+}
+// One pool per device, the one cuMemAllocAsync uses (no pool attributes).
+static CUmemoryPool defaultPoolHandle(int device) { return reinterpret_cast<CUmemoryPool>(uintptr_t(0x9000 + device)); }
+CUresult CUDAAPI cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice dev) {
+  SIM_ENTRY("cuDeviceGetDefaultMemPool", 0);
+  if (!pool) return CUDA_ERROR_INVALID_VALUE;
+  if (!validDevice(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  *pool = defaultPoolHandle(dev);
+  return CUDA_SUCCESS;
+}
+static CUresult allocFromPool(bool pt, CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream s) {
+  bool known = false;
+  for (int d = 0; d < state().deviceCount; ++d) known |= pool == defaultPoolHandle(d);
+  if (!known) return CUDA_ERROR_INVALID_VALUE;
+  return memAllocAsyncImpl("cuMemAllocFromPoolAsync", pt, dptr, bytes, s);
+}
+CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream s) {
+  return allocFromPool(false, dptr, bytes, pool, s);
+}
+CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream s) {
+  return allocFromPool(true, dptr, bytes, pool, s);
 }
 CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream s) { return memFreeAsyncImpl(false, dptr, s); }
 CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s) { return memFreeAsyncImpl(true, dptr, s); }

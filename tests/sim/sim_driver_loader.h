@@ -33,7 +33,8 @@ namespace simtest {
   X(cuKernelGetParamInfo, 13000) X(cuFuncGetParamInfo, 13000) X(cuKernelGetName, 13000)           \
   X(cuFuncGetName, 13000) X(cuLaunchKernel, 13000) X(cuLaunchKernelEx, 13000)                     \
   X(cuLaunchCooperativeKernel, 13000) X(cuLaunchHostFunc, 13000) X(cuMemAlloc, 13000)             \
-  X(cuMemFree, 13000) X(cuMemAllocAsync, 13000) X(cuMemFreeAsync, 13000) X(cuMemAllocHost, 13000) \
+  X(cuMemFree, 13000) X(cuMemAllocAsync, 13000) X(cuMemFreeAsync, 13000) X(cuMemAllocFromPoolAsync, 13000) \
+  X(cuDeviceGetDefaultMemPool, 13000) X(cuMemAllocHost, 13000) \
   X(cuMemHostAlloc, 13000) X(cuMemFreeHost, 13000) X(cuMemHostRegister, 13000)                    \
   X(cuMemHostUnregister, 13000) X(cuPointerGetAttribute, 13000) X(cuMemGetAddressRange, 13000)    \
   X(cuMemcpyAsync, 13000) X(cuMemcpyHtoDAsync, 13000) X(cuMemcpyDtoHAsync, 13000)                 \

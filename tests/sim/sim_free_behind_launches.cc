@@ -6,7 +6,8 @@
 // cuMemFreeAsync; there is no sync until the end. Some frees come between
 // the kernels (while graft holds the iteration's ops), some after the last
 // one (while nothing is held and the launch of the graph may still be queued).
-//   sim_free_behind_launches [--iterations N] [--lead K] [--big BYTES] [--legacy] [--expect-off-thread-frees]
+//   sim_free_behind_launches [--iterations N] [--lead K] [--big BYTES] [--legacy] [--from-pool]
+//                            [--expect-off-thread-frees]
 // --lead K: K extra kernels at the start of every iteration (other segment
 // lengths and phases against the iterations: with K = 30, at the time of
 // writing, 28 frees came right after a segment's launch, with nothing held). --expect-off-thread-frees: fail unless
@@ -17,7 +18,9 @@
 // it and frees it while ops are held; run with SIM_ASYNC_POOL_BYTES below
 // twice that, the next iteration's allocation fails for lack of memory
 // unless the free reached the driver first (graft retries it after issuing
-// what it holds back).
+// what it holds back). --from-pool: every allocation is cuMemAllocFromPoolAsync
+// from the device's pool (cuDeviceGetDefaultMemPool), as with a pool the
+// program made: graft retries those the same way.
 // Run with SIM_GRAPH_LAUNCH_US so graft's launch thread is still busy when
 // the frees come: they go behind the queued launches (the report's
 // launch_thread.frees_queued). The simulator frees stream-ordered memory
@@ -37,16 +40,17 @@
 int main(int argc, char** argv) {
   int iterations = 60, lead = 0;
   unsigned long long bigBytes = 0;
-  bool expectOffThread = false, legacy = false;
+  bool expectOffThread = false, legacy = false, fromPool = false;
   for (int a = 1; a < argc; ++a) {
     if (!std::strcmp(argv[a], "--iterations") && a + 1 < argc) iterations = std::atoi(argv[++a]);
     else if (!std::strcmp(argv[a], "--lead") && a + 1 < argc) lead = std::atoi(argv[++a]);
     else if (!std::strcmp(argv[a], "--big") && a + 1 < argc) bigBytes = std::strtoull(argv[++a], nullptr, 0);
     else if (!std::strcmp(argv[a], "--expect-off-thread-frees")) expectOffThread = true;
     else if (!std::strcmp(argv[a], "--legacy")) legacy = true;
+    else if (!std::strcmp(argv[a], "--from-pool")) fromPool = true;
     else {
       std::printf("usage: sim_free_behind_launches [--iterations N] [--lead K] [--big BYTES] [--legacy] "
-                  "[--expect-off-thread-frees]\n");
+                  "[--from-pool] [--expect-off-thread-frees]\n");
       return 2;
     }
   }
@@ -61,6 +65,11 @@ int main(int argc, char** argv) {
   else SIM_CHECK(cu.cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
   CUevent ev;
   SIM_CHECK(cu.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+  CUmemoryPool pool = nullptr;
+  if (fromPool) SIM_CHECK(cu.cuDeviceGetDefaultMemPool(&pool, 0));
+  auto allocAsync = [&](CUdeviceptr* p, size_t bytes, CUstream s) {
+    return fromPool ? cu.cuMemAllocFromPoolAsync(p, bytes, pool, s) : cu.cuMemAllocAsync(p, bytes, s);
+  };
   const CUdeviceptr src = simtest::zeroedBuffer(cu, 64);
   const CUdeviceptr results = simtest::zeroedBuffer(cu, 64 * size_t(iterations));
   const CUdeviceptr scratch = simtest::zeroedBuffer(cu, 64);
@@ -68,12 +77,12 @@ int main(int argc, char** argv) {
     for (int k = 0; k < lead; ++k) SIM_CHECK(simtest::launchAdd(cu, add, scratch, scratch, 1, s1));
     const uint64_t k = uint64_t(it) + 1;
     CUdeviceptr a = 0, b = 0, c = 0, d = 0;
-    SIM_CHECK(cu.cuMemAllocAsync(&a, 256, s1));
-    SIM_CHECK(cu.cuMemAllocAsync(&b, 4096, s1));
+    SIM_CHECK(allocAsync(&a, 256, s1));
+    SIM_CHECK(allocAsync(&b, 4096, s1));
     SIM_CHECK(simtest::launchAdd(cu, add, a, src, k, s1));  // a = k
     CUdeviceptr big = 0;
     if (bigBytes) {
-      SIM_CHECK(cu.cuMemAllocAsync(&big, bigBytes, s1));
+      SIM_CHECK(allocAsync(&big, bigBytes, s1));
       SIM_CHECK(simtest::launchAdd(cu, add, big + bigBytes - 64, a, 0, s1));  // its last bytes = k
       SIM_CHECK(simtest::launchAdd(cu, add, b, big + bigBytes - 64, 1, s1));  // b = k + 1
       SIM_CHECK(cu.cuMemFreeAsync(big, s1));                                 // while later ops are held
@@ -81,11 +90,11 @@ int main(int argc, char** argv) {
       SIM_CHECK(simtest::launchAdd(cu, add, b, a, 1, s1));  // b = k + 1
     }
     SIM_CHECK(cu.cuMemFreeAsync(a, s1));                    // while b's chain is held
-    SIM_CHECK(cu.cuMemAllocAsync(&c, 512, s1));
+    SIM_CHECK(allocAsync(&c, 512, s1));
     SIM_CHECK(simtest::launchAdd(cu, add, c, b, 1, s1));    // c = k + 2
     SIM_CHECK(cu.cuEventRecord(ev, s1));
     SIM_CHECK(cu.cuStreamWaitEvent(s2, ev, 0));
-    SIM_CHECK(cu.cuMemAllocAsync(&d, 1u << 20, s2));
+    SIM_CHECK(allocAsync(&d, 1u << 20, s2));
     SIM_CHECK(simtest::launchAdd(cu, add, d, c, 1, s2));    // d = k + 3, on the other stream
     SIM_CHECK(cu.cuMemFreeAsync(c, s2));                    // its last use is on s2
     SIM_CHECK(simtest::launchAdd(cu, add, results + 64 * uint64_t(it), d, 0, s2));
