@@ -5,7 +5,8 @@
 #       in-process interleaved A/B with match mode (MATCH=1): libgraft_old.so
 #       (the nineteenth session's HEAD) against libgraft.so, mlp, gpt, mlp_item
 #   OUT=dir scripts/gpu-session20.sh BUILD check
-#       every trap; PyTorch losses bitwise for mlp, gpt, sidestream, loader;
+#       every trap (pool_max_size also with libgraft_old.so, which does not retry
+#       cudaMallocFromPoolAsync); PyTorch losses bitwise for mlp, gpt, sidestream, loader;
 #       then the loader case once more under each library with GRAFT_STATS:
 #       eager ops by reason (query_in_segment is what the query change removes)
 # Logs tarred into $OUT/s20-PART.tgz; tables last.
@@ -20,6 +21,8 @@ if [ "$PART" = ab ]; then
 else
   timeout 220 python3 tests/gpu/check_traps.py --traps $PWD/$B/tests/gpu/traps --traps $PWD/$B/tests/gpu/traps_libs \
     --libgraft $L --timeout 30 --out $O/traps > $O/traps.txt 2>&1
+  timeout 60 python3 tests/gpu/check_traps.py --traps $PWD/$B/tests/gpu/traps --libgraft $PWD/$B/src/libgraft_old.so \
+    --timeout 30 --scenarios pool_max_size --out $O/traps_old > $O/traps_old.txt 2>&1
   timeout $((480 - SECONDS)) python3 tests/gpu/check_losses.py --libgraft $L --cases mlp,gpt,sidestream,loader \
     --steps 300 --budget-s $((460 - SECONDS)) --out $O/losses > $O/losses.txt 2>&1
   for lib in libgraft_old.so libgraft.so; do
@@ -28,7 +31,8 @@ else
       python3 tests/gpu/workloads.py loader --steps 300 > $O/loader-$lib.txt 2>&1
   done
   (cd /tmp && tar czf ${OUT:-/tmp}/s20-$PART.tgz s20-$PART)
-  echo "=== traps ==="; grep -E "PASS|FAIL" $O/traps.txt | tail -1
+  echo "=== traps ==="; grep -E "PASS|FAIL" $O/traps.txt | tail -1; grep -E "pool_max_size|query_poll|pinned" $O/traps.txt | grep -v "check_traps:"
+  echo "=== pool_max_size with libgraft_old.so (no retry for pool allocations) ==="; grep -E "pool_max_size|PASS|FAIL" $O/traps_old.txt | tail -3
   echo "=== losses ==="; sed -n '/=== RESULT ===/,$p' $O/losses.txt
   echo "=== loader, eager ops by reason (300 steps) ==="
   for lib in libgraft_old.so libgraft.so; do
