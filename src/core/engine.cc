@@ -79,7 +79,7 @@ GRAFT_FAST_LANE void Engine::countStream(StreamKey stream) {
     // The legacy and per-thread stream keys name one stream per context.
     const uint64_t context = isDefaultStream(op.stream) ? executor_.contextOfEventOp(op) : 0;
     event_records_[op.event] = {boundary_generation_, op.stream, last_stream_counters_->ops, ops_total_,
-                                event_epoch_, context};
+                                event_epoch_, context, 0};
   } else if (op.kind == OpKind::EventWait) [[unlikely]] {
     noteWait(op);
   }
@@ -569,29 +569,39 @@ void Engine::hostBarrier(uint64_t barrierHash) {
   drainLaunches();
 }
 
-void Engine::query(StreamKey stream, uint64_t event, uint64_t queryHash) {
-  if (!stepsAside()) {
-    bool relevant = false;
+QueryAnswer Engine::query(StreamKey stream, uint64_t event, uint64_t queryHash) {
+  // What the query observes is work the program issued before it. Everything
+  // graft does not hold was issued before everything it holds, so the query
+  // needs none of the held ops unless its target is among them: the event's
+  // latest record, or, for a stream, any op on that stream. Then that work is
+  // truly not complete (not even issued), and graft answers CUDA_ERROR_NOT_READY
+  // itself, leaving the held run alone (a caching allocator asking about a
+  // block's event between launches, a pin-memory thread). Asked again with no
+  // op issued since, it is a poll: graft issues what it holds, so the poll
+  // makes progress, and the driver answers.
+  if (!stepsAside() && !held_.empty()) {
+    uint64_t* lastNotReady = nullptr;
     if (event) {
-      // Only a record graft still holds must be issued for the query: the
-      // query observes that record alone, and every held op comes after it in
-      // issue order, so none of them can be work it waits for. A record
-      // already issued, or in a launch queued on graft's launch thread
-      // (drained below), is left alone, and so are the held ops.
       auto it = event_records_.find(event);
-      relevant = it != event_records_.end() && it->second.generation == boundary_generation_ &&
-                 !held_.empty() && it->second.atOp >= held_first_op_ &&
-                 it->second.atOp < held_first_op_ + held_.size();
-    } else {
-      auto it = streams_.find(stream);
-      relevant = it != streams_.end() && it->second.activity == boundary_generation_;
+      if (it != event_records_.end() && it->second.generation == boundary_generation_ &&
+          it->second.atOp >= held_first_op_ && it->second.atOp < held_first_op_ + held_.size())
+        lastNotReady = &it->second.notReadyAt;
+    } else if (auto it = streams_.find(stream); it != streams_.end() && it->second.activity == boundary_generation_) {
+      for (size_t k = 0; k < held_.size() && !lastNotReady; ++k)
+        if (held_.view(k).stream == stream) lastNotReady = &it->second.notReadyAt;
     }
-    if (relevant) {
-      if (!held_.empty()) resolveHeld(EagerCause::QueryInSegment, nullptr);
+    if (lastNotReady) {
+      if (*lastNotReady != ops_total_ + 1) {
+        *lastNotReady = ops_total_ + 1;
+        ++queries_answered_not_ready_;
+        return QueryAnswer::NotReady;
+      }
+      resolveHeld(EagerCause::QueryInSegment, nullptr);
       pushBoundaryToken(hashCombine(queryHash, kBoundarySalt));
     }
   }
   drainLaunches();  // last: a launch queued before the query is work it must see
+  return QueryAnswer::AskDriver;
 }
 
 void Engine::releaseStream(StreamKey stream) {
@@ -1070,6 +1080,7 @@ EngineStats Engine::stats() const {
   EngineStats s = stats_;
   s.opsTotal = ops_total_;
   s.opsSoleExpected = ops_sole_expected_;
+  s.queriesAnsweredNotReady = queries_answered_not_ready_;
   for (const auto& [stream, counters] : streams_) s.opsByStream.emplace_back(stream, counters.ops);
   std::sort(s.opsByStream.begin(), s.opsByStream.end(),
             [](const auto& a, const auto& b) { return a.second > b.second; });

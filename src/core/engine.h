@@ -50,6 +50,8 @@ struct EngineConfig {
 };
 
 enum class Decision : uint8_t { IssueNow, Held };
+// Engine::query: the caller asks the driver, or answers CUDA_ERROR_NOT_READY.
+enum class QueryAnswer : uint8_t { AskDriver, NotReady };
 
 struct EngineStats {
   uint64_t opsTotal = 0;     // stream-ordered ops submitted
@@ -62,6 +64,7 @@ struct EngineStats {
   uint64_t patches = 0;
   uint64_t reissueErrors = 0;
   uint64_t opsSoleExpected = 0;  // held through the fast lane (holdSoleExpected)
+  uint64_t queriesAnsweredNotReady = 0;  // queries of held work graft answered itself (query)
   double firstReplaySeconds = -1;
   size_t liveSegments = 0;
   std::vector<std::pair<StreamKey, uint64_t>> opsByStream;
@@ -111,9 +114,13 @@ class Engine {
   // The host is about to wait for or observe the GPU (synchronize, synchronous
   // copy, free): issues everything held. Recurs as a segment boundary.
   void hostBarrier(uint64_t barrierHash);
-  // A stream (event == 0) or event query. Flushes held work it could observe:
-  // for an event, only when graft holds the event's latest record.
-  void query(StreamKey stream, uint64_t event, uint64_t queryHash);
+  // A stream (event == 0) or event query, before the driver is asked. When
+  // graft holds the work it observes (the event's latest record, an op on the
+  // stream): NotReady, graft's answer (that work is not complete), unless the
+  // same target was asked about with no op issued since (a poll), which issues
+  // everything held and asks the driver. Otherwise AskDriver, after queued
+  // launches are in the driver's queues; held ops stay held.
+  QueryAnswer query(StreamKey stream, uint64_t event, uint64_t queryHash);
   // A stream is about to be destroyed: nothing held may use it.
   void releaseStream(StreamKey stream);
   // The program destroys an event. If held ops use it, its destruction is
@@ -252,6 +259,7 @@ class Engine {
     // since: the handle names no stream, and the driver must not be asked
     // about it (it may crash), so runs with ops on it are not built.
     bool destroyed = false;
+    uint64_t notReadyAt = 0;  // ops_total_ + 1 when graft last answered a query of it NotReady; 0: never
   };
   StreamCounters* last_stream_counters_ = nullptr;
   // The fast lane's counters (the rest of stats_ is further down), apart so
@@ -261,6 +269,7 @@ class Engine {
   uint64_t held_first_op_ = 0;  // ops_total_ of held_[0] (ops are held in a row, as submitted)
   Segment* sole_segment_ = nullptr;  // candidates_[sole_candidate_].segment
   uint64_t ops_sole_expected_ = 0;
+  uint64_t queries_answered_not_ready_ = 0;
   OpDesc sole_expected_;  // second line
   // Third line: the ends of held_matched_ and held_'s records, where the
   // fast lane appends.
@@ -314,6 +323,7 @@ class Engine {
     uint64_t atOp;        // ops_total_ then
     uint64_t epoch;       // event_epoch_ then
     uint64_t context;     // recorded on a default stream: its context (Executor::contextOfEventOp); else 0
+    uint64_t notReadyAt = 0;  // ops_total_ + 1 when graft last answered a query of it NotReady; 0: never
   };
   // Bumped whenever events may have been recorded out of graft's sight (the
   // program's graph launches and captures, ops graft does not model, ops

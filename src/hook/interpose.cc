@@ -527,8 +527,10 @@ template <ApiId Id, int PT, typename Real, typename... A>
         auto lock = rt.engine().lock();
         const CUstream s = firstOf<CUstream>(a...);
         const CUevent e = firstOf<CUevent>(a...);
-        rt.engine().query(e ? 0 : streamKey(s, PT), reinterpret_cast<uint64_t>(e),
-                          barrierHash<Id>(a...));
+        // Held work is not complete: graft answers for it (Engine::query).
+        if (rt.engine().query(e ? 0 : streamKey(s, PT), reinterpret_cast<uint64_t>(e),
+                              barrierHash<Id>(a...)) == core::QueryAnswer::NotReady)
+          return CUDA_ERROR_NOT_READY;
       }
       return realFn(a...);
     } else if constexpr (info.klass == ApiClass::Lifecycle) {

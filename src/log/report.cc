@@ -64,11 +64,11 @@ std::string reportJson(const Report& r) {
       "\"graphs_built\": {}, \"build_failures\": {}, \"graphs_dropped_mismatching\": {}, "
       "\"segments\": {}, \"replays\": {}, "
       "\"patches\": {}, \"patches_per_replay\": {:.3f}, \"first_replay_s\": {:.6f}, "
-      "\"ops_fast_lane\": {}, \"fallbacks\": {}",
+      "\"ops_fast_lane\": {}, \"queries_answered_not_ready\": {}, \"fallbacks\": {}",
       p.opsTotal, p.opsViaGraph, p.opsEager, pct(p.opsViaGraph, p.opsTotal), p.graphsBuilt,
       p.buildFailures, p.segmentsDropped, p.segments, p.replays, p.patches,
       p.replays ? double(p.patches) / double(p.replays) : 0.0, p.firstReplaySeconds,
-      p.opsFastLane, jsonObject(p.fallbacks));
+      p.opsFastLane, p.queriesAnsweredNotReady, jsonObject(p.fallbacks));
   j += "}";
   if (r.cpuTime.enabled) {
     j += ",\n  \"cpu_time\": {";
@@ -137,6 +137,9 @@ std::string reportSummary(const Report& r) {
     if (p.segmentsDropped)
       s += fmt::format(", {} dropped for mismatching more often than {} replayed",
                        counted(p.segmentsDropped, "graph"), p.segmentsDropped == 1 ? "it" : "they");
+    if (p.queriesAnsweredNotReady)
+      s += fmt::format(", {} of held work answered not ready by graft",
+                       counted(p.queriesAnsweredNotReady, "query", "queries"));
     if (!r.kernelsPatched.empty()) {
       s += "\n  most patched kernels:";
       for (size_t i = 0; i < r.kernelsPatched.size() && i < 5; ++i)

@@ -33,6 +33,7 @@ struct Report {
     double firstReplaySeconds = -1;  // from graft's first intercepted op; -1 = never
     uint64_t segments = 0;       // live graphs at exit
     uint64_t opsFastLane = 0;    // launches held on the fast lane (Engine::soleExpected)
+    uint64_t queriesAnsweredNotReady = 0;  // stream/event queries of held work graft answered itself
     std::vector<NamedCount> fallbacks;  // ops issued eagerly, by reason
   } replay;
   // GRAFT_PROFILE=1: graft's own CPU time by stage (exclusive of nested stages).

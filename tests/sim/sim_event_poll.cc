@@ -6,7 +6,11 @@
 // event's record, 20 more kernels, then (every third step, so never a
 // boundary graft can learn) a poll of the event until it is complete and a
 // read of `mark`, then 10 more kernels. No sync until the end.
-//   sim_event_poll [--steps N]     exit 0: every read saw its own step's mark
+//   sim_event_poll [--steps N] [--between]     exit 0: every read saw its own step's mark
+// --between: instead of polling, the host asks once after each of the last 10
+// kernels of those steps (as a caching allocator asks about a block's event
+// before each allocation) and reads `mark` whenever the answer is "complete";
+// any other answer than complete or not ready fails.
 // A tool that let the query answer while it still held the record (the
 // event still complete from the step before) would read the previous step's
 // mark. Run with SIM_ASYNC_US so the simulated GPU progresses on its own.
@@ -25,11 +29,14 @@
 
 int main(int argc, char** argv) {
   int steps = 90;
+  bool between = false;
   for (int a = 1; a < argc; ++a) {
     if (!std::strcmp(argv[a], "--steps") && a + 1 < argc) {
       steps = std::atoi(argv[++a]);
+    } else if (!std::strcmp(argv[a], "--between")) {
+      between = true;
     } else {
-      std::printf("usage: sim_event_poll [--steps N]\n");
+      std::printf("usage: sim_event_poll [--steps N] [--between]\n");
       return 2;
     }
   }
@@ -45,12 +52,34 @@ int main(int argc, char** argv) {
   const CUdeviceptr zero = simtest::zeroedBuffer(cu, 64);
   const CUdeviceptr mark = simtest::zeroedBuffer(cu, 64);
   const CUdeviceptr scratch = simtest::zeroedBuffer(cu, 64);
-  int polls = 0, stale = 0;
+  int polls = 0, stale = 0, complete = 0, notReady = 0;
+  // A "complete" answer: the work before the record has run.
+  auto checkMark = [&](int step) {
+    const uint64_t seen = *reinterpret_cast<volatile const uint64_t*>(mark);
+    if (seen != uint64_t(step) && stale++ < 5)
+      std::printf("sim_event_poll: step %d: the event was complete but mark is %llu\n", step,
+                  static_cast<unsigned long long>(seen));
+  };
   for (int step = 1; step <= steps; ++step) {
     for (int k = 0; k < 6; ++k) SIM_CHECK(simtest::launchAdd(cu, add, scratch, scratch, 1, s));
     SIM_CHECK(simtest::launchAdd(cu, add, mark, zero, uint64_t(step), s));  // mark = step
     SIM_CHECK(cu.cuEventRecord(ev, s));
     for (int k = 0; k < 20; ++k) SIM_CHECK(simtest::launchAdd(cu, add, scratch, scratch, 1, s));
+    if (step % 3 == 2 && between) {
+      for (int k = 0; k < 10; ++k) {
+        SIM_CHECK(simtest::launchAdd(cu, add, scratch, scratch, 1, s));
+        const CUresult r = cu.cuEventQuery(ev);
+        if (r == CUDA_SUCCESS) {
+          ++complete;
+          checkMark(step);
+        } else if (r == CUDA_ERROR_NOT_READY) {
+          ++notReady;
+        } else {
+          SIM_CHECK(r);
+        }
+      }
+      continue;
+    }
     if (step % 3 == 2) {
       ++polls;
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -63,10 +92,7 @@ int main(int argc, char** argv) {
         std::this_thread::sleep_for(std::chrono::microseconds(20));
       }
       SIM_CHECK(r);
-      const uint64_t seen = *reinterpret_cast<volatile const uint64_t*>(mark);
-      if (seen != uint64_t(step) && stale++ < 5)
-        std::printf("sim_event_poll: step %d: the event was complete but mark is %llu\n", step,
-                    static_cast<unsigned long long>(seen));
+      checkMark(step);
     }
     for (int k = 0; k < 10; ++k) SIM_CHECK(simtest::launchAdd(cu, add, scratch, scratch, 1, s));
   }
@@ -79,10 +105,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (stale || simtest::failedCalls()) {
-    std::printf("sim_event_poll: %d of %d polls read a stale mark, %d calls failed\n", stale, polls,
-                simtest::failedCalls());
+    std::printf("sim_event_poll: %d reads of a stale mark (%d polls, %d complete answers), %d calls failed\n",
+                stale, polls, complete, simtest::failedCalls());
     return 1;
   }
-  std::printf("sim_event_poll: %d steps, %d polls, every read saw its own step's mark\n", steps, polls);
+  std::printf("sim_event_poll: %d steps, %d polls, %d answers complete and %d not ready between launches, "
+              "every read saw its own step's mark\n", steps, polls, complete, notReady);
   return 0;
 }

@@ -413,23 +413,69 @@ TEST(Engine, NestedRepetitionConvergesToWholeIterationGraphs) {
   EXPECT_EQ(h.exec.trace.size(), h.issued.size());
 }
 
-TEST(Engine, QueriesOfHeldWorkFlushIt) {
+// A query asks about work graft may hold. When graft holds the queried
+// record, that work is not complete: graft answers NotReady itself (the hook
+// returns CUDA_ERROR_NOT_READY) and nothing is issued, nor is the held run
+// cut. The same query again with no op issued since is a poll: graft issues
+// what it holds, so the driver can answer and the poll makes progress.
+TEST(Engine, QueriesOfHeldRecordsAnswerNotReadyAndAPollFlushes) {
   Harness h;
+  size_t notReady = 0;
   for (int it = 0; it < 20; ++it) {
     iteration(h, 10, 1);
     h.op(TestOp{OpKind::EventRecord, 0x100, 1, 0, 0xe1});
     iteration(h, 10, 1, 5000);
+    auto recorded = [&h] {
+      size_t n = 0;
+      for (const auto& e : h.exec.trace) n += e.kind == OpKind::EventRecord && e.event == 0xe1;
+      return n;
+    };
+    core::QueryAnswer first, second;
     {
       auto lock = h.engine.lock();
-      h.engine.query(0, 0xe1, 9);
+      first = h.engine.query(0, 0xe1, 9);
     }
-    // The recorded event must have been issued by the time the query returns.
-    bool recorded = false;
-    for (const auto& e : h.exec.trace) recorded |= e.kind == OpKind::EventRecord && e.event == 0xe1;
-    ASSERT_TRUE(recorded);
+    if (first == core::QueryAnswer::NotReady) {
+      ++notReady;
+      ASSERT_EQ(recorded(), size_t(it)) << "graft answered for a record it had issued";
+      {
+        auto lock = h.engine.lock();
+        second = h.engine.query(0, 0xe1, 9);  // the poll
+      }
+      ASSERT_EQ(second, core::QueryAnswer::AskDriver) << "a poll must make progress";
+    }
+    // When the driver is asked, the record has been issued.
+    ASSERT_EQ(recorded(), size_t(it + 1)) << "iteration " << it;
+    iteration(h, 5, 1, 9000);  // the run goes on past the query
     h.sync();
   }
   h.expectEquivalent();
+  // The record was held at the query after the warm-up (until the polls' flushes
+  // taught graft the query as a boundary, as any recurring poll does).
+  EXPECT_GT(notReady, 0u);
+}
+
+// Queries of a held record between launches (a caching allocator asking about
+// a block's event before each allocation): each is answered NotReady while
+// ops keep coming, nothing is issued eagerly, and the run is replayed whole.
+TEST(Engine, QueriesOfHeldRecordsBetweenLaunchesDoNotCutTheRun) {
+  Harness h;
+  for (int it = 0; it < 30; ++it) {
+    iteration(h, 10, it);
+    h.op(TestOp{OpKind::EventRecord, 0x100, 1, 0, 0xe1});
+    for (int k = 0; k < 10; ++k) {
+      h.op(TestOp{OpKind::Kernel, 0x100, 5000u + k, 7});
+      if (it % 4 == 1 && k % 3 == 0) {  // irregular: never a boundary graft could learn
+        auto lock = h.engine.lock();
+        h.engine.query(0, 0xe1, 9);
+      }
+    }
+    h.sync();
+  }
+  h.expectEquivalent();
+  EXPECT_EQ(h.engine.stats().eagerByCause[size_t(EagerCause::QueryInSegment)], 0u);
+  EXPECT_GT(h.engine.stats().queriesAnsweredNotReady, 0u);
+  EXPECT_GT(h.viaGraph(), size_t(24 * 21));
 }
 
 // A query of an event whose record graft already issued (in a piece launched
@@ -449,7 +495,7 @@ TEST(Engine, QueriesOfIssuedRecordsLeaveHeldWorkAlone) {
       const size_t executedBefore = h.exec.trace.size();
       {
         auto lock = h.engine.lock();
-        h.engine.query(0, 0xe1, 9);
+        EXPECT_EQ(h.engine.query(0, 0xe1, 9), core::QueryAnswer::AskDriver) << "iteration " << it;
       }
       // The record has executed by the time the query returns, flushed or not.
       size_t records = 0;
@@ -466,9 +512,9 @@ TEST(Engine, QueriesOfIssuedRecordsLeaveHeldWorkAlone) {
 }
 
 // A stream whose first op of the step comes in the middle of a held run (on
-// the fast lane's run, held there): an occasional query of that stream in
-// mid-run must flush it, and one of a stream with no work since the last
-// barrier must not.
+// the fast lane's run, held there): an occasional poll of that stream in
+// mid-run must issue it (graft answers NotReady first), and a query of a
+// stream with no work since the last barrier must issue nothing.
 TEST(Engine, StreamQueriesSeeWorkHeldMidRun) {
   Harness h;
   size_t flushedByQuery = 0;
@@ -479,12 +525,15 @@ TEST(Engine, StreamQueriesSeeWorkHeldMidRun) {
       const size_t executedBefore = h.exec.trace.size();
       {
         auto lock = h.engine.lock();
-        h.engine.query(0x300, 0, 11);  // idle stream: nothing to flush
+        EXPECT_EQ(h.engine.query(0x300, 0, 11), core::QueryAnswer::AskDriver);  // idle stream: nothing to flush
       }
       EXPECT_EQ(h.exec.trace.size(), executedBefore) << "iteration " << it;
-      {
+      // Polled until the driver is asked (graft answers NotReady while it
+      // holds work of the stream, then issues it at the poll).
+      for (int poll = 0;; ++poll) {
+        ASSERT_LT(poll, 2) << "iteration " << it << ": the poll made no progress";
         auto lock = h.engine.lock();
-        h.engine.query(0x200, 0, 12);
+        if (h.engine.query(0x200, 0, 12) == core::QueryAnswer::AskDriver) break;
       }
       flushedByQuery += h.exec.trace.size() - executedBefore;
       // Every op on 0x200 issued so far has executed once the query returns.
