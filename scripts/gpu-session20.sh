@@ -9,6 +9,11 @@
 #       cudaMallocFromPoolAsync); PyTorch losses bitwise for mlp, gpt, sidestream, loader;
 #       then the loader case once more under each library with GRAFT_STATS:
 #       eager ops by reason (query_in_segment is what the query change removes)
+#   OUT=dir scripts/gpu-session20.sh BUILD queries
+#       every trap; losses bitwise for sidestream, loader, ddp, mlp, gpt; sidestream and
+#       loader once more under each library with GRAFT_STATS (queries graft answered
+#       itself, eager ops by reason); then an in-process A/B of the two libraries on
+#       sidestream and loader (2 rounds)
 # Logs tarred into $OUT/s20-PART.tgz; tables last.
 B=${1:-.gpu/build}; PART=${2:-ab}; ROUNDS=${3:-3}; L=$PWD/$B/src/libgraft.so; O=/tmp/s20-$PART; rm -rf $O; mkdir -p $O
 export PYTHONUNBUFFERED=1
@@ -18,6 +23,35 @@ if [ "$PART" = ab ]; then
     $ROUNDS 30 5 > $O/ab.txt 2>&1
   (cd /tmp && tar czf ${OUT:-/tmp}/s20-$PART.tgz s20-$PART)
   echo "=== A/B, default allocator (old: 57571d5; new: this build) ==="; grep -E "^\|" $O/ab.txt
+elif [ "$PART" = queries ]; then
+  timeout 200 python3 tests/gpu/check_traps.py --traps $PWD/$B/tests/gpu/traps --traps $PWD/$B/tests/gpu/traps_libs \
+    --libgraft $L --timeout 30 --out $O/traps > $O/traps.txt 2>&1
+  timeout $((400 - SECONDS)) python3 tests/gpu/check_losses.py --libgraft $L --cases sidestream,loader,ddp,mlp,gpt \
+    --steps 300 --budget-s $((380 - SECONDS)) --out $O/losses > $O/losses.txt 2>&1
+  for c in sidestream loader; do for lib in libgraft_old.so libgraft.so; do
+    [ $SECONDS -gt 460 ] && break
+    LD_PRELOAD=$PWD/$B/src/$lib GRAFT_STATS=$O/$c-$lib.json timeout 60 \
+      python3 tests/gpu/workloads.py $c --steps 300 > $O/$c-$lib.txt 2>&1
+  done; done
+  [ $SECONDS -lt 470 ] && OUT=$O timeout $((575 - SECONDS)) scripts/gpu-ab-interleaved.sh $B libgraft_old.so libgraft.so \
+    sidestream,loader 2 20 5 > $O/ab.txt 2>&1
+  (cd /tmp && tar czf ${OUT:-/tmp}/s20-$PART.tgz s20-$PART)
+  echo "=== traps ==="; grep -E "PASS|FAIL" $O/traps.txt | tail -1; grep -E "query_poll|cross_thread|event_reuse|threads" $O/traps.txt | grep -v "check_traps:"
+  echo "=== losses ==="; sed -n '/=== RESULT ===/,$p' $O/losses.txt
+  echo "=== 300 steps under each library ==="
+  for c in sidestream loader; do for lib in libgraft_old.so libgraft.so; do
+    python3 - $O/$c-$lib.json $c $lib <<'PY'
+import json, sys
+try:
+    r = json.load(open(sys.argv[1]))["replay"]
+    print("%s %s: %d ops, %.1f%% through graphs, %d replays, %s queries answered not ready, eager %s" % (
+        sys.argv[2], sys.argv[3], r["ops_total"], r["coverage_pct"], r["replays"],
+        r.get("queries_answered_not_ready", "-"), json.dumps(r.get("fallbacks", {}))))
+except Exception as e:
+    print(sys.argv[2], sys.argv[3], "no stats:", e)
+PY
+  done; done
+  echo "=== A/B (old: 57571d5; new: this build) ==="; grep -E "^\|" $O/ab.txt
 else
   timeout 220 python3 tests/gpu/check_traps.py --traps $PWD/$B/tests/gpu/traps --traps $PWD/$B/tests/gpu/traps_libs \
     --libgraft $L --timeout 30 --out $O/traps > $O/traps.txt 2>&1
