@@ -13,7 +13,7 @@
 #       every trap; losses bitwise for sidestream, loader, ddp, mlp, gpt; sidestream and
 #       loader once more under each library with GRAFT_STATS (queries graft answered
 #       itself, eager ops by reason); then an in-process A/B of the two libraries on
-#       sidestream and loader (2 rounds)
+#       sidestream and loader (2 rounds; NO_AB=1 leaves it out)
 # Logs tarred into $OUT/s20-PART.tgz; tables last.
 B=${1:-.gpu/build}; PART=${2:-ab}; ROUNDS=${3:-3}; L=$PWD/$B/src/libgraft.so; O=/tmp/s20-$PART; rm -rf $O; mkdir -p $O
 export PYTHONUNBUFFERED=1
@@ -33,10 +33,10 @@ elif [ "$PART" = queries ]; then
     LD_PRELOAD=$PWD/$B/src/$lib GRAFT_STATS=$O/$c-$lib.json timeout 60 \
       python3 tests/gpu/workloads.py $c --steps 300 > $O/$c-$lib.txt 2>&1
   done; done
-  [ $SECONDS -lt 470 ] && OUT=$O timeout $((575 - SECONDS)) scripts/gpu-ab-interleaved.sh $B libgraft_old.so libgraft.so \
+  [ -z "$NO_AB" ] && [ $SECONDS -lt 470 ] && OUT=$O timeout $((575 - SECONDS)) scripts/gpu-ab-interleaved.sh $B libgraft_old.so libgraft.so \
     sidestream,loader 2 20 5 > $O/ab.txt 2>&1
   (cd /tmp && tar czf ${OUT:-/tmp}/s20-$PART.tgz s20-$PART)
-  echo "=== traps ==="; grep -E "PASS|FAIL" $O/traps.txt | tail -1; grep -E "query_poll|cross_thread|event_reuse|threads" $O/traps.txt | grep -v "check_traps:"
+  echo "=== traps ==="; grep -E "PASS|FAIL" $O/traps.txt | tail -1; grep -E "query_poll|cross_thread|event_reuse|threads|pool_max_size|stream_callback" $O/traps.txt | grep -v "check_traps:"
   echo "=== losses ==="; sed -n '/=== RESULT ===/,$p' $O/losses.txt
   echo "=== 300 steps under each library ==="
   for c in sidestream loader; do for lib in libgraft_old.so libgraft.so; do

@@ -79,7 +79,7 @@ GRAFT_FAST_LANE void Engine::countStream(StreamKey stream) {
     // The legacy and per-thread stream keys name one stream per context.
     const uint64_t context = isDefaultStream(op.stream) ? executor_.contextOfEventOp(op) : 0;
     event_records_[op.event] = {boundary_generation_, op.stream, last_stream_counters_->ops, ops_total_,
-                                event_epoch_, context, 0};
+                                event_epoch_, context, 0};  // lastAskedAt: a new record
   } else if (op.kind == OpKind::EventWait) [[unlikely]] {
     noteWait(op);
   }
@@ -570,34 +570,52 @@ void Engine::hostBarrier(uint64_t barrierHash) {
 }
 
 QueryAnswer Engine::query(StreamKey stream, uint64_t event, uint64_t queryHash) {
-  // What the query observes is work the program issued before it. Everything
+  // What a query observes is work the program issued before it. Everything
   // graft does not hold was issued before everything it holds, so the query
   // needs none of the held ops unless its target is among them: the event's
   // latest record, or, for a stream, any op on that stream. Then that work is
   // truly not complete (not even issued), and graft answers CUDA_ERROR_NOT_READY
-  // itself, leaving the held run alone (a caching allocator asking about a
-  // block's event between launches, a pin-memory thread). Asked again with no
-  // op issued since, it is a poll: graft issues what it holds, so the poll
-  // makes progress, and the driver answers.
-  if (!stepsAside() && !held_.empty()) {
-    uint64_t* lastNotReady = nullptr;
+  // itself and leaves the held run alone (a caching allocator asking about a
+  // block's event between launches). A target asked about again with no op
+  // issued since is being polled: from then on its queries are places where
+  // the program waits, where graft issues everything it holds and which it
+  // learns as segment boundaries, so that a poll in every step ends a graph
+  // there (what graft did for every query before it answered any itself).
+  if (!stepsAside()) {
+    bool inGeneration = false, targetHeld = false, polled = false;
+    uint64_t* lastAsked = nullptr;
     if (event) {
       auto it = event_records_.find(event);
-      if (it != event_records_.end() && it->second.generation == boundary_generation_ &&
-          it->second.atOp >= held_first_op_ && it->second.atOp < held_first_op_ + held_.size())
-        lastNotReady = &it->second.notReadyAt;
-    } else if (auto it = streams_.find(stream); it != streams_.end() && it->second.activity == boundary_generation_) {
-      for (size_t k = 0; k < held_.size() && !lastNotReady; ++k)
-        if (held_.view(k).stream == stream) lastNotReady = &it->second.notReadyAt;
-    }
-    if (lastNotReady) {
-      if (*lastNotReady != ops_total_ + 1) {
-        *lastNotReady = ops_total_ + 1;
-        ++queries_answered_not_ready_;
-        return QueryAnswer::NotReady;
+      if (it != event_records_.end()) {
+        inGeneration = it->second.generation == boundary_generation_;
+        targetHeld = inGeneration && !held_.empty() && it->second.atOp >= held_first_op_ &&
+                     it->second.atOp < held_first_op_ + held_.size();
+        lastAsked = &it->second.lastAskedAt;
       }
-      resolveHeld(EagerCause::QueryInSegment, nullptr);
-      pushBoundaryToken(hashCombine(queryHash, kBoundarySalt));
+      polled = polled_events_.count(event) != 0;
+    } else if (auto it = streams_.find(stream); it != streams_.end()) {
+      inGeneration = it->second.activity == boundary_generation_;
+      for (size_t k = 0; inGeneration && k < held_.size() && !targetHeld; ++k)
+        targetHeld = held_.view(k).stream == stream;
+      lastAsked = &it->second.lastAskedAt;
+      polled = it->second.polled;
+    }
+    if (lastAsked) {
+      if (*lastAsked == ops_total_ + 1 && !polled) {  // asked again, no op since: a poll
+        polled = true;
+        if (event) polled_events_.insert(event);
+        else streams_[stream].polled = true;
+      }
+      *lastAsked = ops_total_ + 1;
+    }
+    if (polled) {
+      if (inGeneration) {
+        if (!held_.empty()) resolveHeld(EagerCause::QueryInSegment, nullptr);
+        pushBoundaryToken(hashCombine(queryHash, kBoundarySalt));
+      }
+    } else if (targetHeld) {
+      ++queries_answered_not_ready_;
+      return QueryAnswer::NotReady;
     }
   }
   drainLaunches();  // last: a launch queued before the query is work it must see
@@ -625,6 +643,7 @@ void Engine::releaseStream(StreamKey stream) {
 
 bool Engine::deferEventDestroy(uint64_t event) {
   event_records_.erase(event);
+  polled_events_.erase(event);  // a new event may get the handle
   for (size_t k = 0; k < held_.size(); ++k) {
     if (held_.view(k).event == event) {
       deferred_.push_back({false, event, 0, 0});

@@ -116,10 +116,11 @@ class Engine {
   void hostBarrier(uint64_t barrierHash);
   // A stream (event == 0) or event query, before the driver is asked. When
   // graft holds the work it observes (the event's latest record, an op on the
-  // stream): NotReady, graft's answer (that work is not complete), unless the
-  // same target was asked about with no op issued since (a poll), which issues
-  // everything held and asks the driver. Otherwise AskDriver, after queued
-  // launches are in the driver's queues; held ops stay held.
+  // stream): NotReady, graft's answer (that work is not complete). Once the
+  // program has polled the target (asked again with no op issued since), its
+  // queries in the current generation issue everything held instead and recur
+  // as a segment boundary.
+  // Otherwise AskDriver, after queued launches are in the driver's queues.
   QueryAnswer query(StreamKey stream, uint64_t event, uint64_t queryHash);
   // A stream is about to be destroyed: nothing held may use it.
   void releaseStream(StreamKey stream);
@@ -259,7 +260,8 @@ class Engine {
     // since: the handle names no stream, and the driver must not be asked
     // about it (it may crash), so runs with ops on it are not built.
     bool destroyed = false;
-    uint64_t notReadyAt = 0;  // ops_total_ + 1 when graft last answered a query of it NotReady; 0: never
+    uint64_t lastAskedAt = 0;  // ops_total_ + 1 at its last query; 0: never
+    bool polled = false;       // queried again with no op between: a place the program waits (query)
   };
   StreamCounters* last_stream_counters_ = nullptr;
   // The fast lane's counters (the rest of stats_ is further down), apart so
@@ -323,7 +325,7 @@ class Engine {
     uint64_t atOp;        // ops_total_ then
     uint64_t epoch;       // event_epoch_ then
     uint64_t context;     // recorded on a default stream: its context (Executor::contextOfEventOp); else 0
-    uint64_t notReadyAt = 0;  // ops_total_ + 1 when graft last answered a query of it NotReady; 0: never
+    uint64_t lastAskedAt = 0;  // ops_total_ + 1 at the last query of this record; 0: never
   };
   // Bumped whenever events may have been recorded out of graft's sight (the
   // program's graph launches and captures, ops graft does not model, ops
@@ -331,6 +333,7 @@ class Engine {
   // latest record, so a wait on it yields no fork claim.
   uint64_t event_epoch_ = 0;
   std::unordered_map<uint64_t, EventRecordInfo> event_records_;
+  std::unordered_set<uint64_t> polled_events_;  // events the program has polled (query)
 
   std::chrono::steady_clock::time_point start_;
 };

@@ -2020,6 +2020,7 @@ void poolMaxSize() {
     mix<<<kGrid, kBlock, 0, s>>>(a, b, kN, i);
     uint32_t* u = nullptr;
     CK(cudaMallocFromPoolAsync(&u, kBig, pool, s));  // t's memory again, eagerly
+    CK(cudaMemsetAsync(u, 0, kN * 4, s));             // read below: never the old contents
     mix<<<kGrid, kBlock, 0, s>>>(u, b, kN, i + 1);
     mix<<<kGrid, kBlock, 0, s>>>(a, u, kN, i + 2);
     CK(cudaFreeAsync(u, s));

@@ -584,10 +584,19 @@ CUresult eventRecordImpl(const char* api, bool pt, CUevent e, CUstream h, unsign
   return CUDA_SUCCESS;
 }
 
-// cuMemAllocAsync, and cuMemAllocFromPoolAsync (`name`), whose pools are all
-// the device's one pool here (SIM_ASYNC_POOL_BYTES).
-CUresult memAllocAsyncImpl(const char* name, bool pt, CUdeviceptr* dptr, size_t bytes, CUstream h) {
+// One pool per device, the one cuMemAllocAsync uses (no pool attributes).
+static CUmemoryPool defaultPoolHandle(int device) { return reinterpret_cast<CUmemoryPool>(uintptr_t(0x9000 + device)); }
+
+// cuMemAllocAsync (pool null), and cuMemAllocFromPoolAsync (`name`), whose
+// pools are all the device's one pool here (SIM_ASYNC_POOL_BYTES).
+CUresult memAllocAsyncImpl(const char* name, bool pt, CUdeviceptr* dptr, size_t bytes, CUstream h,
+                           CUmemoryPool pool = nullptr) {
   SIM_ENTRY(name, kNeedCtx | kSteps);
+  if (pool) {
+    bool known = false;
+    for (int d = 0; d < state().deviceCount; ++d) known |= pool == defaultPoolHandle(d);
+    if (!known) return CUDA_ERROR_INVALID_VALUE;
+  }
   Stream* s;
   if (CUresult r = resolve(h, pt, &s); r != CUDA_SUCCESS) return r;
   if (!dptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
@@ -1258,8 +1267,6 @@ CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr* dptr, size_t bytes, CUstream s) {
 CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUstream s) {
   return memAllocAsyncImpl("cuMemAllocAsync", true, dptr, bytes, s);
 }
-// One pool per device, the one cuMemAllocAsync uses (no pool attributes).
-static CUmemoryPool defaultPoolHandle(int device) { return reinterpret_cast<CUmemoryPool>(uintptr_t(0x9000 + device)); }
 CUresult CUDAAPI cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice dev) {
   SIM_ENTRY("cuDeviceGetDefaultMemPool", 0);
   if (!pool) return CUDA_ERROR_INVALID_VALUE;
@@ -1268,10 +1275,8 @@ CUresult CUDAAPI cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice dev) {
   return CUDA_SUCCESS;
 }
 static CUresult allocFromPool(bool pt, CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream s) {
-  bool known = false;
-  for (int d = 0; d < state().deviceCount; ++d) known |= pool == defaultPoolHandle(d);
-  if (!known) return CUDA_ERROR_INVALID_VALUE;
-  return memAllocAsyncImpl("cuMemAllocFromPoolAsync", pt, dptr, bytes, s);
+  if (!pool) return CUDA_ERROR_INVALID_VALUE;
+  return memAllocAsyncImpl("cuMemAllocFromPoolAsync", pt, dptr, bytes, s, pool);
 }
 CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream s) {
   return allocFromPool(false, dptr, bytes, pool, s);

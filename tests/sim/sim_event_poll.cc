@@ -6,7 +6,11 @@
 // event's record, 20 more kernels, then (every third step, so never a
 // boundary graft can learn) a poll of the event until it is complete and a
 // read of `mark`, then 10 more kernels. No sync until the end.
-//   sim_event_poll [--steps N] [--between]     exit 0: every read saw its own step's mark
+//   sim_event_poll [--steps N] [--every K] [--between] [--min-graph-pct P]
+//   exit 0: every read saw its own step's mark
+// --every K: the host asks every K-th step (default 3; 1: every step, at the
+// same place, which graft should learn as where a graph ends).
+// --min-graph-pct P: also fail unless P % of the kernels ran from graphs.
 // --between: instead of polling, the host asks once after each of the last 10
 // kernels of those steps (as a caching allocator asks about a block's event
 // before each allocation) and reads `mark` whenever the answer is "complete";
@@ -14,9 +18,9 @@
 // A tool that let the query answer while it still held the record (the
 // event still complete from the step before) would read the previous step's
 // mark. Run with SIM_ASYNC_US so the simulated GPU progresses on its own.
-// With GRAFT_SEGMENT_OPS=8 the record's piece is launched before the poll,
-// so graft need not issue the ops it holds then (run_with_report.py checks
-// that no query cut a run: no query_in_segment in the exit report).
+// A poll makes the event a place graft learns as a segment boundary (with
+// --every 1 most of the work must still come from graphs: --min-graph-pct).
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -28,15 +32,19 @@
 #include "sim_driver_loader.h"
 
 int main(int argc, char** argv) {
-  int steps = 90;
+  int steps = 90, every = 3, minGraphPct = 0;
   bool between = false;
   for (int a = 1; a < argc; ++a) {
     if (!std::strcmp(argv[a], "--steps") && a + 1 < argc) {
       steps = std::atoi(argv[++a]);
+    } else if (!std::strcmp(argv[a], "--every") && a + 1 < argc) {
+      every = std::max(1, std::atoi(argv[++a]));
+    } else if (!std::strcmp(argv[a], "--min-graph-pct") && a + 1 < argc) {
+      minGraphPct = std::atoi(argv[++a]);
     } else if (!std::strcmp(argv[a], "--between")) {
       between = true;
     } else {
-      std::printf("usage: sim_event_poll [--steps N] [--between]\n");
+      std::printf("usage: sim_event_poll [--steps N] [--every K] [--between] [--min-graph-pct P]\n");
       return 2;
     }
   }
@@ -65,7 +73,8 @@ int main(int argc, char** argv) {
     SIM_CHECK(simtest::launchAdd(cu, add, mark, zero, uint64_t(step), s));  // mark = step
     SIM_CHECK(cu.cuEventRecord(ev, s));
     for (int k = 0; k < 20; ++k) SIM_CHECK(simtest::launchAdd(cu, add, scratch, scratch, 1, s));
-    if (step % 3 == 2 && between) {
+    const bool asks = step % every == every - 1;
+    if (asks && between) {
       for (int k = 0; k < 10; ++k) {
         SIM_CHECK(simtest::launchAdd(cu, add, scratch, scratch, 1, s));
         const CUresult r = cu.cuEventQuery(ev);
@@ -80,7 +89,7 @@ int main(int argc, char** argv) {
       }
       continue;
     }
-    if (step % 3 == 2) {
+    if (asks) {
       ++polls;
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
       CUresult r;
@@ -108,6 +117,11 @@ int main(int argc, char** argv) {
     std::printf("sim_event_poll: %d reads of a stale mark (%d polls, %d complete answers), %d calls failed\n",
                 stale, polls, complete, simtest::failedCalls());
     return 1;
+  }
+  if (minGraphPct) {
+    SimCounters c;
+    simCounters(&c);
+    if (simtest::tooFewFromGraphs("sim_event_poll", c, uint64_t(minGraphPct))) return 1;
   }
   std::printf("sim_event_poll: %d steps, %d polls, %d answers complete and %d not ready between launches, "
               "every read saw its own step's mark\n", steps, polls, complete, notReady);

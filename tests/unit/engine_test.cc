@@ -455,6 +455,38 @@ TEST(Engine, QueriesOfHeldRecordsAnswerNotReadyAndAPollFlushes) {
   EXPECT_GT(notReady, 0u);
 }
 
+// A target the program polls (asked again with no op issued between) is a
+// place where it waits: from then on each query of it issues what graft holds
+// at once (no NotReady answer first) and recurs as a segment boundary, so
+// graphs end there and nothing is issued eagerly at the poll.
+TEST(Engine, PolledTargetsBecomeBoundaries) {
+  Harness h;
+  size_t notReady = 0, flushedAtQuery = 0;
+  for (int it = 0; it < 40; ++it) {
+    iteration(h, 10, it);
+    h.op(TestOp{OpKind::EventRecord, 0x100, 1, 0, 0xe1});
+    for (int poll = 0;; ++poll) {
+      ASSERT_LT(poll, 2) << "iteration " << it;
+      const size_t executedBefore = h.exec.trace.size();
+      core::QueryAnswer a;
+      {
+        auto lock = h.engine.lock();
+        a = h.engine.query(0, 0xe1, 9);
+      }
+      if (it >= 20)  // held ops the query issued eagerly (a graph ending there may launch)
+        for (size_t k = executedBefore; k < h.exec.trace.size(); ++k) flushedAtQuery += !h.exec.trace[k].viaGraph;
+      if (a == core::QueryAnswer::AskDriver) break;
+      ++notReady;
+    }
+    iteration(h, 10, 1, 5000);
+    h.sync();
+  }
+  h.expectEquivalent();
+  EXPECT_LE(notReady, 1u) << "a polled event was answered NotReady again";
+  EXPECT_EQ(flushedAtQuery, 0u) << "the poll was not learned as a boundary";
+  EXPECT_GT(h.viaGraph(), size_t(20 * 21));
+}
+
 // Queries of a held record between launches (a caching allocator asking about
 // a block's event before each allocation): each is answered NotReady while
 // ops keep coming, nothing is issued eagerly, and the run is replayed whole.
