@@ -636,6 +636,8 @@ void Engine::releaseStream(StreamKey stream) {
     it->second.activity = 0;
     it->second.forkedFrom = 0;
     it->second.destroyed = true;
+    it->second.lastAskedAt = 0;
+    it->second.polled = false;  // a new stream may get the handle
   }
   last_stream_counters_ = nullptr;  // the next op looks its stream up (countStream) and clears `destroyed`
   drainLaunches();

@@ -271,7 +271,6 @@ class Engine {
   uint64_t held_first_op_ = 0;  // ops_total_ of held_[0] (ops are held in a row, as submitted)
   Segment* sole_segment_ = nullptr;  // candidates_[sole_candidate_].segment
   uint64_t ops_sole_expected_ = 0;
-  uint64_t queries_answered_not_ready_ = 0;
   OpDesc sole_expected_;  // second line
   // Third line: the ends of held_matched_ and held_'s records, where the
   // fast lane appends.
@@ -334,6 +333,7 @@ class Engine {
   uint64_t event_epoch_ = 0;
   std::unordered_map<uint64_t, EventRecordInfo> event_records_;
   std::unordered_set<uint64_t> polled_events_;  // events the program has polled (query)
+  uint64_t queries_answered_not_ready_ = 0;       // off the fast lane's lines
 
   std::chrono::steady_clock::time_point start_;
 };
