@@ -6,11 +6,13 @@
 // event's record, 20 more kernels, then (every third step, so never a
 // boundary graft can learn) a poll of the event until it is complete and a
 // read of `mark`, then 10 more kernels. No sync until the end.
-//   sim_event_poll [--steps N] [--every K] [--between] [--min-graph-pct P]
+//   sim_event_poll [--steps N] [--every K] [--between] [--stream] [--min-graph-pct P]
 //   exit 0: every read saw its own step's mark
 // --every K: the host asks every K-th step (default 3; 1: every step, at the
 // same place, which graft should learn as where a graph ends).
 // --min-graph-pct P: also fail unless P % of the kernels ran from graphs.
+// --stream: the host asks about the stream (cuStreamQuery) instead of the
+// event: complete then means all of the stream's work so far has run.
 // --between: instead of polling, the host asks once after each of the last 10
 // kernels of those steps (as a caching allocator asks about a block's event
 // before each allocation) and reads `mark` whenever the answer is "complete";
@@ -33,7 +35,7 @@
 
 int main(int argc, char** argv) {
   int steps = 90, every = 3, minGraphPct = 0;
-  bool between = false;
+  bool between = false, streamQuery = false;
   for (int a = 1; a < argc; ++a) {
     if (!std::strcmp(argv[a], "--steps") && a + 1 < argc) {
       steps = std::atoi(argv[++a]);
@@ -43,8 +45,10 @@ int main(int argc, char** argv) {
       minGraphPct = std::atoi(argv[++a]);
     } else if (!std::strcmp(argv[a], "--between")) {
       between = true;
+    } else if (!std::strcmp(argv[a], "--stream")) {
+      streamQuery = true;
     } else {
-      std::printf("usage: sim_event_poll [--steps N] [--every K] [--between] [--min-graph-pct P]\n");
+      std::printf("usage: sim_event_poll [--steps N] [--every K] [--between] [--stream] [--min-graph-pct P]\n");
       return 2;
     }
   }
@@ -60,6 +64,7 @@ int main(int argc, char** argv) {
   const CUdeviceptr zero = simtest::zeroedBuffer(cu, 64);
   const CUdeviceptr mark = simtest::zeroedBuffer(cu, 64);
   const CUdeviceptr scratch = simtest::zeroedBuffer(cu, 64);
+  auto query = [&] { return streamQuery ? cu.cuStreamQuery(s) : cu.cuEventQuery(ev); };
   int polls = 0, stale = 0, complete = 0, notReady = 0;
   // A "complete" answer: the work before the record has run.
   auto checkMark = [&](int step) {
@@ -77,7 +82,7 @@ int main(int argc, char** argv) {
     if (asks && between) {
       for (int k = 0; k < 10; ++k) {
         SIM_CHECK(simtest::launchAdd(cu, add, scratch, scratch, 1, s));
-        const CUresult r = cu.cuEventQuery(ev);
+        const CUresult r = query();
         if (r == CUDA_SUCCESS) {
           ++complete;
           checkMark(step);
@@ -93,7 +98,7 @@ int main(int argc, char** argv) {
       ++polls;
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
       CUresult r;
-      while ((r = cu.cuEventQuery(ev)) == CUDA_ERROR_NOT_READY) {
+      while ((r = query()) == CUDA_ERROR_NOT_READY) {
         if (std::chrono::steady_clock::now() > deadline) {
           std::printf("sim_event_poll: step %d: the event never completed\n", step);
           return 1;
