@@ -523,10 +523,12 @@ template <ApiId Id, int PT, typename Real, typename... A>
       }
       return realFn(a...);
     } else if constexpr (info.klass == ApiClass::Query) {
+      const CUevent e = firstOf<CUevent>(a...);
+      // A null event names nothing (not the legacy stream): the driver's error.
+      if (Id == ApiId::k_cuEventQuery_2000 && !e) return realFn(a...);
       {
         auto lock = rt.engine().lock();
         const CUstream s = firstOf<CUstream>(a...);
-        const CUevent e = firstOf<CUevent>(a...);
         // Held work is not complete: graft answers for it (Engine::query).
         if (rt.engine().query(e ? 0 : streamKey(s, PT), reinterpret_cast<uint64_t>(e),
                               barrierHash<Id>(a...)) == core::QueryAnswer::NotReady)

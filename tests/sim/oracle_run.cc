@@ -176,6 +176,7 @@ class Runner {
   void issue(const Op& op, int thread, int iteration);
   void issueEffect(const Op& op, int thread, int iteration);
   void hostSync(const Op& op, int thread, int iteration);
+  void queryAnsweredComplete(int thread, const Clock& covered, LogOp lo);
   void timingCheck(const Op& op, int thread, int iteration);
   void ensureCtx(int device, int thread);
   void loadImage(int phase, int iteration);
@@ -953,14 +954,30 @@ void Runner::issue(const Op& op, int thread, int iteration) {
                              ") reports status " + std::to_string(st) + " but the program never captures it");
         }
       } else {
-        check(t.api->cuStreamQuery(t.stream), "cuStreamQuery", iteration, &op, true);
+        Clock covered;
+        {
+          std::lock_guard<std::mutex> lk(mu_);
+          covered = lanes_[t.lane].vc;
+        }
+        const CUresult r = t.api->cuStreamQuery(t.stream);
+        check(r, "cuStreamQuery", iteration, &op, true);
+        if (r == CUDA_SUCCESS) return queryAnsweredComplete(thread, covered, lo);
       }
       std::lock_guard<std::mutex> lk(mu_);
       pushLog(lo);
       return;
     }
     case Kind::EventQuery: {
-      check(cu().cuEventQuery(events_[op.event].handle), "cuEventQuery", iteration, &op, true);
+      Clock covered;
+      bool knows;
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        knows = events_[op.event].recorded;
+        covered = events_[op.event].vc;
+      }
+      const CUresult r = cu().cuEventQuery(events_[op.event].handle);
+      check(r, "cuEventQuery", iteration, &op, true);
+      if (r == CUDA_SUCCESS && knows) return queryAnsweredComplete(thread, covered, lo);
       std::lock_guard<std::mutex> lk(mu_);
       pushLog(lo);
       return;
@@ -1186,6 +1203,19 @@ void Runner::issueEffect(const Op& opIn, int thread, int iteration) {
       }
     }
   }
+}
+
+// A one-shot query that said complete: the host now knows the work it covers
+// has run, as after a sync (a marker the trace check holds graft to).
+void Runner::queryAnsweredComplete(int thread, const Clock& covered, LogOp lo) {
+  int id;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    join(hostVc_[thread], covered);
+    lo.vc = hostVc_[thread];
+    id = pushLog(lo);
+  }
+  mark(thread, id);
 }
 
 void Runner::hostSync(const Op& op, int thread, int iteration) {
