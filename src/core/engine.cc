@@ -584,6 +584,7 @@ QueryAnswer Engine::query(StreamKey stream, uint64_t event, uint64_t queryHash) 
   if (!stepsAside()) {
     bool inGeneration = false, targetHeld = false, polled = false;
     uint64_t* lastAsked = nullptr;
+    StreamCounters* counters = nullptr;  // a stream query's target
     if (event) {
       auto it = event_records_.find(event);
       if (it != event_records_.end()) {
@@ -597,14 +598,15 @@ QueryAnswer Engine::query(StreamKey stream, uint64_t event, uint64_t queryHash) 
       inGeneration = it->second.activity == boundary_generation_;
       for (size_t k = 0; inGeneration && k < held_.size() && !targetHeld; ++k)
         targetHeld = held_.view(k).stream == stream;
-      lastAsked = &it->second.lastAskedAt;
-      polled = it->second.polled;
+      counters = &it->second;
+      lastAsked = &counters->lastAskedAt;
+      polled = counters->polled;
     }
     if (lastAsked) {
       if (*lastAsked == ops_total_ + 1 && !polled) {  // asked again, no op since: a poll
         polled = true;
-        if (event) polled_events_.insert(event);
-        else streams_[stream].polled = true;
+        if (counters) counters->polled = true;
+        else polled_events_.insert(event);
       }
       *lastAsked = ops_total_ + 1;
     }
