@@ -78,8 +78,14 @@ GRAFT_FAST_LANE void Engine::countStream(StreamKey stream) {
   if (op.kind == OpKind::EventRecord) {
     // The legacy and per-thread stream keys name one stream per context.
     const uint64_t context = isDefaultStream(op.stream) ? executor_.contextOfEventOp(op) : 0;
-    event_records_[op.event] = {boundary_generation_, op.stream, last_stream_counters_->ops, ops_total_,
-                                event_epoch_, context, 0};  // lastAskedAt: a new record
+    EventRecordInfo& info = event_records_[op.event];
+    // A program that waits on an event in every step polls each of its
+    // records; a caching allocator that asked twice in a row about a block's
+    // event, and reuses the event from a pool for other blocks, does not: the
+    // event stops being treated as polled once a record of it was not.
+    if (!info.polledNow && !polled_events_.empty()) [[unlikely]] polled_events_.erase(op.event);
+    info = {boundary_generation_, op.stream, last_stream_counters_->ops, ops_total_,
+            event_epoch_, context, 0, false};  // a new record: not asked about yet
   } else if (op.kind == OpKind::EventWait) [[unlikely]] {
     noteWait(op);
   }
@@ -585,13 +591,15 @@ QueryAnswer Engine::query(StreamKey stream, uint64_t event, uint64_t queryHash) 
     bool inGeneration = false, targetHeld = false, polled = false;
     uint64_t* lastAsked = nullptr;
     StreamCounters* counters = nullptr;  // a stream query's target
+    EventRecordInfo* record = nullptr;   // an event query's target
     if (event) {
       auto it = event_records_.find(event);
       if (it != event_records_.end()) {
-        inGeneration = it->second.generation == boundary_generation_;
-        targetHeld = inGeneration && !held_.empty() && it->second.atOp >= held_first_op_ &&
-                     it->second.atOp < held_first_op_ + held_.size();
-        lastAsked = &it->second.lastAskedAt;
+        record = &it->second;
+        inGeneration = record->generation == boundary_generation_;
+        targetHeld = inGeneration && !held_.empty() && record->atOp >= held_first_op_ &&
+                     record->atOp < held_first_op_ + held_.size();
+        lastAsked = &record->lastAskedAt;
       }
       polled = polled_events_.count(event) != 0;
     } else if (auto it = streams_.find(stream); it != streams_.end()) {
@@ -603,10 +611,13 @@ QueryAnswer Engine::query(StreamKey stream, uint64_t event, uint64_t queryHash) 
       polled = counters->polled;
     }
     if (lastAsked) {
-      if (*lastAsked == ops_total_ + 1 && !polled) {  // asked again, no op since: a poll
-        polled = true;
-        if (counters) counters->polled = true;
-        else polled_events_.insert(event);
+      if (*lastAsked == ops_total_ + 1) {  // asked again, no op since: a poll
+        if (record) record->polledNow = true;
+        if (!polled) {
+          polled = true;
+          if (counters) counters->polled = true;
+          else polled_events_.insert(event);
+        }
       }
       *lastAsked = ops_total_ + 1;
     }

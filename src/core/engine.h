@@ -325,6 +325,7 @@ class Engine {
     uint64_t epoch;       // event_epoch_ then
     uint64_t context;     // recorded on a default stream: its context (Executor::contextOfEventOp); else 0
     uint64_t lastAskedAt = 0;  // ops_total_ + 1 at the last query of this record; 0: never
+    bool polledNow = false;    // this record was polled (asked about again with no op between)
   };
   // Bumped whenever events may have been recorded out of graft's sight (the
   // program's graph launches and captures, ops graft does not model, ops
@@ -332,7 +333,9 @@ class Engine {
   // latest record, so a wait on it yields no fork claim.
   uint64_t event_epoch_ = 0;
   std::unordered_map<uint64_t, EventRecordInfo> event_records_;
-  std::unordered_set<uint64_t> polled_events_;  // events the program has polled (query)
+  // Events the program polls (query): one stays here while each of its
+  // records is polled, and leaves at a record after one that was not.
+  std::unordered_set<uint64_t> polled_events_;
   uint64_t queries_answered_not_ready_ = 0;       // off the fast lane's lines
 
   std::chrono::steady_clock::time_point start_;

@@ -2,6 +2,7 @@
 """run_with_report.py - run a sim test program under graft and check its exit report.
 
   run_with_report.py --exe PROGRAM [--arg A ...] [--require SECTION.KEY ...] [--forbid SECTION.KEY ...]
+                     [--at-most SECTION.KEY=N ...] [--at-least SECTION.KEY=N ...]
 
 Runs PROGRAM (with its --arg arguments) with GRAFT_STATS pointing at a
 temporary file, in the environment it was given (LD_PRELOAD=libgraft.so and
@@ -9,7 +10,8 @@ the simulator's variables). Fails when the program fails, when graft wrote no
 exit report (it did not run to completion), or when a required counter of the
 report (e.g. launch_thread.frees_queued) is missing or zero: the path under
 test was not taken; or when a forbidden one (e.g. replay.fallbacks.query_in_segment)
-is there and not zero: graft fell back where it must not.
+is there and not zero: graft fell back where it must not; or when a bounded
+one is outside its bound (--at-most N, --at-least N).
 """
 import argparse
 import json
@@ -25,6 +27,8 @@ def main():
     ap.add_argument("--arg", action="append", default=[])
     ap.add_argument("--require", action="append", default=[])
     ap.add_argument("--forbid", action="append", default=[])
+    ap.add_argument("--at-most", action="append", default=[])
+    ap.add_argument("--at-least", action="append", default=[])
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         stats = os.path.join(tmp, "graft_stats.json")
@@ -54,6 +58,16 @@ def main():
     for path in args.forbid:
         if lookup(path):
             print("the report's %s is not zero: graft fell back where it must not" % path)
+            bad += 1
+    for bound in args.at_most:
+        path, limit = bound.rsplit("=", 1)
+        if (lookup(path) or 0) > int(limit):
+            print("the report's %s is above %s" % (path, limit))
+            bad += 1
+    for bound in args.at_least:
+        path, limit = bound.rsplit("=", 1)
+        if (lookup(path) or 0) < int(limit):
+            print("the report's %s is below %s" % (path, limit))
             bad += 1
     return 1 if bad else 0
 

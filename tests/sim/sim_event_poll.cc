@@ -6,7 +6,7 @@
 // event's record, 20 more kernels, then (every third step, so never a
 // boundary graft can learn) a poll of the event until it is complete and a
 // read of `mark`, then 10 more kernels. No sync until the end.
-//   sim_event_poll [--steps N] [--every K] [--between] [--stream] [--min-graph-pct P]
+//   sim_event_poll [--steps N] [--every K] [--between [--twice-at S]] [--stream] [--min-graph-pct P]
 //   exit 0: every read saw its own step's mark
 // --every K: the host asks every K-th step (default 3; 1: every step, at the
 // same place, which graft should learn as where a graph ends).
@@ -17,6 +17,9 @@
 // kernels of those steps (as a caching allocator asks about a block's event
 // before each allocation) and reads `mark` whenever the answer is "complete";
 // any other answer than complete or not ready fails.
+// --twice-at S: in step S the host asks twice in a row once (two allocations
+// with no launch between): that looks like a poll, but only once; the later
+// steps' single asks must still be answered without issuing held work.
 // A tool that let the query answer while it still held the record (the
 // event still complete from the step before) would read the previous step's
 // mark. Run with SIM_ASYNC_US so the simulated GPU progresses on its own.
@@ -34,7 +37,7 @@
 #include "sim_driver_loader.h"
 
 int main(int argc, char** argv) {
-  int steps = 90, every = 3, minGraphPct = 0;
+  int steps = 90, every = 3, minGraphPct = 0, twiceAt = 0;
   bool between = false, streamQuery = false;
   for (int a = 1; a < argc; ++a) {
     if (!std::strcmp(argv[a], "--steps") && a + 1 < argc) {
@@ -43,12 +46,15 @@ int main(int argc, char** argv) {
       every = std::max(1, std::atoi(argv[++a]));
     } else if (!std::strcmp(argv[a], "--min-graph-pct") && a + 1 < argc) {
       minGraphPct = std::atoi(argv[++a]);
+    } else if (!std::strcmp(argv[a], "--twice-at") && a + 1 < argc) {
+      twiceAt = std::atoi(argv[++a]);
     } else if (!std::strcmp(argv[a], "--between")) {
       between = true;
     } else if (!std::strcmp(argv[a], "--stream")) {
       streamQuery = true;
     } else {
-      std::printf("usage: sim_event_poll [--steps N] [--every K] [--between] [--stream] [--min-graph-pct P]\n");
+      std::printf("usage: sim_event_poll [--steps N] [--every K] [--between [--twice-at S]] [--stream] "
+                  "[--min-graph-pct P]\n");
       return 2;
     }
   }
@@ -82,14 +88,16 @@ int main(int argc, char** argv) {
     if (asks && between) {
       for (int k = 0; k < 10; ++k) {
         SIM_CHECK(simtest::launchAdd(cu, add, scratch, scratch, 1, s));
-        const CUresult r = query();
-        if (r == CUDA_SUCCESS) {
-          ++complete;
-          checkMark(step);
-        } else if (r == CUDA_ERROR_NOT_READY) {
-          ++notReady;
-        } else {
-          SIM_CHECK(r);
+        for (int ask = 0; ask < (step == twiceAt && k == 4 ? 2 : 1); ++ask) {
+          const CUresult r = query();
+          if (r == CUDA_SUCCESS) {
+            ++complete;
+            checkMark(step);
+          } else if (r == CUDA_ERROR_NOT_READY) {
+            ++notReady;
+          } else {
+            SIM_CHECK(r);
+          }
         }
       }
       continue;

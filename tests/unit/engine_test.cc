@@ -458,7 +458,10 @@ TEST(Engine, QueriesOfHeldRecordsAnswerNotReadyAndAPollFlushes) {
 // A target the program polls (asked again with no op issued between) is a
 // place where it waits: from then on each query of it issues what graft holds
 // at once (no NotReady answer first) and recurs as a segment boundary, so
-// graphs end there and nothing is issued eagerly at the poll.
+// graphs end there and nothing is issued eagerly at the poll. Here the driver
+// says "complete" at once after that issue, so a record is not polled twice and
+// the next one is answered NotReady once more before its poll: every other
+// step at most, and the boundary stays learned either way.
 TEST(Engine, PolledTargetsBecomeBoundaries) {
   Harness h;
   size_t notReady = 0, flushedAtQuery = 0;
@@ -482,9 +485,78 @@ TEST(Engine, PolledTargetsBecomeBoundaries) {
     h.sync();
   }
   h.expectEquivalent();
+  EXPECT_LE(notReady, 20u) << "a record after a polled one was answered NotReady";
+  EXPECT_EQ(flushedAtQuery, 0u) << "the poll was not learned as a boundary";
+  EXPECT_GT(h.viaGraph(), size_t(20 * 21));
+}
+
+// The same when each poll takes more than one query after graft issued the
+// record (the GPU had not run it yet): every record is polled, the event stays
+// polled, and graft never answers NotReady after the first poll.
+TEST(Engine, EventsPolledAtEveryRecordStayPolled) {
+  Harness h;
+  size_t notReady = 0, flushedAtQuery = 0;
+  for (int it = 0; it < 40; ++it) {
+    iteration(h, 10, it);
+    h.op(TestOp{OpKind::EventRecord, 0x100, 1, 0, 0xe1});
+    size_t askedDriver = 0;
+    for (int poll = 0; askedDriver < 2; ++poll) {  // the driver says "not ready" once, then "complete"
+      ASSERT_LT(poll, 3) << "iteration " << it;
+      const size_t executedBefore = h.exec.trace.size();
+      core::QueryAnswer a;
+      {
+        auto lock = h.engine.lock();
+        a = h.engine.query(0, 0xe1, 9);
+      }
+      if (it >= 20)
+        for (size_t k = executedBefore; k < h.exec.trace.size(); ++k) flushedAtQuery += !h.exec.trace[k].viaGraph;
+      if (a == core::QueryAnswer::AskDriver) ++askedDriver;
+      else ++notReady;
+    }
+    iteration(h, 10, 1, 5000);
+    h.sync();
+  }
+  h.expectEquivalent();
   EXPECT_LE(notReady, 1u) << "a polled event was answered NotReady again";
   EXPECT_EQ(flushedAtQuery, 0u) << "the poll was not learned as a boundary";
   EXPECT_GT(h.viaGraph(), size_t(20 * 21));
+}
+
+// A caching allocator queries the oldest pending block's event at every
+// allocation, so two allocations with no launch between ask about the same
+// record twice: once, that looks like a poll. Its events come from a pool and
+// are recorded again for other blocks; a later record that nobody polls is
+// answered NotReady while held again, and the run is not cut there.
+TEST(Engine, AnEventPolledOnceByChanceIsNotPolledForever) {
+  Harness h;
+  size_t flushedLate = 0, notReadyLate = 0;
+  for (int it = 0; it < 40; ++it) {
+    iteration(h, 10, it);
+    h.op(TestOp{OpKind::EventRecord, 0x100, 1, 0, 0xe1});
+    for (int k = 0; k < 10; ++k) {
+      h.op(TestOp{OpKind::Kernel, 0x100, 5000u + k, 7});
+      if (k == 4 || (it == 2 && k == 5)) {
+        const int asks = it == 2 ? 2 : 1;  // iteration 2: two allocations in a row
+        for (int q = 0; q < asks; ++q) {
+          const size_t executedBefore = h.exec.trace.size();
+          core::QueryAnswer a;
+          {
+            auto lock = h.engine.lock();
+            a = h.engine.query(0, 0xe1, 9);
+          }
+          if (it >= 20) {
+            for (size_t n = executedBefore; n < h.exec.trace.size(); ++n) flushedLate += !h.exec.trace[n].viaGraph;
+            notReadyLate += a == core::QueryAnswer::NotReady;
+          }
+        }
+      }
+    }
+    h.sync();
+  }
+  h.expectEquivalent();
+  EXPECT_EQ(flushedLate, 0u) << "queries of a record nobody polls still issued held work";
+  EXPECT_EQ(notReadyLate, 20u) << "queries of held records were not answered by graft";
+  EXPECT_GT(h.viaGraph(), size_t(30 * 21));
 }
 
 // Queries of a held record between launches (a caching allocator asking about
