@@ -587,6 +587,11 @@ QueryAnswer Engine::query(StreamKey stream, uint64_t event, uint64_t queryHash) 
   // the program waits, where graft issues everything it holds and which it
   // learns as segment boundaries, so that a poll in every step ends a graph
   // there (what graft did for every query before it answered any itself).
+  // It stays polled while the program goes on polling it: an event until one
+  // of its records was not polled, a stream until a run of queries of it (with
+  // no op between) was not a poll. A caching allocator asks about the same
+  // pooled event twice in a row now and then, and must not lose graft's
+  // answers for good.
   if (!stepsAside()) {
     bool inGeneration = false, targetHeld = false, polled = false;
     uint64_t* lastAsked = nullptr;
@@ -611,8 +616,17 @@ QueryAnswer Engine::query(StreamKey stream, uint64_t event, uint64_t queryHash) 
       polled = counters->polled;
     }
     if (lastAsked) {
-      if (*lastAsked == ops_total_ + 1) {  // asked again, no op since: a poll
+      const bool askedAgain = *lastAsked == ops_total_ + 1;  // no op since: a poll
+      if (counters && !askedAgain) {
+        // A new run of queries of the stream: it stays polled only if the
+        // last run was a poll (as an event stays polled only while each of
+        // its records is; noteActivity).
+        if (!counters->polledNow) polled = counters->polled = false;
+        counters->polledNow = false;
+      }
+      if (askedAgain) {
         if (record) record->polledNow = true;
+        if (counters) counters->polledNow = true;
         if (!polled) {
           polled = true;
           if (counters) counters->polled = true;
@@ -650,7 +664,7 @@ void Engine::releaseStream(StreamKey stream) {
     it->second.forkedFrom = 0;
     it->second.destroyed = true;
     it->second.lastAskedAt = 0;
-    it->second.polled = false;  // a new stream may get the handle
+    it->second.polled = it->second.polledNow = false;  // a new stream may get the handle
   }
   last_stream_counters_ = nullptr;  // the next op looks its stream up (countStream) and clears `destroyed`
   drainLaunches();

@@ -119,7 +119,8 @@ class Engine {
   // stream): NotReady, graft's answer (that work is not complete). Once the
   // program has polled the target (asked again with no op issued since), its
   // queries in the current generation issue everything held instead and recur
-  // as a segment boundary.
+  // as a segment boundary, until the program stops polling it (an event's
+  // record, or a stream's run of queries, that was not polled).
   // Otherwise AskDriver, after queued launches are in the driver's queues.
   QueryAnswer query(StreamKey stream, uint64_t event, uint64_t queryHash);
   // A stream is about to be destroyed: nothing held may use it.
@@ -262,6 +263,7 @@ class Engine {
     bool destroyed = false;
     uint64_t lastAskedAt = 0;  // ops_total_ + 1 at its last query; 0: never
     bool polled = false;       // queried again with no op between: a place the program waits (query)
+    bool polledNow = false;    // in the current run of queries with no op between (a run without a poll clears `polled`)
   };
   StreamCounters* last_stream_counters_ = nullptr;
   // The fast lane's counters (the rest of stats_ is further down), apart so

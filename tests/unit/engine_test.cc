@@ -654,6 +654,39 @@ TEST(Engine, StreamQueriesSeeWorkHeldMidRun) {
   EXPECT_GT(h.viaGraph(), size_t(30 * 24));
 }
 
+// The same for a stream: asked about twice in a row once, then once between
+// its launches every iteration. After one run of queries that is not a poll
+// the stream is no longer taken for polled: graft answers NotReady while it
+// holds the stream's work, and the run is not cut there.
+TEST(Engine, AStreamPolledOnceByChanceIsNotPolledForever) {
+  Harness h;
+  size_t flushedLate = 0, notReadyLate = 0;
+  for (int it = 0; it < 40; ++it) {
+    iteration(h, 10, it);
+    for (int k = 0; k < 10; ++k) {
+      h.op(TestOp{OpKind::Kernel, 0x100, 5000u + k, 7});
+      if (k != 4) continue;
+      for (int q = 0; q < (it == 2 ? 2 : 1); ++q) {
+        const size_t executedBefore = h.exec.trace.size();
+        core::QueryAnswer a;
+        {
+          auto lock = h.engine.lock();
+          a = h.engine.query(0x100, 0, 13);
+        }
+        if (it >= 20) {
+          for (size_t n = executedBefore; n < h.exec.trace.size(); ++n) flushedLate += !h.exec.trace[n].viaGraph;
+          notReadyLate += a == core::QueryAnswer::NotReady;
+        }
+      }
+    }
+    h.sync();
+  }
+  h.expectEquivalent();
+  EXPECT_EQ(flushedLate, 0u) << "queries of a stream nobody polls still issued held work";
+  EXPECT_EQ(notReadyLate, 20u) << "queries of a stream with held work were not answered by graft";
+  EXPECT_GT(h.viaGraph(), size_t(30 * 21));
+}
+
 TEST(Engine, DestroyingAnEventUsedByHeldOpsIsDeferredUntilTheyAreIssued) {
   // The side-stream pattern: a fresh event per iteration, destroyed right after
   // the wait, while graft still holds the record and the wait.
