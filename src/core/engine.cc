@@ -79,13 +79,17 @@ GRAFT_FAST_LANE void Engine::countStream(StreamKey stream) {
     // The legacy and per-thread stream keys name one stream per context.
     const uint64_t context = isDefaultStream(op.stream) ? executor_.contextOfEventOp(op) : 0;
     EventRecordInfo& info = event_records_[op.event];
-    // A program that waits on an event in every step polls each of its
-    // records; a caching allocator that asked twice in a row about a block's
-    // event, and reuses the event from a pool for other blocks, does not: the
-    // event stops being treated as polled once a record of it was not.
-    if (!info.polledNow && !polled_events_.empty()) [[unlikely]] polled_events_.erase(op.event);
+    // A program that waits on an event in every step asks about each record
+    // until it is complete; a caching allocator that asked twice in a row
+    // about a block's event, and reuses the event from a pool for other
+    // blocks, goes on after a "not ready": the event stops being treated as
+    // polled once a record of it was last answered "not ready" and not
+    // polled. (A record nobody asked about, or one found complete at the first
+    // query, says nothing either way.)
+    if (info.answeredNotReady && !info.polledNow && !polled_events_.empty()) [[unlikely]]
+      polled_events_.erase(op.event);
     info = {boundary_generation_, op.stream, last_stream_counters_->ops, ops_total_,
-            event_epoch_, context, 0, false};  // a new record: not asked about yet
+            event_epoch_, context, 0, false, false};  // a new record: not asked about yet
   } else if (op.kind == OpKind::EventWait) [[unlikely]] {
     noteWait(op);
   }
@@ -587,11 +591,12 @@ QueryAnswer Engine::query(StreamKey stream, uint64_t event, uint64_t queryHash) 
   // the program waits, where graft issues everything it holds and which it
   // learns as segment boundaries, so that a poll in every step ends a graph
   // there (what graft did for every query before it answered any itself).
-  // It stays polled while the program goes on polling it: an event until one
-  // of its records was not polled, a stream until a run of queries of it (with
-  // no op between) was not a poll. A caching allocator asks about the same
-  // pooled event twice in a row now and then, and must not lose graft's
-  // answers for good.
+  // It stays polled while the program waits for it: an event until one of its
+  // records was last answered "not ready" (graft's answer or the driver's) and
+  // not polled, so that the program went on without it; a stream likewise for
+  // a run of queries of it (with no op between). A caching allocator asks
+  // about the same pooled event twice in a row now and then, and must not lose
+  // graft's answers for good.
   if (!stepsAside()) {
     bool inGeneration = false, targetHeld = false, polled = false;
     uint64_t* lastAsked = nullptr;
@@ -618,10 +623,10 @@ QueryAnswer Engine::query(StreamKey stream, uint64_t event, uint64_t queryHash) 
     if (lastAsked) {
       const bool askedAgain = *lastAsked == ops_total_ + 1;  // no op since: a poll
       if (counters && !askedAgain) {
-        // A new run of queries of the stream: it stays polled only if the
-        // last run was a poll (as an event stays polled only while each of
-        // its records is; noteActivity).
-        if (!counters->polledNow) polled = counters->polled = false;
+        // A new run of queries of the stream: it stays polled unless the last
+        // run ended "not ready" and was no poll (as for an event's records;
+        // noteActivity).
+        if (counters->answeredNotReady && !counters->polledNow) polled = counters->polled = false;
         counters->polledNow = false;
       }
       if (askedAgain) {
@@ -635,6 +640,8 @@ QueryAnswer Engine::query(StreamKey stream, uint64_t event, uint64_t queryHash) 
       }
       *lastAsked = ops_total_ + 1;
     }
+    // The answer's kind, until the driver's comes (queryAnsweredNotReady).
+    bool* answeredNotReady = record ? &record->answeredNotReady : counters ? &counters->answeredNotReady : nullptr;
     if (polled) {
       if (inGeneration) {
         if (!held_.empty()) resolveHeld(EagerCause::QueryInSegment, nullptr);
@@ -642,11 +649,21 @@ QueryAnswer Engine::query(StreamKey stream, uint64_t event, uint64_t queryHash) 
       }
     } else if (targetHeld) {
       ++queries_answered_not_ready_;
+      if (answeredNotReady) *answeredNotReady = true;
       return QueryAnswer::NotReady;
     }
+    if (answeredNotReady) *answeredNotReady = false;
   }
   drainLaunches();  // last: a launch queued before the query is work it must see
   return QueryAnswer::AskDriver;
+}
+
+void Engine::queryAnsweredNotReady(StreamKey stream, uint64_t event) {
+  if (event) {
+    if (auto it = event_records_.find(event); it != event_records_.end()) it->second.answeredNotReady = true;
+  } else if (auto it = streams_.find(stream); it != streams_.end()) {
+    it->second.answeredNotReady = true;
+  }
 }
 
 void Engine::releaseStream(StreamKey stream) {
@@ -664,7 +681,7 @@ void Engine::releaseStream(StreamKey stream) {
     it->second.forkedFrom = 0;
     it->second.destroyed = true;
     it->second.lastAskedAt = 0;
-    it->second.polled = it->second.polledNow = false;  // a new stream may get the handle
+    it->second.polled = it->second.polledNow = it->second.answeredNotReady = false;  // a new stream may get the handle
   }
   last_stream_counters_ = nullptr;  // the next op looks its stream up (countStream) and clears `destroyed`
   drainLaunches();

@@ -526,15 +526,20 @@ template <ApiId Id, int PT, typename Real, typename... A>
       const CUevent e = firstOf<CUevent>(a...);
       // A null event names nothing (not the legacy stream): the driver's error.
       if (Id == ApiId::k_cuEventQuery_2000 && !e) return realFn(a...);
+      const StreamKey stream = e ? 0 : streamKey(firstOf<CUstream>(a...), PT);
       {
         auto lock = rt.engine().lock();
-        const CUstream s = firstOf<CUstream>(a...);
         // Held work is not complete: graft answers for it (Engine::query).
-        if (rt.engine().query(e ? 0 : streamKey(s, PT), reinterpret_cast<uint64_t>(e),
-                              barrierHash<Id>(a...)) == core::QueryAnswer::NotReady)
+        if (rt.engine().query(stream, reinterpret_cast<uint64_t>(e), barrierHash<Id>(a...)) ==
+            core::QueryAnswer::NotReady)
           return CUDA_ERROR_NOT_READY;
       }
-      return realFn(a...);
+      const CUresult r = realFn(a...);
+      if (r == CUDA_ERROR_NOT_READY) {
+        auto lock = rt.engine().lock();
+        rt.engine().queryAnsweredNotReady(stream, reinterpret_cast<uint64_t>(e));
+      }
+      return r;
     } else if constexpr (info.klass == ApiClass::Lifecycle) {
       const CUstream s = firstOf<CUstream>(a...);
       const CUevent e = firstOf<CUevent>(a...);
