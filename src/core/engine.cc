@@ -79,14 +79,15 @@ GRAFT_FAST_LANE void Engine::countStream(StreamKey stream) {
     // The legacy and per-thread stream keys name one stream per context.
     const uint64_t context = isDefaultStream(op.stream) ? executor_.contextOfEventOp(op) : 0;
     EventRecordInfo& info = event_records_[op.event];
-    // A program that waits on an event in every step asks about each record
-    // until it is complete; a caching allocator that asked twice in a row
-    // about a block's event, and reuses the event from a pool for other
-    // blocks, goes on after a "not ready": the event stops being treated as
-    // polled once a record of it was last answered "not ready" and not
-    // polled. (A record nobody asked about, or one found complete at the first
-    // query, says nothing either way.)
-    if (info.answeredNotReady && !info.polledNow && !polled_events_.empty()) [[unlikely]]
+    // A program that waits on an event in every step polls its records; a
+    // caching allocator that asked twice in a row about a block's event, and
+    // reuses the event from a pool for other blocks, asks between launches and
+    // goes on: the event stops being treated as polled once the program asked
+    // about a record of it in the middle of a held run and did not poll. (A
+    // record nobody asked about says nothing, nor one asked about while graft
+    // held nothing, as where a poll's learned graph ended before the query and
+    // the GPU was done at the first one.)
+    if (info.askedMidRun && !info.polledNow && !polled_events_.empty()) [[unlikely]]
       polled_events_.erase(op.event);
     info = {boundary_generation_, op.stream, last_stream_counters_->ops, ops_total_,
             event_epoch_, context, 0, false, false};  // a new record: not asked about yet
@@ -591,12 +592,12 @@ QueryAnswer Engine::query(StreamKey stream, uint64_t event, uint64_t queryHash) 
   // the program waits, where graft issues everything it holds and which it
   // learns as segment boundaries, so that a poll in every step ends a graph
   // there (what graft did for every query before it answered any itself).
-  // It stays polled while the program waits for it: an event until one of its
-  // records was last answered "not ready" (graft's answer or the driver's) and
-  // not polled, so that the program went on without it; a stream likewise for
-  // a run of queries of it (with no op between). A caching allocator asks
-  // about the same pooled event twice in a row now and then, and must not lose
-  // graft's answers for good.
+  // It stays polled while the program waits for it: an event until the
+  // program asked about one of its records in the middle of a held run and did
+  // not poll it (it went on), a stream likewise for a run of queries of it
+  // (with no op between). A caching allocator asks about the same pooled
+  // event twice in a row now and then, and must not lose graft's answers for
+  // good.
   if (!stepsAside()) {
     bool inGeneration = false, targetHeld = false, polled = false;
     uint64_t* lastAsked = nullptr;
@@ -624,10 +625,14 @@ QueryAnswer Engine::query(StreamKey stream, uint64_t event, uint64_t queryHash) 
       const bool askedAgain = *lastAsked == ops_total_ + 1;  // no op since: a poll
       if (counters && !askedAgain) {
         // A new run of queries of the stream: it stays polled unless the last
-        // run ended "not ready" and was no poll (as for an event's records;
-        // noteActivity).
-        if (counters->answeredNotReady && !counters->polledNow) polled = counters->polled = false;
-        counters->polledNow = false;
+        // run was asked in the middle of a held run and was no poll (as for an
+        // event's records; noteActivity).
+        if (counters->askedMidRun && !counters->polledNow) polled = counters->polled = false;
+        counters->polledNow = counters->askedMidRun = false;
+      }
+      if (!held_.empty()) {  // asked in the middle of a held run (see noteActivity)
+        if (record) record->askedMidRun = true;
+        if (counters) counters->askedMidRun = true;
       }
       if (askedAgain) {
         if (record) record->polledNow = true;
@@ -640,8 +645,6 @@ QueryAnswer Engine::query(StreamKey stream, uint64_t event, uint64_t queryHash) 
       }
       *lastAsked = ops_total_ + 1;
     }
-    // The answer's kind, until the driver's comes (queryAnsweredNotReady).
-    bool* answeredNotReady = record ? &record->answeredNotReady : counters ? &counters->answeredNotReady : nullptr;
     if (polled) {
       if (inGeneration) {
         if (!held_.empty()) resolveHeld(EagerCause::QueryInSegment, nullptr);
@@ -649,21 +652,11 @@ QueryAnswer Engine::query(StreamKey stream, uint64_t event, uint64_t queryHash) 
       }
     } else if (targetHeld) {
       ++queries_answered_not_ready_;
-      if (answeredNotReady) *answeredNotReady = true;
       return QueryAnswer::NotReady;
     }
-    if (answeredNotReady) *answeredNotReady = false;
   }
   drainLaunches();  // last: a launch queued before the query is work it must see
   return QueryAnswer::AskDriver;
-}
-
-void Engine::queryAnsweredNotReady(StreamKey stream, uint64_t event) {
-  if (event) {
-    if (auto it = event_records_.find(event); it != event_records_.end()) it->second.answeredNotReady = true;
-  } else if (auto it = streams_.find(stream); it != streams_.end()) {
-    it->second.answeredNotReady = true;
-  }
 }
 
 void Engine::releaseStream(StreamKey stream) {
@@ -681,7 +674,7 @@ void Engine::releaseStream(StreamKey stream) {
     it->second.forkedFrom = 0;
     it->second.destroyed = true;
     it->second.lastAskedAt = 0;
-    it->second.polled = it->second.polledNow = it->second.answeredNotReady = false;  // a new stream may get the handle
+    it->second.polled = it->second.polledNow = it->second.askedMidRun = false;  // a new stream may get the handle
   }
   last_stream_counters_ = nullptr;  // the next op looks its stream up (countStream) and clears `destroyed`
   drainLaunches();

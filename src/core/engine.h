@@ -120,13 +120,10 @@ class Engine {
   // program has polled the target (asked again with no op issued since), its
   // queries in the current generation issue everything held instead and recur
   // as a segment boundary, until the program stops polling it (an event's
-  // record, or a stream's run of queries, last answered "not ready" and not
-  // polled: the program went on without waiting).
+  // record, or a stream's run of queries, asked about while ops were held and
+  // not polled: the program went on without waiting).
   // Otherwise AskDriver, after queued launches are in the driver's queues.
   QueryAnswer query(StreamKey stream, uint64_t event, uint64_t queryHash);
-  // After query() said AskDriver: the driver answered CUDA_ERROR_NOT_READY.
-  // (What decides how long a target stays polled; see query.)
-  void queryAnsweredNotReady(StreamKey stream, uint64_t event);
   // A stream is about to be destroyed: nothing held may use it.
   void releaseStream(StreamKey stream);
   // The program destroys an event. If held ops use it, its destruction is
@@ -268,11 +265,10 @@ class Engine {
     uint64_t lastAskedAt = 0;  // ops_total_ + 1 at its last query; 0: never
     bool polled = false;       // queried again with no op between: a place the program waits (query)
     // The current run of queries (with no op between): whether it was a poll,
-    // and whether its last answer was "not ready" (graft's or the driver's). A
-    // run that ended "not ready" and was no poll (the program went on without
-    // the stream's work complete: it was not waiting for it) clears `polled`.
+    // and whether it came in the middle of a held run. A run that did and was
+    // no poll (the program went on) clears `polled`.
     bool polledNow = false;
-    bool answeredNotReady = false;
+    bool askedMidRun = false;
   };
   StreamCounters* last_stream_counters_ = nullptr;
   // The fast lane's counters (the rest of stats_ is further down), apart so
@@ -336,8 +332,8 @@ class Engine {
     uint64_t epoch;       // event_epoch_ then
     uint64_t context;     // recorded on a default stream: its context (Executor::contextOfEventOp); else 0
     uint64_t lastAskedAt = 0;  // ops_total_ + 1 at the last query of this record; 0: never
-    bool polledNow = false;         // this record was polled (asked about again with no op between)
-    bool answeredNotReady = false;  // the last answer about it was "not ready" (graft's or the driver's)
+    bool polledNow = false;    // this record was polled (asked about again with no op between)
+    bool askedMidRun = false;  // it was asked about while graft held ops
   };
   // Bumped whenever events may have been recorded out of graft's sight (the
   // program's graph launches and captures, ops graft does not model, ops
@@ -345,8 +341,8 @@ class Engine {
   // latest record, so a wait on it yields no fork claim.
   uint64_t event_epoch_ = 0;
   std::unordered_map<uint64_t, EventRecordInfo> event_records_;
-  // Events the program polls (query): one leaves at a record after one whose
-  // last answer was "not ready" and that the program did not poll.
+  // Events the program polls (query): one leaves at a record after one that
+  // the program asked about while graft held ops and did not poll.
   std::unordered_set<uint64_t> polled_events_;
   uint64_t queries_answered_not_ready_ = 0;       // off the fast lane's lines
 

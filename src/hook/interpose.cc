@@ -534,12 +534,7 @@ template <ApiId Id, int PT, typename Real, typename... A>
             core::QueryAnswer::NotReady)
           return CUDA_ERROR_NOT_READY;
       }
-      const CUresult r = realFn(a...);
-      if (r == CUDA_ERROR_NOT_READY) {
-        auto lock = rt.engine().lock();
-        rt.engine().queryAnsweredNotReady(stream, reinterpret_cast<uint64_t>(e));
-      }
-      return r;
+      return realFn(a...);
     } else if constexpr (info.klass == ApiClass::Lifecycle) {
       const CUstream s = firstOf<CUstream>(a...);
       const CUevent e = firstOf<CUevent>(a...);
