@@ -17,7 +17,7 @@
 #       every trap; losses bitwise for sidestream, loader, ddp, mlp, gpt, amp; then
 #       sidestream and loader twice more under each library (libgraft_old.so: HEAD
 #       before the poll change) with GRAFT_STATS: queries graft answered itself,
-#       eager ops by reason, coverage
+#       eager ops by reason, coverage (CASES=... and REPS=N change the cases and the count)
 # Logs tarred into $OUT/s21-PART.tgz; tables last.
 B=${1:-.gpu/build}; PART=${2:-opcost}; ROUNDS=${3:-3}; L=$PWD/$B/src/libgraft.so; O=/tmp/s21-$PART; rm -rf $O; mkdir -p $O
 export PYTHONUNBUFFERED=1
@@ -58,9 +58,9 @@ elif [ "$PART" = ab ]; then
 elif [ "$PART" = polls ]; then
   timeout 200 python3 tests/gpu/check_traps.py --traps $PWD/$B/tests/gpu/traps --traps $PWD/$B/tests/gpu/traps_libs \
     --libgraft $L --timeout 30 --out $O/traps > $O/traps.txt 2>&1
-  timeout $((420 - SECONDS)) python3 tests/gpu/check_losses.py --libgraft $L --cases sidestream,loader,ddp,mlp,gpt,amp \
+  timeout $((420 - SECONDS)) python3 tests/gpu/check_losses.py --libgraft $L --cases ${CASES:-sidestream,loader,ddp,mlp,gpt,amp} \
     --steps 300 --budget-s $((400 - SECONDS)) --out $O/losses > $O/losses.txt 2>&1
-  for rep in 1 2; do for c in sidestream loader; do for lib in libgraft_old.so libgraft.so; do
+  for rep in $(seq 1 ${REPS:-2}); do for c in sidestream loader; do for lib in libgraft_old.so libgraft.so; do
     [ $SECONDS -gt 540 ] && break
     LD_PRELOAD=$PWD/$B/src/$lib GRAFT_STATS=$O/$c-$lib-$rep.json timeout 40 \
       python3 tests/gpu/workloads.py $c --steps 300 > $O/$c-$lib-$rep.txt 2>&1
@@ -71,7 +71,7 @@ elif [ "$PART" = polls ]; then
   echo "=== 300 steps under each library ==="
   echo "| case | library | run | through graphs | queries answered not ready | query_in_segment | replays |"
   echo "|---|---|---|---|---|---|---|"
-  for rep in 1 2; do for c in sidestream loader; do for lib in libgraft_old.so libgraft.so; do
+  for rep in $(seq 1 ${REPS:-2}); do for c in sidestream loader; do for lib in libgraft_old.so libgraft.so; do
     python3 - $O/$c-$lib-$rep.json $c $lib $rep <<'PY'
 import json, sys
 try:
