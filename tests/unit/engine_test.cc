@@ -492,6 +492,65 @@ TEST(Engine, PolledTargetsBecomeBoundaries) {
   EXPECT_GT(h.viaGraph(), size_t(20 * 21));
 }
 
+// A query under the engine lock; when `eagerAtQuery` is given, adds the ops it
+// issued eagerly (a graph the issue completed may launch) to it.
+core::QueryAnswer queryCounting(Harness& h, core::StreamKey stream, uint64_t event, uint64_t hash,
+                                size_t* eagerAtQuery) {
+  const size_t executedBefore = h.exec.trace.size();
+  core::QueryAnswer a;
+  {
+    auto lock = h.engine.lock();
+    a = h.engine.query(stream, event, hash);
+  }
+  if (eagerAtQuery)
+    for (size_t k = executedBefore; k < h.exec.trace.size(); ++k) *eagerAtQuery += !h.exec.trace[k].viaGraph;
+  return a;
+}
+
+// A host that polls event 0xe1 until the driver says complete, which it does
+// at the second time it is asked (the first time, the work is not done yet).
+// Counts graft's NotReady answers, and (when counting) the ops issued eagerly.
+void pollUntilComplete(Harness& h, int it, bool counting, size_t* notReady, size_t* eagerAtQuery) {
+  size_t askedDriver = 0;
+  for (int poll = 0; askedDriver < 2; ++poll) {
+    ASSERT_LT(poll, 3) << "iteration " << it;
+    if (queryCounting(h, 0, 0xe1, 9, counting ? eagerAtQuery : nullptr) == core::QueryAnswer::AskDriver)
+      ++askedDriver;
+    else
+      ++*notReady;
+  }
+}
+
+// A caching allocator's asks (about event 0xe1, or about stream 0x100 when
+// `aboutStream`) after one launch of each iteration from 20 on, at places that
+// differ from step to step, twice in a row in iteration 25. Expects graft to
+// answer every ask from iteration 30 on itself, with nothing issued eagerly.
+void expectAllocatorAsksAnswered(bool aboutStream) {
+  Harness h;
+  size_t flushedLate = 0, notReadyLate = 0, asksLate = 0;
+  for (int it = 0; it < 60; ++it) {
+    iteration(h, 10, it);
+    if (!aboutStream) h.op(TestOp{OpKind::EventRecord, 0x100, 1, 0, 0xe1});
+    for (int k = 0; k < 10; ++k) {
+      h.op(TestOp{OpKind::Kernel, 0x100, 5000u + k, 7});
+      if (it < 20 || k != (it * 3) % 7 + 1) continue;
+      for (int q = 0; q < (it == 25 ? 2 : 1); ++q) {  // iteration 25: two allocations in a row
+        const core::QueryAnswer a = aboutStream ? queryCounting(h, 0x100, 0, 13, it >= 30 ? &flushedLate : nullptr)
+                                                : queryCounting(h, 0, 0xe1, 9, it >= 30 ? &flushedLate : nullptr);
+        if (it >= 30) {
+          notReadyLate += a == core::QueryAnswer::NotReady;
+          ++asksLate;
+        }
+      }
+    }
+    h.sync();
+  }
+  h.expectEquivalent();
+  EXPECT_EQ(flushedLate, 0u) << "asks nobody polls still issued held work";
+  EXPECT_EQ(notReadyLate, asksLate) << "asks about held work were not answered by graft";
+  EXPECT_GT(h.viaGraph(), size_t(45 * 21));
+}
+
 // The same when each poll takes more than one query after graft issued the
 // record (the GPU had not run it yet): every record is polled, the event stays
 // polled, and graft never answers NotReady after the first poll.
@@ -501,20 +560,7 @@ TEST(Engine, EventsPolledAtEveryRecordStayPolled) {
   for (int it = 0; it < 40; ++it) {
     iteration(h, 10, it);
     h.op(TestOp{OpKind::EventRecord, 0x100, 1, 0, 0xe1});
-    size_t askedDriver = 0;
-    for (int poll = 0; askedDriver < 2; ++poll) {  // the driver says "not ready" once, then "complete"
-      ASSERT_LT(poll, 3) << "iteration " << it;
-      const size_t executedBefore = h.exec.trace.size();
-      core::QueryAnswer a;
-      {
-        auto lock = h.engine.lock();
-        a = h.engine.query(0, 0xe1, 9);
-      }
-      if (it >= 20)
-        for (size_t k = executedBefore; k < h.exec.trace.size(); ++k) flushedAtQuery += !h.exec.trace[k].viaGraph;
-      if (a == core::QueryAnswer::AskDriver) ++askedDriver;
-      else ++notReady;
-    }
+    pollUntilComplete(h, it, it >= 20, &notReady, &flushedAtQuery);
     iteration(h, 10, 1, 5000);
     h.sync();
   }
@@ -530,36 +576,7 @@ TEST(Engine, EventsPolledAtEveryRecordStayPolled) {
 // poll. Its events come from a pool and are recorded again for other blocks; a
 // later record asked about while held, and not polled, ends that: from then on
 // graft answers NotReady again and the run is not cut at the queries.
-TEST(Engine, AnEventPolledOnceByChanceIsNotPolledForever) {
-  Harness h;
-  size_t flushedLate = 0, notReadyLate = 0, asksLate = 0;
-  for (int it = 0; it < 60; ++it) {
-    iteration(h, 10, it);
-    h.op(TestOp{OpKind::EventRecord, 0x100, 1, 0, 0xe1});
-    for (int k = 0; k < 10; ++k) {
-      h.op(TestOp{OpKind::Kernel, 0x100, 5000u + k, 7});
-      if (it < 20 || k != (it * 3) % 7 + 1) continue;
-      for (int q = 0; q < (it == 25 ? 2 : 1); ++q) {  // iteration 25: two allocations in a row
-        const size_t executedBefore = h.exec.trace.size();
-        core::QueryAnswer a;
-        {
-          auto lock = h.engine.lock();
-          a = h.engine.query(0, 0xe1, 9);
-        }
-        if (it >= 30) {
-          for (size_t n = executedBefore; n < h.exec.trace.size(); ++n) flushedLate += !h.exec.trace[n].viaGraph;
-          notReadyLate += a == core::QueryAnswer::NotReady;
-          ++asksLate;
-        }
-      }
-    }
-    h.sync();
-  }
-  h.expectEquivalent();
-  EXPECT_EQ(flushedLate, 0u) << "queries of a record nobody polls still issued held work";
-  EXPECT_EQ(notReadyLate, asksLate) << "queries of held records were not answered by graft";
-  EXPECT_GT(h.viaGraph(), size_t(45 * 21));
-}
+TEST(Engine, AnEventPolledOnceByChanceIsNotPolledForever) { expectAllocatorAsksAnswered(false); }
 
 // An event recorded twice per step and polled after its second record: the
 // first record, which nobody asks about, does not end the polling, so the poll
@@ -567,32 +584,19 @@ TEST(Engine, AnEventPolledOnceByChanceIsNotPolledForever) {
 TEST(Engine, AnEventRecordedTwicePerStepStaysPolled) {
   Harness h;
   size_t notReady = 0, flushedAtQuery = 0;
-  for (int it = 0; it < 40; ++it) {
+  for (int it = 0; it < 100; ++it) {  // no sync: the poll is the step's only boundary
     iteration(h, 10, it);
     h.op(TestOp{OpKind::EventRecord, 0x100, 1, 0, 0xe1});
     iteration(h, 5, 1, 3000);
     h.op(TestOp{OpKind::EventRecord, 0x100, 1, 0, 0xe1});
-    size_t askedDriver = 0;
-    for (int poll = 0; askedDriver < 2; ++poll) {  // the driver says "not ready" once, then "complete"
-      ASSERT_LT(poll, 3) << "iteration " << it;
-      const size_t executedBefore = h.exec.trace.size();
-      core::QueryAnswer a;
-      {
-        auto lock = h.engine.lock();
-        a = h.engine.query(0, 0xe1, 9);
-      }
-      if (it >= 20)
-        for (size_t k = executedBefore; k < h.exec.trace.size(); ++k) flushedAtQuery += !h.exec.trace[k].viaGraph;
-      if (a == core::QueryAnswer::AskDriver) ++askedDriver;
-      else ++notReady;
-    }
+    pollUntilComplete(h, it, it >= 50, &notReady, &flushedAtQuery);
     iteration(h, 10, 1, 5000);
-    h.sync();
   }
+  h.sync();
   h.expectEquivalent();
   EXPECT_LE(notReady, 1u) << "a polled event was answered NotReady again";
   EXPECT_EQ(flushedAtQuery, 0u) << "the poll was not learned as a boundary";
-  EXPECT_GT(h.viaGraph(), size_t(20 * 26));
+  EXPECT_GT(h.viaGraph(), size_t(50 * 27));
 }
 
 // Queries of a held record between launches (a caching allocator asking about
@@ -695,35 +699,7 @@ TEST(Engine, StreamQueriesSeeWorkHeldMidRun) {
 // queries that found its work held and was no poll, the stream is no longer
 // taken for polled: graft answers NotReady while it holds the stream's work,
 // and the run is not cut there.
-TEST(Engine, AStreamPolledOnceByChanceIsNotPolledForever) {
-  Harness h;
-  size_t flushedLate = 0, notReadyLate = 0, asksLate = 0;
-  for (int it = 0; it < 60; ++it) {
-    iteration(h, 10, it);
-    for (int k = 0; k < 10; ++k) {
-      h.op(TestOp{OpKind::Kernel, 0x100, 5000u + k, 7});
-      if (it < 20 || k != (it * 3) % 7 + 1) continue;
-      for (int q = 0; q < (it == 25 ? 2 : 1); ++q) {
-        const size_t executedBefore = h.exec.trace.size();
-        core::QueryAnswer a;
-        {
-          auto lock = h.engine.lock();
-          a = h.engine.query(0x100, 0, 13);
-        }
-        if (it >= 30) {
-          for (size_t n = executedBefore; n < h.exec.trace.size(); ++n) flushedLate += !h.exec.trace[n].viaGraph;
-          notReadyLate += a == core::QueryAnswer::NotReady;
-          ++asksLate;
-        }
-      }
-    }
-    h.sync();
-  }
-  h.expectEquivalent();
-  EXPECT_EQ(flushedLate, 0u) << "queries of a stream nobody polls still issued held work";
-  EXPECT_EQ(notReadyLate, asksLate) << "queries of a stream with held work were not answered by graft";
-  EXPECT_GT(h.viaGraph(), size_t(45 * 21));
-}
+TEST(Engine, AStreamPolledOnceByChanceIsNotPolledForever) { expectAllocatorAsksAnswered(true); }
 
 TEST(Engine, DestroyingAnEventUsedByHeldOpsIsDeferredUntilTheyAreIssued) {
   // The side-stream pattern: a fresh event per iteration, destroyed right after
