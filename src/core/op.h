@@ -21,6 +21,15 @@ inline constexpr StreamKey kPerThreadStream = 0x2;
 // The default streams' keys name one stream per context (per thread too, for
 // the per-thread stream).
 inline constexpr bool isDefaultStream(StreamKey s) { return s == kLegacyStream || s == kPerThreadStream; }
+// A per-thread default stream whose ops graft may hold: one key per (thread,
+// context), `slot` >= 1 (graph/per_thread_streams.h). The top bit set, which
+// no user-space address has, so never a driver handle.
+inline constexpr StreamKey kPerThreadKeyTag = StreamKey(1) << 63;
+inline constexpr StreamKey perThreadKey(uint32_t slot) { return kPerThreadKeyTag | slot; }
+inline constexpr bool isPerThreadKey(StreamKey s) { return (s & kPerThreadKeyTag) != 0; }
+inline constexpr uint32_t perThreadSlot(StreamKey s) { return uint32_t(s & ~kPerThreadKeyTag); }
+// Either kind of per-thread stream key (only its owner thread can name it).
+inline constexpr bool isAnyPerThread(StreamKey s) { return s == kPerThreadStream || isPerThreadKey(s); }
 
 enum class OpKind : uint8_t {
   Kernel,       // graphable
@@ -57,7 +66,7 @@ enum class OpKind : uint8_t {
     "created before graft started) run eagerly, for the same reason")                                      \
   X(UnknownParams, "param_sizes_unknown", "the driver could not tell a kernel's parameter layout")          \
   X(EagerKernel, "eager_kernel_prefix", "kernels named by `GRAFT_EAGER_KERNELS` (NCCL by default)")         \
-  X(PerThreadStream, "per_thread_default_stream", "ops on a per-thread default stream")                     \
+  X(PerThreadStream, "per_thread_default_stream", "ops on a per-thread default stream that has no proxy stream (over 256 thread and context pairs, or the driver refused one)")                     \
   X(UnsupportedLaunch, "unsupported_launch",                                                               \
     "launches graft does not put in graphs (a launch attribute it does not know, too many attributes or "  \
     "parameter bytes, an unreadable `extra` buffer)")                                                      \

@@ -13,6 +13,7 @@
 #include "graph/context_scope.h"
 #include "graph/copy_kernels.h"
 #include "graph/op_codec.h"
+#include "graph/per_thread_streams.h"
 #include "hook/driver_api.h"
 #include "log/log.h"
 
@@ -55,6 +56,9 @@ struct GraphHandle {
   CUstream launchStream = nullptr;
   CUstream ownStream = nullptr;          // branched: graft's stream, destroyed with the graph
   std::vector<CUstream> branchStreams;   // branched: the program stream of each branch
+  // Per-thread streams among the program streams (their proxies are in
+  // launchStream and branchStreams): each launch gives them work to join.
+  std::vector<core::StreamKey> perThreadKeys;
   std::vector<CUevent> entryEvents;      // branched: per branch; null for a launch stream of the program's
   std::vector<CUevent> tailEvents;       // branched: per branch; null for a launch stream of the program's
   // branched: the order of the tail waits, the legacy stream's first: a wait
@@ -140,7 +144,16 @@ std::string errorName(CUresult r) {
   return name ? fmt::format("{} ({})", name, int(r)) : fmt::format("CUresult {}", int(r));
 }
 
-CUstream asStream(core::StreamKey key) { return reinterpret_cast<CUstream>(key); }
+// The driver handle of a stream key. graft issues a per-thread default
+// stream's held work on its proxy (graph/per_thread_streams.h); a retired
+// proxy's key (its context is gone) names the calling thread's stream.
+CUstream asStream(core::StreamKey key) {
+  if (core::isPerThreadKey(key)) [[unlikely]] {
+    const CUstream proxy = PerThreadStreams::proxyOf(key);
+    return proxy ? proxy : CU_STREAM_PER_THREAD;
+  }
+  return reinterpret_cast<CUstream>(key);
+}
 
 CUresult recordOn(CUevent e, CUstream s) { return real<ApiId::k_cuEventRecord_2000>()(e, s); }
 // Inside a capture: an event record node, which the program's streams and host
@@ -284,6 +297,7 @@ CUcontext GraphExecutor::runContext(const OpDesc& op) {
 
 CUcontext GraphExecutor::streamContext(core::StreamKey key) {
   if (key == core::kLegacyStream || key == core::kPerThreadStream) return nullptr;
+  if (core::isPerThreadKey(key)) return PerThreadStreams::contextOf(key);
   auto it = stream_ctx_.find(key);
   if (it != stream_ctx_.end()) return it->second;
   CUcontext c = nullptr;
@@ -570,6 +584,8 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
         g->setBase.emplace(uint32_t(i), p);
       }
     }
+    for (const core::StreamKey key : streams)
+      if (core::isPerThreadKey(key)) g->perThreadKeys.push_back(key);
     if (!branched || launchOn >= 0) {
       g->launchStream = asStream(streams[branched ? size_t(launchOn) : 0]);
       if (branched)
@@ -708,6 +724,7 @@ int GraphExecutor::runLaunch(LaunchJob& job, std::string* why) {
   GraphHandle* g = job.graph;
   ContextScope scope(g->ctx);
   CUresult r = CUDA_SUCCESS;
+  for (const core::StreamKey key : g->perThreadKeys) PerThreadStreams::noteIssued(key);
   for (size_t p = 0; p < job.patchOps.size(); ++p) {
     core::StageTimer timer(core::Stage::NodeUpdate);
     const uint32_t k = job.patchOps[p];
@@ -943,7 +960,8 @@ void GraphExecutor::freeAsync(uint64_t pointer, core::StreamKey stream, uint64_t
   if (freeBehindQueuedLaunches(pointer, stream, domain)) return;
   waitForLaunches();  // and the frees put behind them, which come before this one
   if (pool_ && pool_->owns(pointer)) {
-    pool_->freeAsync(pointer, stream);
+    // A per-thread stream's work is on its proxy (graph/per_thread_streams.h).
+    pool_->freeAsync(pointer, core::isPerThreadKey(stream) ? reinterpret_cast<uint64_t>(asStream(stream)) : stream);
     return;
   }
   issueFree({pointer, stream, orLastContext(reinterpret_cast<CUcontext>(domain))});

@@ -29,9 +29,12 @@ enum class Variant : uint8_t { NONE, PTSZ, PTDS };
 
 namespace trait {
 inline constexpr uint8_t NONE = 0, SYNC = 1, ORDERED = 2, BEGIN = 4, END = 8, ASYNC_ALLOC = 16,
-                         ASYNC_FREE = 32, UNLOADS = 64;
+                         ASYNC_FREE = 32, UNLOADS = 64, ENDS_CONTEXT = 128;
 // Unloads code: a barrier, after which the unloaded kernels' handles may be reused.
 inline constexpr uint8_t SYNC_UNLOADS = SYNC | UNLOADS;
+// May destroy a context (with its code): streams graft made in it go with it.
+inline constexpr uint8_t SYNC_ENDS_CONTEXT = SYNC | ENDS_CONTEXT;
+inline constexpr uint8_t SYNC_UNLOADS_ENDS_CONTEXT = SYNC | UNLOADS | ENDS_CONTEXT;
 }
 
 enum class ApiId : uint16_t {

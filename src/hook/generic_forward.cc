@@ -1,5 +1,7 @@
 #include "hook/generic_forward.h"
 
+#include "graph/per_thread_streams.h"
+
 #include <atomic>
 #include <cstdint>
 #include <mutex>
@@ -18,22 +20,24 @@ namespace {
 // this before graft's own run (interpose.cc, kWrappers).
 constexpr size_t kSlots = 64;
 std::atomic<void*> g_real[kSlots];
-std::atomic<bool> g_unloads[kSlots];
+std::atomic<uint8_t> g_traits[kSlots];  // UNLOADS and ENDS_CONTEXT of the row
 size_t g_used = 0;
 std::mutex g_mutex;
 
 }  // namespace
 
-void* flushingForwarder(void* real, std::string_view name, int version, bool unloads) {
+void* flushingForwarder(void* real, std::string_view name, int version, uint8_t traits) {
+  traits &= trait::UNLOADS | trait::ENDS_CONTEXT;
+  const bool unloads = traits & trait::UNLOADS;
   std::lock_guard<std::mutex> guard(g_mutex);
   for (size_t i = 0; i < g_used; ++i) {
     if (g_real[i].load(std::memory_order_relaxed) == real) {
-      if (unloads) g_unloads[i].store(true, std::memory_order_relaxed);
+      g_traits[i].fetch_or(traits, std::memory_order_relaxed);
       return graft_generic_trampolines[i];
     }
   }
   if (g_used == kSlots || g_used >= graft_generic_trampoline_count) return nullptr;
-  g_unloads[g_used].store(unloads, std::memory_order_relaxed);
+  g_traits[g_used].store(traits, std::memory_order_relaxed);
   g_real[g_used].store(real, std::memory_order_release);
   GRAFT_DEBUG("{} (ABI asked for: {}): not decoded by graft; it flushes held work{} and is issued as the program "
               "asked", name, version, unloads ? " and makes graft forget its graphs" : "");
@@ -65,8 +69,14 @@ extern "C" __attribute__((visibility("hidden"))) void* graft_generic_enter(unsig
       rt.engine().hostBarrier(graft::core::hashCombine(0xf1a5, index));
       // As the wrapper of an UNLOADS function does: the code or context goes
       // away with the handles graft's graphs name.
-      if (g_unloads[index].load(std::memory_order_relaxed)) rt.codeUnloading();
+      const uint8_t traits = g_traits[index].load(std::memory_order_relaxed);
+      if (traits & trait::UNLOADS) rt.codeUnloading();
+      if (traits & trait::ENDS_CONTEXT) graft::graph::PerThreadStreams::retireAll();
     }
+    // The call may name this thread's per-thread stream, whose held work
+    // went to its proxy: that stream waits for it, and what graft issues
+    // there later waits for the call's work (graph/per_thread_streams.h).
+    graft::graph::PerThreadStreams::beforeDriverCall(true);
     t_inGraft = false;
   }
   return real;

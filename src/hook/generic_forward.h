@@ -9,16 +9,19 @@
 // flush through the engine lock. Never allocates on the call path.
 #pragma once
 
+#include <cstdint>
 #include <string_view>
 
 namespace graft::hook {
 
 // A forwarder for `real` (`name` as asked for under `version`, 0 if by symbol;
 // both only for the log), or nullptr when all forwarders are in use.
-// `unloads`: the function unloads code or destroys a context (an UNLOADS row
-// of driver_api.def under another ABI): after the flush graft also forgets
-// every graph and what it learned per kernel, as its own wrapper would.
-void* flushingForwarder(void* real, std::string_view name, int version, bool unloads = false);
+// `traits`: of the function's row in driver_api.def under another ABI (0 for
+// an unknown function); of them, UNLOADS (the function unloads code or
+// destroys a context: after the flush graft also forgets every graph and what
+// it learned per kernel) and ENDS_CONTEXT (graft retires its per-thread
+// stream proxies) act as in graft's own wrapper.
+void* flushingForwarder(void* real, std::string_view name, int version, uint8_t traits = 0);
 
 // True for an unknown driver function name that may enqueue work or wait for
 // it (…Async, cuLaunch…, cuMemcpy…, cuMemset…, …Synchronize, …RecordEvent, …WaitEvent, …): such a

@@ -22,6 +22,7 @@
 #include "hook/driver_api.h"
 #include "hook/generic_forward.h"
 #include "hook/runtime.h"
+#include "graph/per_thread_streams.h"
 #include "log/log.h"
 
 namespace graft::hook {
@@ -47,8 +48,12 @@ T firstOf(A0 a0, A... rest) {
 
 // The engine's key for a stream: NULL means the legacy default stream in the
 // plain variant and the calling thread's default stream in the per-thread one.
+// The calling thread's per-thread default stream gets a key of its own per
+// context (graph/per_thread_streams.h).
+inline StreamKey perThreadStreamKey();
 inline StreamKey streamKey(CUstream s, int perThread) {
-  if (!s) return perThread ? core::kPerThreadStream : core::kLegacyStream;
+  if (!s) return perThread ? perThreadStreamKey() : core::kLegacyStream;
+  if (s == CU_STREAM_PER_THREAD) [[unlikely]] return perThreadStreamKey();
   return reinterpret_cast<StreamKey>(s);
 }
 
@@ -61,6 +66,96 @@ inline StreamKey streamKey(CUstream s, int perThread) {
 [[gnu::always_inline]] inline CUcontext currentContext() {
   core::StageTimer timer(core::Stage::Context);
   return currentContextUntimed();
+}
+
+inline StreamKey perThreadStreamKey() { return graph::PerThreadStreams::keyFor(currentContextUntimed()); }
+
+// Whether a call names the calling thread's per-thread default stream: a
+// stream argument that is CU_STREAM_PER_THREAD, or NULL in a per-thread
+// variant, whose functions without a stream argument use that stream.
+template <int PT, typename... A>
+bool namesPerThreadStream(A... a) {
+  bool names = false, hasStream = false;
+  auto one = [&](auto x) {
+    if constexpr (std::is_same_v<decltype(x), CUstream>) {
+      hasStream = true;
+      names |= x == CU_STREAM_PER_THREAD || (PT && !x);
+    } else if constexpr (std::is_same_v<decltype(x), const CUlaunchConfig*>) {
+      hasStream = true;
+      names |= x && (x->hStream == CU_STREAM_PER_THREAD || (PT && !x->hStream));
+    }
+  };
+  (one(a), ...);
+  return names || (PT && !hasStream);
+}
+
+// Before a call that is not stream-ordered reaches the driver (a sync, a
+// query, a capture's start, a synchronous copy): one naming the calling
+// thread's per-thread stream first makes that stream wait for what graft
+// issued on its proxy; `enqueues`: the call may give the stream work, which
+// graft's later work there must follow.
+template <int PT, typename... A>
+void beforePerThreadCall(bool enqueues, A... a) {
+  if (graph::PerThreadStreams::owned() && namesPerThreadStream<PT>(a...)) [[unlikely]]
+    graph::PerThreadStreams::beforeDriverCall(enqueues);
+}
+
+// The program's arguments with its per-thread default stream replaced by the
+// stream's proxy: graft issues all of that stream's stream-ordered work there.
+template <int PT, typename T>
+T onProxy(T a, CUstream proxy, const CUlaunchConfig* config) {
+  if constexpr (std::is_same_v<T, CUstream>) {
+    return a == CU_STREAM_PER_THREAD || (PT && !a) ? proxy : a;
+  } else if constexpr (std::is_same_v<T, const CUlaunchConfig*>) {
+    return config;
+  } else {
+    return a;
+  }
+}
+
+// Forwards a stream-ordered call whose op has stream key `key`: on the
+// proxy when that is a per-thread stream graft holds work of.
+template <int PT, typename Real, typename... A>
+[[gnu::always_inline]] inline CUresult forwardOrdered(StreamKey key, Real realFn, A... a) {
+  if (core::isPerThreadKey(key)) [[unlikely]] {
+    const CUstream proxy = graph::PerThreadStreams::proxyOf(key);
+    if (proxy) {
+      CUlaunchConfig config{};
+      if (const CUlaunchConfig* c = firstOf<const CUlaunchConfig*>(a...)) {
+        config = *c;
+        config.hStream = proxy;
+      }
+      return realFn(onProxy<PT>(a, proxy, &config)...);
+    }
+  }
+  return realFn(a...);
+}
+
+// A stream-ordered call the program's thread issues itself (not held). On a
+// per-thread stream: through the proxy, or, inside a program's capture (which
+// may include that stream), on the stream itself, which graft's later work
+// there must then follow (PerThreadStreams::bridgeIfPending).
+template <int PT, typename Real, typename... A>
+[[gnu::always_inline]] inline CUresult forwardDirect(StreamKey key, bool programCapturing, Real realFn, A... a) {
+  if (core::isPerThreadKey(key)) [[unlikely]] {
+    if (programCapturing) {
+      graph::PerThreadStreams::noteDirectWork();
+      return realFn(a...);
+    }
+    graph::PerThreadStreams::bridgeIfPending(key);
+  }
+  return forwardOrdered<PT>(key, realFn, a...);
+}
+
+// `realFn` as forwardDirect calls it, for calls outside submitOp.
+template <int PT, typename Real>
+auto directOn(Runtime& rt, StreamKey key, Real realFn) {
+  bool capturing = false;
+  if (core::isPerThreadKey(key)) [[unlikely]] {
+    auto lock = rt.engine().lock();
+    capturing = rt.engine().programCaptureActive();
+  }
+  return [=](auto... a) { return forwardDirect<PT>(key, capturing, realFn, a...); };
 }
 
 [[gnu::always_inline]] inline graph::KernelInfo& kernelInfo(Runtime& rt, CUfunction f) {
@@ -295,6 +390,7 @@ template <ApiId Id, int PT, typename... A>
       graph::OpEncoder::Sameness::Differs)
     return false;
   ++info.launches;
+  if (core::isPerThreadKey(stream)) [[unlikely]] graph::PerThreadStreams::bridgeIfPending(stream);
   rt.engine().holdSoleExpected(value);
   return true;
 }
@@ -318,9 +414,11 @@ template <ApiId Id, int PT, typename Real, typename... A>
     // Count only (class, stream, kernel): no recording, no copies.
     if constexpr (apiInfo(Id).klass == ApiClass::Launch)
       ++rt.kernels().get(firstOf<CUfunction>(a...)).launches;
-    rt.engine().countPassthrough(streamOfCall<Id, PT>(a...));
+    const StreamKey key = streamOfCall<Id, PT>(a...);
+    rt.engine().countPassthrough(key);
+    const bool capturing = rt.engine().programCaptureActive();
     lock.unlock();
-    return realFn(a...);
+    return forwardDirect<PT>(key, capturing, realFn, a...);
   }
   if (rt.engine().dormant() && mode == config::Mode::Graph) [[unlikely]] {
     // Resting: nothing repeated for a long time and no graph exists; counted
@@ -328,9 +426,11 @@ template <ApiId Id, int PT, typename Real, typename... A>
     // on below, where submit() steps aside and the op is dropped.)
     if constexpr (apiInfo(Id).klass == ApiClass::Launch)
       ++rt.kernels().get(firstOf<CUfunction>(a...)).launches;
-    rt.engine().countDormant(streamOfCall<Id, PT>(a...));
+    const StreamKey key = streamOfCall<Id, PT>(a...);
+    rt.engine().countDormant(key);
+    const bool capturing = rt.engine().programCaptureActive();
     lock.unlock();
-    return realFn(a...);
+    return forwardDirect<PT>(key, capturing, realFn, a...);
   }
   if constexpr (IsKernelLaunch<Id>) {
     if (holdIfExpected<Id, PT>(rt, a...)) return CUDA_SUCCESS;
@@ -356,6 +456,8 @@ template <ApiId Id, int PT, typename Real, typename... A>
   }
   // The floor's device-to-device copies (kernels and memsets never get here).
   if (mode == config::Mode::Swallow && op->kind == OpKind::Memcpy) return CUDA_SUCCESS;
+  if (core::isPerThreadKey(op->stream) && !rt.engine().programCaptureActive()) [[unlikely]]
+    graph::PerThreadStreams::bridgeIfPending(op->stream);
   core::Decision decision;
   {
     core::StageTimer timer(core::Stage::Match);
@@ -368,7 +470,7 @@ template <ApiId Id, int PT, typename Real, typename... A>
     rt.engine().completeIssued(*op, true);
     return CUDA_SUCCESS;
   }
-  const CUresult r = realFn(a...);
+  const CUresult r = forwardDirect<PT>(op->stream, rt.engine().programCaptureActive(), realFn, a...);
   core::StageTimer timer(core::Stage::Record);
   rt.engine().completeIssued(*op, r == CUDA_SUCCESS);
   return r;
@@ -397,21 +499,21 @@ CUresult allocRetryingAfterFlush(Runtime& rt, Real realFn, A... a) {
 // per-thread default stream, whose handle names a different stream per thread).
 template <int PT, typename Real>
 CUresult allocAsync(Runtime& rt, Real realFn, CUdeviceptr* out, size_t bytes, CUstream s) {
+  const StreamKey key = streamKey(s, PT);
   if (pool::DevicePool* pool = rt.pool(); pool && out) {
-    const StreamKey key = streamKey(s, PT);
     bool capturing;
     {
       auto lock = rt.engine().lock();
       capturing = rt.engine().programCaptureActive();
     }
-    if (!capturing && key != core::kPerThreadStream && pool->allocate(bytes, key, out))
+    if (!capturing && !core::isAnyPerThread(key) && pool->allocate(bytes, key, out))
       return CUDA_SUCCESS;
   }
   // Issued at once, before the launches queued on graft's launch thread, as it
   // is before the ops graft holds: none of them can use memory allocated after
   // them, and memory it may reuse was freed before it in driver order (a free
   // reaches the driver only after the launches queued before it).
-  return allocRetryingAfterFlush(rt, realFn, out, bytes, s);
+  return allocRetryingAfterFlush(rt, directOn<PT>(rt, key, realFn), out, bytes, s);
 }
 
 // cuMemFreeAsync: deferred past the ops graft holds, then to the driver or the pool.
@@ -431,11 +533,14 @@ CUresult freeAsync(Runtime& rt, Real realFn, CUdeviceptr p, CUstream s) {
     if (rt.engine().deferFree(uint64_t(p), key, reinterpret_cast<uint64_t>(currentContext())))
       return CUDA_SUCCESS;
   }
-  if (!pooled) return realFn(p, s);
+  if (!pooled) return directOn<PT>(rt, key, realFn)(p, s);
   if (key == core::kPerThreadStream) {
     // Only this thread can name its stream: wait for it, then reuse anywhere.
     real<ApiId::k_cuStreamSynchronize_2000>(1)(nullptr);
     pool->freeNow(p);
+  } else if (core::isPerThreadKey(key)) {
+    // Its work is on its proxy (graph/per_thread_streams.h).
+    pool->freeAsync(p, reinterpret_cast<uint64_t>(graph::PerThreadStreams::proxyOf(key)));
   } else {
     pool->freeAsync(p, key);
   }
@@ -483,7 +588,8 @@ template <ApiId Id, int PT, typename Real, typename... A>
       if constexpr (Id == ApiId::k_cuMemAllocAsync_11020) {
         return allocAsync<PT>(rt, realFn, a...);
       } else {
-        return allocRetryingAfterFlush(rt, realFn, a...);  // from a pool the program chose: the driver's
+        // From a pool the program chose: the driver's.
+        return allocRetryingAfterFlush(rt, directOn<PT>(rt, streamKey(firstOf<CUstream>(a...), PT), realFn), a...);
       }
     } else if constexpr (info.traits & trait::ASYNC_FREE) {
       return freeAsync<PT>(rt, realFn, a...);
@@ -501,6 +607,7 @@ template <ApiId Id, int PT, typename Real, typename... A>
         auto lock = rt.engine().lock();
         rt.engine().programCaptureBegin();
       }
+      beforePerThreadCall<PT>(true, a...);
       const CUresult r = realFn(a...);
       if (r != CUDA_SUCCESS) {
         auto lock = rt.engine().lock();
@@ -520,7 +627,9 @@ template <ApiId Id, int PT, typename Real, typename... A>
         auto lock = rt.engine().lock();
         rt.engine().hostBarrier(barrierHash<Id>(a...));
         if constexpr (info.traits & trait::UNLOADS) rt.codeUnloading();
+        if constexpr (info.traits & trait::ENDS_CONTEXT) graph::PerThreadStreams::retireAll();
       }
+      beforePerThreadCall<PT>(info.klass == ApiClass::Copy || info.klass == ApiClass::Set, a...);
       return realFn(a...);
     } else if constexpr (info.klass == ApiClass::Query) {
       const CUevent e = firstOf<CUevent>(a...);
@@ -534,6 +643,7 @@ template <ApiId Id, int PT, typename Real, typename... A>
             core::QueryAnswer::NotReady)
           return CUDA_ERROR_NOT_READY;
       }
+      beforePerThreadCall<PT>(false, a...);
       return realFn(a...);
     } else if constexpr (info.klass == ApiClass::Lifecycle) {
       const CUstream s = firstOf<CUstream>(a...);
@@ -655,8 +765,8 @@ void* undecodable(ApiId id, std::string_view name, void* real, int version) {
     flush = looksStreamOrdered(name);
   }
   if (!flush) return real;
-  const bool unloads = id != ApiId::Count && (apiInfo(id).traits & trait::UNLOADS);
-  if (void* forwarder = flushingForwarder(real, name, version, unloads)) return forwarder;
+  if (void* forwarder = flushingForwarder(real, name, version, id != ApiId::Count ? apiInfo(id).traits : 0))
+    return forwarder;
   Runtime::ensureStarted(nullptr);
   if (Runtime::active()) Runtime::get().noteUnwrapped(name, version);
   return real;

@@ -1,5 +1,7 @@
 #include "hook/runtime.h"
 
+#include "graph/per_thread_streams.h"
+
 #include "core/hot_text.h"
 #include "core/stage_clock.h"
 
@@ -144,6 +146,8 @@ void Runtime::ensureStarted(void* hint) {
     if (!launchBlocking.empty()) GRAFT_WARN("{}", launchBlocking);
     g_hook.runtime = new (core::HotArena::allocate(sizeof(Runtime))) Runtime(mode);  // lives until process exit
     std::atexit(onExit);
+    // A per-thread default stream's ops get a proxy only where graft may hold them.
+    if (config::replays(mode)) graph::PerThreadStreams::enable();
     if (config::replays(mode) && options().idleFlushMs > 0)
       std::thread(idleFlushLoop, g_hook.runtime, options().idleFlushMs).detach();
     // Not in a child forked meanwhile: its fork handler ran before this store.

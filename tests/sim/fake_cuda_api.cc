@@ -448,6 +448,7 @@ CUresult createStream(CUstream* ph, unsigned flags, int priority) {
   auto s = std::make_shared<Stream>();
   s->id = st.nextStreamId++;
   s->ctx = currentCtx();
+  s->thread = std::this_thread::get_id();
   if (!st.freedStreamHandles.empty()) {
     s->handle = st.freedStreamHandles.back();
     st.freedStreamHandles.pop_back();

@@ -468,6 +468,7 @@ Stream* perThreadStreamOf(Context* ctx) {
   s->ctx = ctx;
   s->handle = CU_STREAM_PER_THREAD;
   s->perThread = true;
+  s->thread = std::this_thread::get_id();
   s->blocking = true;
   st.streams.push_back(s);
   slot = s.get();
@@ -847,6 +848,18 @@ uint64_t simStreamId(CUstream stream, int perThreadVariant) {
   CUresult err;
   Stream* s = resolveStream(stream, perThreadVariant != 0, &err);
   return s ? s->id : 0;
+}
+
+int simStreamStandsFor(uint64_t streamId, uint64_t perThreadStreamId) {
+  Lock lk(state().mutex);
+  const Stream* created = nullptr;
+  const Stream* perThread = nullptr;
+  for (const auto& s : state().streams) {
+    if (s->id == streamId) created = s.get();
+    if (s->id == perThreadStreamId) perThread = s.get();
+  }
+  return created && perThread && perThread->perThread && !created->perThread && !created->legacy &&
+         created->blocking && created->ctx == perThread->ctx && created->thread == perThread->thread;
 }
 
 }  // extern "C"

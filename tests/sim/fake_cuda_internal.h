@@ -186,6 +186,7 @@ struct Stream {
   bool perThread = false;
   bool blocking = true;  // syncs implicitly with the legacy stream
   bool destroyed = false;
+  std::thread::id thread;  // the thread that created it (a per-thread stream: its owner)
   std::deque<std::unique_ptr<Item>> queue;
   bool hostBusy = false;   // head host function is running without the lock
   CompletionPtr lastDone;  // completion of the last enqueued item

@@ -143,6 +143,11 @@ int simEventWaitFromPeer(CUevent event);
  * current context); perThreadVariant selects the _ptsz meaning of NULL. 0 if invalid. */
 uint64_t simStreamId(CUstream stream, int perThreadVariant);
 
+/* 1 if stream `streamId` is a blocking stream created (cuStreamCreate) by the thread
+ * that owns per-thread stream `perThreadStreamId`, in its context: what graft's proxy
+ * for that per-thread stream looks like (graft's graph/per_thread_streams.h). */
+int simStreamStandsFor(uint64_t streamId, uint64_t perThreadStreamId);
+
 static inline uint64_t simMix64(uint64_t x) {
   x ^= x >> 30;
   x *= 0xbf58476d1ce4e5b9ULL;

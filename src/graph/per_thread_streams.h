@@ -1,0 +1,94 @@
+// PerThreadStreams: the program's per-thread default streams, held and
+// graphed like any other stream.
+//
+// Only the thread that owns a per-thread default stream can name it (the
+// handle CU_STREAM_PER_THREAD means the calling thread's stream in the current
+// context), but graft issues held work from other threads too (the launch
+// thread, the idle flush, another thread's mismatch). So each (thread,
+// context) pair gets its own engine key (core::perThreadKey) and a proxy:
+// graft's own blocking stream in that context, on which graft issues
+// everything it held for that per-thread stream (graph launches, eager
+// re-issues, deferred frees). A blocking stream orders against the legacy
+// stream as the per-thread stream does. Two event edges keep the proxy in the
+// per-thread stream's order, both made by the owner thread:
+//  - all of the stream's stream-ordered ops go to the proxy, the ones the
+//    program's call issues at once too (the hook puts the proxy in place of
+//    the stream), except inside a program's capture;
+//  - join (beforeDriverCall): before any other call of the owner that names
+//    its per-thread stream reaches the driver (a sync, a query, a capture's
+//    start, a synchronous copy), if graft issued work on the proxy since the
+//    last join, the proxy records `exit` and the per-thread stream waits on
+//    it. graft has then issued every launch queued before the call (the
+//    engine drains them for every call that issues or observes GPU work), so
+//    `exit` follows all of it;
+//  - bridge (bridgeIfPending): when such a call may have given the per-thread
+//    stream work itself (a synchronous copy or memset, an op inside a
+//    program's capture), before the owner's next stream-ordered op on it the
+//    per-thread stream records `entry` and the proxy waits on it.
+//
+// Slots are never reused: a key stays bound to one (thread, context) for the
+// process's life, so a graph learned on one stream never replays on another.
+// Past kSlots pairs, or when the driver refuses a proxy, the op keeps the raw
+// core::kPerThreadStream key and runs eagerly as before.
+//
+// Threading: keyFor, bridgeIfPending and beforeDriverCall run on the
+// owner thread; proxyOf on any thread (the launch thread included). keyFor
+// makes driver calls and takes a mutex the first time a pair is seen; the
+// others do not allocate. Never calls graft's wrappers.
+#pragma once
+
+#include <cuda.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "core/op.h"
+
+namespace graft::graph {
+
+class PerThreadStreams {
+ public:
+  static constexpr size_t kSlots = 256;
+
+  // Proxies are made only once enabled (graft replays in this process).
+  static void enable();
+  // The key of the calling thread's per-thread stream in `ctx`, creating its
+  // proxy on first use; core::kPerThreadStream when there is none.
+  static core::StreamKey keyFor(CUcontext ctx);
+  // The proxy of a per-thread key (nullptr for any other key). Marks the
+  // proxy as having work to join: callers issue on it.
+  static CUstream proxyOf(core::StreamKey key);
+  // Any thread: graft issues work on the proxy of `key` (a graph launched on
+  // it, or with a branch it waits for): the owner's next call joins.
+  static void noteIssued(core::StreamKey key);
+  // The context of a per-thread key's stream (nullptr for any other key).
+  static CUcontext contextOf(core::StreamKey key);
+  // Owner thread, before an op on `key` is submitted to the engine (held or
+  // issued on the proxy): if the per-thread stream got work directly since
+  // the last bridge, the proxy now waits for it.
+  static void bridgeIfPending(core::StreamKey key);
+  // Whether the calling thread has a proxy (cheap: a thread-local read).
+  static bool owned() { return t_owned_ != 0; }
+  // Owner thread, before a call that names its per-thread stream in the
+  // current context reaches the driver other than through the proxy: the
+  // join, if graft issued work on the proxy since the last one; `enqueues`:
+  // the call may give the stream work (the next op bridges first).
+  static void beforeDriverCall(bool enqueues);
+  // Owner thread: its per-thread stream in the current context got work
+  // directly (inside a program's capture): the next op bridges first.
+  static void noteDirectWork();
+  // Contexts may be going away (trait ENDS_CONTEXT in hook/driver_api.def),
+  // after graft issued everything it held: waits for the proxies' unjoined
+  // work, and retires every key; the threads' next per-thread ops get new
+  // ones. Calls the driver.
+  static void retireAll();
+
+  // For tests and the report: pairs seen so far.
+  static size_t count();
+
+ private:
+  static thread_local unsigned t_owned_;  // proxies this thread owns (any context)
+};
+
+}  // namespace graft::graph
