@@ -274,7 +274,11 @@ void Runtime::writeExitReport() {
     r.opsTotal += n;
     r.opsByClass.emplace_back(std::string(kApiClassNames[c]), n);
   }
-  for (const auto& [stream, n] : s.opsByStream) r.streams.emplace_back(fmt::format("{:#x}", stream), n);
+  // A per-thread default stream with a proxy is named by its (thread, context) slot.
+  for (const auto& [stream, n] : s.opsByStream)
+    r.streams.emplace_back(core::isPerThreadKey(stream) ? fmt::format("per-thread #{}", core::perThreadSlot(stream))
+                                                        : fmt::format("{:#x}", stream),
+                           n);
   r.replay.opsTotal = s.opsTotal;
   r.replay.opsViaGraph = s.opsViaGraph;
   r.replay.opsEager = s.opsEager();
