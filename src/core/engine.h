@@ -143,6 +143,9 @@ class Engine {
   void programCaptureBegin();
   void programCaptureEnd();
   bool programCaptureActive() const { return capture_depth_ > 0; }
+  // False while graft issues every op in place and holds none (a program's
+  // capture, a rest, replay stopped or off).
+  bool mayHold() const { return !stepsAside(); }
   // Issues everything held (at exit, or before graft stops replaying), and
   // waits until every graph launch is in the driver's queues.
   void flushAll();

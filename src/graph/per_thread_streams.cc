@@ -13,42 +13,43 @@ using hook::ApiId;
 using hook::real;
 
 struct Proxy {
-  std::atomic<CUstream> stream{nullptr};  // set once, before `key` is handed out
+  std::atomic<CUstream> stream{nullptr};  // set once, before its key is handed out
   CUcontext context = nullptr;
+  int primaryOf = -1;                     // the device whose primary context `context` is, or -1
   CUevent entry = nullptr;                // recorded on the per-thread stream (bridge)
   CUevent exit = nullptr;                 // recorded on the proxy (join)
   std::atomic<bool> joinPending{false};   // graft issued on the proxy since the last join
+  std::atomic<bool> dead{false};          // its context ended: never named again
   bool bridgePending = true;              // owner only: the stream got work directly since the last bridge
 };
 
 // Slot 0 is never used (perThreadKey(0) would be no different from a free slot).
 constinit Proxy g_proxies[PerThreadStreams::kSlots];
-constinit std::atomic<uint32_t> g_used{1};        // slots handed out, slot 0 included
-constinit std::atomic<uint32_t> g_generation{0};  // bumped by retireAll
+constinit std::atomic<uint32_t> g_used{1};  // slots handed out, slot 0 included
 constinit std::mutex g_create;
 constinit std::atomic<bool> g_enabled{false};
 
 // The calling thread's proxies, one per context it used its stream in.
 struct Owned {
-  uint32_t generation = 0;
   unsigned count = 0;
-  CUcontext context[4] = {};
   uint32_t slot[4] = {};
 };
 thread_local Owned t_mine;
 
-Proxy* proxyAt(core::StreamKey key) {
+Proxy* liveAt(core::StreamKey key) {
   if (!core::isPerThreadKey(key)) return nullptr;
   const uint32_t slot = core::perThreadSlot(key);
   if (slot == 0 || slot >= g_used.load(std::memory_order_acquire)) return nullptr;
-  return &g_proxies[slot];
+  Proxy* p = &g_proxies[slot];
+  return p->dead.load(std::memory_order_acquire) ? nullptr : p;
 }
 
-// The calling thread's proxy in `ctx`, or nullptr (none yet, or retired).
+// The calling thread's live proxy in `ctx`, or nullptr.
 Proxy* mineIn(CUcontext ctx) {
-  if (t_mine.generation != g_generation.load(std::memory_order_relaxed)) return nullptr;
-  for (unsigned i = 0; i < t_mine.count; ++i)
-    if (t_mine.context[i] == ctx) return &g_proxies[t_mine.slot[i]];
+  for (unsigned i = 0; i < t_mine.count; ++i) {
+    Proxy* p = &g_proxies[t_mine.slot[i]];
+    if (p->context == ctx && !p->dead.load(std::memory_order_acquire)) return p;
+  }
   return nullptr;
 }
 
@@ -56,6 +57,32 @@ CUcontext currentContext() {
   CUcontext ctx = nullptr;
   real<ApiId::k_cuCtxGetCurrent_4000>()(&ctx);
   return ctx;
+}
+
+// The device whose primary context `ctx` (current) is, or -1. Never creates
+// a primary context: only an active one is retained (and released) to compare.
+int primaryDeviceOf(CUcontext ctx) {
+  CUdevice dev = 0;
+  unsigned flags = 0;
+  int active = 0;
+  if (real<ApiId::k_cuCtxGetDevice_2000>()(&dev) != CUDA_SUCCESS) return -1;
+  auto getState = real<ApiId::k_cuDevicePrimaryCtxGetState_7000>();
+  if (!getState || getState(dev, &flags, &active) != CUDA_SUCCESS || !active) return -1;
+  CUcontext primary = nullptr;
+  if (real<ApiId::k_cuDevicePrimaryCtxRetain_7000>()(&primary, dev) != CUDA_SUCCESS) return -1;
+  real<ApiId::k_cuDevicePrimaryCtxRelease_11000>()(dev);
+  return primary == ctx ? int(dev) : -1;
+}
+
+// The join: the owner's per-thread stream (in p's context, current) waits for
+// what graft issued on the proxy.
+void join(Proxy& p) {
+  if (!p.joinPending.exchange(false, std::memory_order_acq_rel)) return;
+  const CUstream proxy = p.stream.load(std::memory_order_relaxed);
+  if (real<ApiId::k_cuEventRecord_2000>()(p.exit, proxy) == CUDA_SUCCESS)
+    real<ApiId::k_cuStreamWaitEvent_3020>()(CU_STREAM_PER_THREAD, p.exit, 0);
+  else  // the order cannot be carried over: wait for the proxy's work here
+    real<ApiId::k_cuStreamSynchronize_2000>()(proxy);
 }
 
 }  // namespace
@@ -66,15 +93,12 @@ void PerThreadStreams::enable() { g_enabled.store(true, std::memory_order_relaxe
 
 core::StreamKey PerThreadStreams::keyFor(CUcontext ctx) {
   if (!ctx || !g_enabled.load(std::memory_order_relaxed)) return core::kPerThreadStream;
-  const uint32_t generation = g_generation.load(std::memory_order_relaxed);
-  if (t_mine.generation != generation) {
-    t_mine = Owned{};
-    t_mine.generation = generation;
-    t_owned_ = 0;
-  }
-  for (unsigned i = 0; i < t_mine.count; ++i)
-    if (t_mine.context[i] == ctx) return core::perThreadKey(t_mine.slot[i]);
-  if (t_mine.count == std::size(t_mine.context)) return core::kPerThreadStream;
+  if (Proxy* p = mineIn(ctx)) return core::perThreadKey(uint32_t(p - g_proxies));
+  // A place in this thread's list: a free one, or one whose proxy is dead.
+  unsigned at = t_mine.count;
+  for (unsigned i = 0; i < t_mine.count && at == t_mine.count; ++i)
+    if (g_proxies[t_mine.slot[i]].dead.load(std::memory_order_acquire)) at = i;
+  if (at == std::size(t_mine.slot)) return core::kPerThreadStream;
   std::lock_guard<std::mutex> lock(g_create);
   const uint32_t slot = g_used.load(std::memory_order_relaxed);
   if (slot >= kSlots) return core::kPerThreadStream;
@@ -93,34 +117,34 @@ core::StreamKey PerThreadStreams::keyFor(CUcontext ctx) {
     return core::kPerThreadStream;
   }
   p.context = ctx;
+  p.primaryOf = primaryDeviceOf(ctx);
   p.bridgePending = true;
   p.stream.store(stream, std::memory_order_relaxed);
   g_used.store(slot + 1, std::memory_order_release);
-  t_mine.context[t_mine.count] = ctx;
-  t_mine.slot[t_mine.count] = slot;
-  ++t_mine.count;
+  t_mine.slot[at] = slot;
+  if (at == t_mine.count) ++t_mine.count;
   t_owned_ = t_mine.count;
   return core::perThreadKey(slot);
 }
 
 CUstream PerThreadStreams::proxyOf(core::StreamKey key) {
-  Proxy* p = proxyAt(key);
+  Proxy* p = liveAt(key);
   if (!p) return nullptr;
   p->joinPending.store(true, std::memory_order_release);
   return p->stream.load(std::memory_order_relaxed);
 }
 
 void PerThreadStreams::noteIssued(core::StreamKey key) {
-  if (Proxy* p = proxyAt(key)) p->joinPending.store(true, std::memory_order_release);
+  if (Proxy* p = liveAt(key)) p->joinPending.store(true, std::memory_order_release);
 }
 
 CUcontext PerThreadStreams::contextOf(core::StreamKey key) {
-  Proxy* p = proxyAt(key);
+  Proxy* p = liveAt(key);
   return p ? p->context : nullptr;
 }
 
 void PerThreadStreams::bridgeIfPending(core::StreamKey key) {
-  Proxy* p = proxyAt(key);
+  Proxy* p = liveAt(key);
   if (!p || !p->bridgePending) return;
   // The op's context is current: its key was made for it just now.
   const CUstream proxy = p->stream.load(std::memory_order_relaxed);
@@ -135,34 +159,57 @@ void PerThreadStreams::beforeDriverCall(bool issues) {
   if (t_owned_ == 0) return;
   Proxy* p = mineIn(currentContext());
   if (!p) return;
-  if (p->joinPending.exchange(false, std::memory_order_acq_rel)) {
-    const CUstream proxy = p->stream.load(std::memory_order_relaxed);
-    if (real<ApiId::k_cuEventRecord_2000>()(p->exit, proxy) == CUDA_SUCCESS)
-      real<ApiId::k_cuStreamWaitEvent_3020>()(CU_STREAM_PER_THREAD, p->exit, 0);
-    else  // the order cannot be carried over: wait for the proxy's work here
-      real<ApiId::k_cuStreamSynchronize_2000>()(proxy);
-  }
+  join(*p);
   if (issues) p->bridgePending = true;
 }
 
-void PerThreadStreams::noteDirectWork() {
-  if (t_owned_ == 0) return;
-  if (Proxy* p = mineIn(currentContext())) p->bridgePending = true;
+void PerThreadStreams::waitForUnjoined() {
+  for (uint32_t s = 1; s < g_used.load(std::memory_order_acquire); ++s) {
+    Proxy& p = g_proxies[s];
+    if (!p.dead.load(std::memory_order_acquire) && p.joinPending.exchange(false, std::memory_order_acq_rel))
+      real<ApiId::k_cuStreamSynchronize_2000>()(p.stream.load(std::memory_order_relaxed));
+  }
 }
 
-void PerThreadStreams::retireAll() {
-  std::lock_guard<std::mutex> lock(g_create);
-  // Before the contexts go: what graft issued on a proxy and no thread has
-  // joined yet is waited for here, so no join is owed to a stream that may
-  // be gone. The proxies die with their contexts; their slots are not handed
-  // out again, and each thread's next per-thread op gets a new key.
-  for (uint32_t s = 1; s < g_used.load(std::memory_order_relaxed); ++s) {
+namespace {
+bool primaryActive(int device) {
+  unsigned flags = 0;
+  int active = 0;
+  auto getState = real<ApiId::k_cuDevicePrimaryCtxGetState_7000>();
+  return getState && getState(CUdevice(device), &flags, &active) == CUDA_SUCCESS && active;
+}
+}  // namespace
+
+void PerThreadStreams::contextEnded(CUcontext ctx) {
+  // Its work is finished or gone with it: nothing is left to join. (A primary
+  // context's handle given to cuCtxDestroy may only drop a reference.)
+  for (uint32_t s = 1; s < g_used.load(std::memory_order_acquire); ++s) {
     Proxy& p = g_proxies[s];
-    if (!p.joinPending.exchange(false, std::memory_order_acq_rel)) continue;
-    ContextScope scope(p.context);
-    real<ApiId::k_cuStreamSynchronize_2000>()(p.stream.load(std::memory_order_relaxed));
+    if (p.context == ctx && (p.primaryOf < 0 || !primaryActive(p.primaryOf)))
+      p.dead.store(true, std::memory_order_release);
   }
-  g_generation.fetch_add(1, std::memory_order_relaxed);
+}
+
+void PerThreadStreams::primaryMayHaveEnded(int device) {
+  if (primaryActive(device)) return;
+  for (uint32_t s = 1; s < g_used.load(std::memory_order_acquire); ++s)
+    if (g_proxies[s].primaryOf == device) g_proxies[s].dead.store(true, std::memory_order_release);
+}
+
+void PerThreadStreams::endedUnknown() {
+  // A context may have ended, which one is not known (a function outside
+  // graft's table): what graft issued on a proxy and no thread has joined yet
+  // is waited for here, so no join is owed to a stream that may be gone;
+  // every proxy is retired.
+  for (uint32_t s = 1; s < g_used.load(std::memory_order_acquire); ++s) {
+    Proxy& p = g_proxies[s];
+    if (p.dead.load(std::memory_order_acquire)) continue;
+    if (p.joinPending.exchange(false, std::memory_order_acq_rel)) {
+      ContextScope scope(p.context);
+      real<ApiId::k_cuStreamSynchronize_2000>()(p.stream.load(std::memory_order_relaxed));
+    }
+    p.dead.store(true, std::memory_order_release);
+  }
 }
 
 size_t PerThreadStreams::count() { return g_used.load(std::memory_order_relaxed) - 1; }

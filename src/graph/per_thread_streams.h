@@ -11,9 +11,12 @@
 // re-issues, deferred frees). A blocking stream orders against the legacy
 // stream as the per-thread stream does. Two event edges keep the proxy in the
 // per-thread stream's order, both made by the owner thread:
-//  - all of the stream's stream-ordered ops go to the proxy, the ones the
-//    program's call issues at once too (the hook puts the proxy in place of
-//    the stream), except inside a program's capture;
+//  - the stream's stream-ordered ops go to the proxy, the ones the program's
+//    call issues at once too (the hook puts the proxy in place of the
+//    stream), except while graft steps aside (a program's capture, a rest,
+//    replay stopped) and ops whose stream the program may see again (host
+//    functions get their stream handle; stream memory operations, attached
+//    memory), which go to the stream itself after a join;
 //  - join (beforeDriverCall): before any other call of the owner that names
 //    its per-thread stream reaches the driver (a sync, a query, a capture's
 //    start, a synchronous copy), if graft issued work on the proxy since the
@@ -22,12 +25,15 @@
 //    engine drains them for every call that issues or observes GPU work), so
 //    `exit` follows all of it;
 //  - bridge (bridgeIfPending): when such a call may have given the per-thread
-//    stream work itself (a synchronous copy or memset, an op inside a
-//    program's capture), before the owner's next stream-ordered op on it the
-//    per-thread stream records `entry` and the proxy waits on it.
+//    stream work itself (a synchronous copy or memset, an op while graft
+//    steps aside, a host function), before the owner's next stream-ordered op
+//    through the proxy the per-thread stream records `entry` and the proxy
+//    waits on it.
 //
 // Slots are never reused: a key stays bound to one (thread, context) for the
 // process's life, so a graph learned on one stream never replays on another.
+// When the context ends (trait ENDS_CONTEXT in hook/driver_api.def) its
+// proxies are retired; the thread's next per-thread op there gets a new key.
 // Past kSlots pairs, or when the driver refuses a proxy, the op keeps the raw
 // core::kPerThreadStream key and runs eagerly as before.
 //
@@ -78,11 +84,21 @@ class PerThreadStreams {
   // Owner thread: its per-thread stream in the current context got work
   // directly (inside a program's capture): the next op bridges first.
   static void noteDirectWork();
-  // Contexts may be going away (trait ENDS_CONTEXT in hook/driver_api.def),
-  // after graft issued everything it held: waits for the proxies' unjoined
-  // work, and retires every key; the threads' next per-thread ops get new
-  // ones. Calls the driver.
-  static void retireAll();
+  // At exit, after graft issued everything: the host waits for the work on
+  // every proxy that no thread has joined, since calls made after graft's
+  // exit handler (other exit handlers, static destructors) reach the driver
+  // without graft and could not join. Calls the driver.
+  static void waitForUnjoined();
+  // After a call that ended context `ctx` (cuCtxDestroy): its proxies are
+  // retired (their work ended with it; nothing is left to join).
+  static void contextEnded(CUcontext ctx);
+  // After cuDevicePrimaryCtxReset or cuDevicePrimaryCtxRelease: if the
+  // device's primary context is no longer active, its proxies are retired.
+  static void primaryMayHaveEnded(int device);
+  // Before a function outside graft's table that may end a context (which
+  // one is not known): waits for the proxies' unjoined work and retires every
+  // proxy. Calls the driver; not under the engine lock (it may wait long).
+  static void endedUnknown();
 
   // For tests and the report: pairs seen so far.
   static size_t count();

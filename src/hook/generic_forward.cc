@@ -69,10 +69,11 @@ extern "C" __attribute__((visibility("hidden"))) void* graft_generic_enter(unsig
       rt.engine().hostBarrier(graft::core::hashCombine(0xf1a5, index));
       // As the wrapper of an UNLOADS function does: the code or context goes
       // away with the handles graft's graphs name.
-      const uint8_t traits = g_traits[index].load(std::memory_order_relaxed);
-      if (traits & trait::UNLOADS) rt.codeUnloading();
-      if (traits & trait::ENDS_CONTEXT) graft::graph::PerThreadStreams::retireAll();
+      if (g_traits[index].load(std::memory_order_relaxed) & trait::UNLOADS) rt.codeUnloading();
     }
+    // Not under the engine lock: it may wait for the GPU.
+    if (g_traits[index].load(std::memory_order_relaxed) & trait::ENDS_CONTEXT)
+      graft::graph::PerThreadStreams::endedUnknown();
     // The call may name this thread's per-thread stream, whose held work
     // went to its proxy: that stream waits for it, and what graft issues
     // there later waits for the call's work (graph/per_thread_streams.h).

@@ -132,14 +132,19 @@ template <int PT, typename Real, typename... A>
 }
 
 // A stream-ordered call the program's thread issues itself (not held). On a
-// per-thread stream: through the proxy, or, inside a program's capture (which
-// may include that stream), on the stream itself, which graft's later work
-// there must then follow (PerThreadStreams::bridgeIfPending).
-template <int PT, typename Real, typename... A>
-[[gnu::always_inline]] inline CUresult forwardDirect(StreamKey key, bool programCapturing, Real realFn, A... a) {
+// per-thread stream: through the proxy, while graft may hold that stream's
+// ops; else on the stream itself (while graft steps aside: a program's
+// capture, which may include that stream, a rest, replay stopped; and ops
+// whose stream the program may see again, PerThreadStreams), after a join,
+// and graft's later work there then follows it (bridge).
+template <ApiId Id>
+inline constexpr bool kThroughProxy = apiInfo(Id).klass != ApiClass::HostFunc &&
+                                      apiInfo(Id).klass != ApiClass::StreamOrdered;
+template <ApiId Id, int PT, typename Real, typename... A>
+[[gnu::always_inline]] inline CUresult forwardDirect(StreamKey key, bool mayHold, Real realFn, A... a) {
   if (core::isPerThreadKey(key)) [[unlikely]] {
-    if (programCapturing) {
-      graph::PerThreadStreams::noteDirectWork();
+    if (!mayHold || !kThroughProxy<Id>) {
+      graph::PerThreadStreams::beforeDriverCall(true);
       return realFn(a...);
     }
     graph::PerThreadStreams::bridgeIfPending(key);
@@ -148,14 +153,14 @@ template <int PT, typename Real, typename... A>
 }
 
 // `realFn` as forwardDirect calls it, for calls outside submitOp.
-template <int PT, typename Real>
+template <ApiId Id, int PT, typename Real>
 auto directOn(Runtime& rt, StreamKey key, Real realFn) {
-  bool capturing = false;
+  bool mayHold = true;
   if (core::isPerThreadKey(key)) [[unlikely]] {
     auto lock = rt.engine().lock();
-    capturing = rt.engine().programCaptureActive();
+    mayHold = rt.engine().mayHold();
   }
-  return [=](auto... a) { return forwardDirect<PT>(key, capturing, realFn, a...); };
+  return [=](auto... a) { return forwardDirect<Id, PT>(key, mayHold, realFn, a...); };
 }
 
 [[gnu::always_inline]] inline graph::KernelInfo& kernelInfo(Runtime& rt, CUfunction f) {
@@ -416,9 +421,9 @@ template <ApiId Id, int PT, typename Real, typename... A>
       ++rt.kernels().get(firstOf<CUfunction>(a...)).launches;
     const StreamKey key = streamOfCall<Id, PT>(a...);
     rt.engine().countPassthrough(key);
-    const bool capturing = rt.engine().programCaptureActive();
+    const bool mayHold = rt.engine().mayHold();
     lock.unlock();
-    return forwardDirect<PT>(key, capturing, realFn, a...);
+    return forwardDirect<Id, PT>(key, mayHold, realFn, a...);
   }
   if (rt.engine().dormant() && mode == config::Mode::Graph) [[unlikely]] {
     // Resting: nothing repeated for a long time and no graph exists; counted
@@ -428,9 +433,9 @@ template <ApiId Id, int PT, typename Real, typename... A>
       ++rt.kernels().get(firstOf<CUfunction>(a...)).launches;
     const StreamKey key = streamOfCall<Id, PT>(a...);
     rt.engine().countDormant(key);
-    const bool capturing = rt.engine().programCaptureActive();
+    const bool mayHold = rt.engine().mayHold();
     lock.unlock();
-    return forwardDirect<PT>(key, capturing, realFn, a...);
+    return forwardDirect<Id, PT>(key, mayHold, realFn, a...);
   }
   if constexpr (IsKernelLaunch<Id>) {
     if (holdIfExpected<Id, PT>(rt, a...)) return CUDA_SUCCESS;
@@ -456,7 +461,7 @@ template <ApiId Id, int PT, typename Real, typename... A>
   }
   // The floor's device-to-device copies (kernels and memsets never get here).
   if (mode == config::Mode::Swallow && op->kind == OpKind::Memcpy) return CUDA_SUCCESS;
-  if (core::isPerThreadKey(op->stream) && !rt.engine().programCaptureActive()) [[unlikely]]
+  if (core::isPerThreadKey(op->stream) && rt.engine().mayHold() && kThroughProxy<Id>) [[unlikely]]
     graph::PerThreadStreams::bridgeIfPending(op->stream);
   core::Decision decision;
   {
@@ -470,7 +475,7 @@ template <ApiId Id, int PT, typename Real, typename... A>
     rt.engine().completeIssued(*op, true);
     return CUDA_SUCCESS;
   }
-  const CUresult r = forwardDirect<PT>(op->stream, rt.engine().programCaptureActive(), realFn, a...);
+  const CUresult r = forwardDirect<Id, PT>(op->stream, rt.engine().mayHold(), realFn, a...);
   core::StageTimer timer(core::Stage::Record);
   rt.engine().completeIssued(*op, r == CUDA_SUCCESS);
   return r;
@@ -513,7 +518,7 @@ CUresult allocAsync(Runtime& rt, Real realFn, CUdeviceptr* out, size_t bytes, CU
   // is before the ops graft holds: none of them can use memory allocated after
   // them, and memory it may reuse was freed before it in driver order (a free
   // reaches the driver only after the launches queued before it).
-  return allocRetryingAfterFlush(rt, directOn<PT>(rt, key, realFn), out, bytes, s);
+  return allocRetryingAfterFlush(rt, directOn<ApiId::k_cuMemAllocAsync_11020, PT>(rt, key, realFn), out, bytes, s);
 }
 
 // cuMemFreeAsync: deferred past the ops graft holds, then to the driver or the pool.
@@ -524,6 +529,10 @@ CUresult freeAsync(Runtime& rt, Real realFn, CUdeviceptr p, CUstream s) {
   StreamKey key = streamKey(s, PT);
   {
     auto lock = rt.engine().lock();
+    // The free goes behind work graft issues on the proxy (deferred, queued
+    // or at once), which must follow what the stream got directly.
+    if (core::isPerThreadKey(key) && rt.engine().mayHold()) [[unlikely]]
+      graph::PerThreadStreams::bridgeIfPending(key);
     if (pooled && rt.engine().programCaptureActive()) {
       // The free would run when the program's graph runs; graft cannot follow
       // that, so the block is simply never reused.
@@ -533,7 +542,7 @@ CUresult freeAsync(Runtime& rt, Real realFn, CUdeviceptr p, CUstream s) {
     if (rt.engine().deferFree(uint64_t(p), key, reinterpret_cast<uint64_t>(currentContext())))
       return CUDA_SUCCESS;
   }
-  if (!pooled) return directOn<PT>(rt, key, realFn)(p, s);
+  if (!pooled) return directOn<ApiId::k_cuMemFreeAsync_11020, PT>(rt, key, realFn)(p, s);
   if (key == core::kPerThreadStream) {
     // Only this thread can name its stream: wait for it, then reuse anywhere.
     real<ApiId::k_cuStreamSynchronize_2000>(1)(nullptr);
@@ -567,6 +576,12 @@ uint64_t barrierHash(A... a) {
                                              reinterpret_cast<uint64_t>(firstOf<CUevent>(a...)));
 }
 
+// After a call that may have ended a context (trait ENDS_CONTEXT): one named
+// by handle (cuCtxDestroy) or a device's primary one (cuDevicePrimaryCtxReset,
+// cuDevicePrimaryCtxRelease). Its per-thread streams' proxies are retired.
+inline void contextMayHaveEnded(CUcontext ctx) { graph::PerThreadStreams::contextEnded(ctx); }
+inline void contextMayHaveEnded(CUdevice device) { graph::PerThreadStreams::primaryMayHaveEnded(device); }
+
 CUresult getProcAddress(const char* symbol, void** pfn, int version, cuuint64_t flags,
                         CUdriverProcAddressQueryResult* status);
 
@@ -589,7 +604,7 @@ template <ApiId Id, int PT, typename Real, typename... A>
         return allocAsync<PT>(rt, realFn, a...);
       } else {
         // From a pool the program chose: the driver's.
-        return allocRetryingAfterFlush(rt, directOn<PT>(rt, streamKey(firstOf<CUstream>(a...), PT), realFn), a...);
+        return allocRetryingAfterFlush(rt, directOn<Id, PT>(rt, streamKey(firstOf<CUstream>(a...), PT), realFn), a...);
       }
     } else if constexpr (info.traits & trait::ASYNC_FREE) {
       return freeAsync<PT>(rt, realFn, a...);
@@ -627,9 +642,13 @@ template <ApiId Id, int PT, typename Real, typename... A>
         auto lock = rt.engine().lock();
         rt.engine().hostBarrier(barrierHash<Id>(a...));
         if constexpr (info.traits & trait::UNLOADS) rt.codeUnloading();
-        if constexpr (info.traits & trait::ENDS_CONTEXT) graph::PerThreadStreams::retireAll();
       }
       beforePerThreadCall<PT>(info.klass == ApiClass::Copy || info.klass == ApiClass::Set, a...);
+      if constexpr (info.traits & trait::ENDS_CONTEXT) {
+        const CUresult r = realFn(a...);
+        if (r == CUDA_SUCCESS) contextMayHaveEnded(a...);
+        return r;
+      }
       return realFn(a...);
     } else if constexpr (info.klass == ApiClass::Query) {
       const CUevent e = firstOf<CUevent>(a...);

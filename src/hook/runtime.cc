@@ -248,6 +248,10 @@ void Runtime::writeExitReport() {
   {
     auto lock = engine_->lock();
     engine_->flushAll();
+    // This thread's calls from here on (exit handlers, static destructors)
+    // reach the driver without graft, so they could not join a per-thread
+    // stream to its proxy: the proxies' work is waited for now.
+    graph::PerThreadStreams::waitForUnjoined();
     executor_->countPatches();
     exiting_ = true;  // the idle-flush thread stops touching the driver
     s = engine_->stats();

@@ -21,7 +21,14 @@ namespace sim {
 
 namespace {
 
-thread_local std::vector<CUcontext> tlsCtxStack;  // per-thread context stack (top = current)
+// The per-thread context stack (top = current). Never destroyed: exit
+// handlers and static destructors (graft's exit report among them) run after
+// the main thread's thread_local destructors and may still call the driver,
+// as they may with the real one.
+std::vector<CUcontext>& ctxStack() {
+  thread_local auto* stack = new std::vector<CUcontext>();
+  return *stack;
+}
 
 bool validDevice(CUdevice dev) { return dev >= 0 && dev < state().deviceCount; }
 
@@ -736,7 +743,7 @@ CUresult buildKernelFromNodeParams(const CUDA_KERNEL_NODE_PARAMS_v2& p, KernelLa
   return buildLaunch(f, grid, block, p.sharedMemBytes, p.kernelParams, p.extra, nullptr, 0, out);
 }
 
-CUcontext currentContext() { return tlsCtxStack.empty() ? nullptr : tlsCtxStack.back(); }
+CUcontext currentContext() { return ctxStack().empty() ? nullptr : ctxStack().back(); }
 
 Context* lookupContext(CUcontext h) {
   for (auto& c : state().contexts) {
@@ -893,7 +900,7 @@ CUresult CUDAAPI cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* params, unsi
   if (!pctx) return CUDA_ERROR_INVALID_VALUE;
   if (!validDevice(dev)) return CUDA_ERROR_INVALID_DEVICE;
   Context* c = newContext(dev, false);
-  tlsCtxStack.push_back(c->handle());
+  ctxStack().push_back(c->handle());
   *pctx = c->handle();
   return CUDA_SUCCESS;
 }
@@ -914,7 +921,7 @@ CUresult CUDAAPI cuCtxDestroy(CUcontext ctx) {
 static CUresult ctxDestroy(Lock& lk, CUcontext ctx) {
   Context* c = lookupContext(ctx);
   if (!c) return CUDA_ERROR_INVALID_CONTEXT;
-  if (!tlsCtxStack.empty() && tlsCtxStack.back() == ctx) tlsCtxStack.pop_back();
+  if (!ctxStack().empty() && ctxStack().back() == ctx) ctxStack().pop_back();
   if (c->primary) {
     if (state().primaryRefs[c->device] > 0) --state().primaryRefs[c->device];
     return CUDA_SUCCESS;
@@ -942,23 +949,23 @@ CUresult CUDAAPI cuCtxGetCurrent(CUcontext* pctx) {
 CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx) {
   SIM_ENTRY("cuCtxSetCurrent", kNoSticky);
   if (ctx && !lookupContext(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
-  if (!tlsCtxStack.empty()) tlsCtxStack.pop_back();
-  if (ctx) tlsCtxStack.push_back(ctx);
+  if (!ctxStack().empty()) ctxStack().pop_back();
+  if (ctx) ctxStack().push_back(ctx);
   return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuCtxPushCurrent_v2(CUcontext ctx) {
   SIM_ENTRY("cuCtxPushCurrent_v2", kNoSticky);
   if (!lookupContext(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
-  tlsCtxStack.push_back(ctx);
+  ctxStack().push_back(ctx);
   return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuCtxPopCurrent_v2(CUcontext* pctx) {
   SIM_ENTRY("cuCtxPopCurrent_v2", kNoSticky);
-  if (tlsCtxStack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
-  if (pctx) *pctx = tlsCtxStack.back();
-  tlsCtxStack.pop_back();
+  if (ctxStack().empty()) return CUDA_ERROR_INVALID_CONTEXT;
+  if (pctx) *pctx = ctxStack().back();
+  ctxStack().pop_back();
   return CUDA_SUCCESS;
 }
 

@@ -40,7 +40,12 @@ std::atomic<bool> g_forkedChild{false};
   });
   return true;
 }();
-thread_local std::map<Context*, Stream*> tlsPerThreadStreams;  // per context
+// The calling thread's per-thread streams, per context; never destroyed (see
+// ctxStack in fake_cuda_api.cc).
+std::map<Context*, Stream*>& perThreadStreams() {
+  thread_local auto* streams = new std::map<Context*, Stream*>();
+  return *streams;
+}
 
 bool apiMatches(const std::string& spec, const char* api) {
   if (spec == api) return true;
@@ -460,7 +465,7 @@ Stream* threadPerThreadStream() {
 }
 
 Stream* perThreadStreamOf(Context* ctx) {
-  Stream*& slot = tlsPerThreadStreams[ctx];
+  Stream*& slot = perThreadStreams()[ctx];
   if (slot) return slot;
   SimState& st = state();
   auto s = std::make_shared<Stream>();
