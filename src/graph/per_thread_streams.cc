@@ -36,12 +36,17 @@ struct Owned {
 };
 thread_local Owned t_mine;
 
-Proxy* liveAt(core::StreamKey key) {
+// A handed-out proxy, live or retired.
+Proxy* proxyAt(core::StreamKey key) {
   if (!core::isPerThreadKey(key)) return nullptr;
   const uint32_t slot = core::perThreadSlot(key);
   if (slot == 0 || slot >= g_used.load(std::memory_order_acquire)) return nullptr;
-  Proxy* p = &g_proxies[slot];
-  return p->dead.load(std::memory_order_acquire) ? nullptr : p;
+  return &g_proxies[slot];
+}
+
+Proxy* liveAt(core::StreamKey key) {
+  Proxy* p = proxyAt(key);
+  return p && !p->dead.load(std::memory_order_acquire) ? p : nullptr;
 }
 
 // The calling thread's live proxy in `ctx`, or nullptr.
@@ -128,7 +133,9 @@ core::StreamKey PerThreadStreams::keyFor(CUcontext ctx) {
 }
 
 CUstream PerThreadStreams::proxyOf(core::StreamKey key) {
-  Proxy* p = liveAt(key);
+  // A retired proxy too: work graft held for it is still ordered there (its
+  // context may live on after a release that was not the last).
+  Proxy* p = proxyAt(key);
   if (!p) return nullptr;
   p->joinPending.store(true, std::memory_order_release);
   return p->stream.load(std::memory_order_relaxed);
@@ -163,37 +170,45 @@ void PerThreadStreams::beforeDriverCall(bool issues) {
   if (issues) p->bridgePending = true;
 }
 
-void PerThreadStreams::waitForUnjoined() {
-  for (uint32_t s = 1; s < g_used.load(std::memory_order_acquire); ++s) {
-    Proxy& p = g_proxies[s];
-    if (!p.dead.load(std::memory_order_acquire) && p.joinPending.exchange(false, std::memory_order_acq_rel))
-      real<ApiId::k_cuStreamSynchronize_2000>()(p.stream.load(std::memory_order_relaxed));
+void PerThreadStreams::joinAllOwned() {
+  for (unsigned i = 0; i < t_mine.count; ++i) {
+    Proxy& p = g_proxies[t_mine.slot[i]];
+    if (p.dead.load(std::memory_order_acquire) || !p.joinPending.load(std::memory_order_acquire)) continue;
+    ContextScope scope(p.context);
+    join(p);
   }
 }
 
-namespace {
-bool primaryActive(int device) {
-  unsigned flags = 0;
-  int active = 0;
-  auto getState = real<ApiId::k_cuDevicePrimaryCtxGetState_7000>();
-  return getState && getState(CUdevice(device), &flags, &active) == CUDA_SUCCESS && active;
-}
-}  // namespace
-
-void PerThreadStreams::contextEnded(CUcontext ctx) {
-  // Its work is finished or gone with it: nothing is left to join. (A primary
-  // context's handle given to cuCtxDestroy may only drop a reference.)
-  for (uint32_t s = 1; s < g_used.load(std::memory_order_acquire); ++s) {
-    Proxy& p = g_proxies[s];
-    if (p.context == ctx && (p.primaryOf < 0 || !primaryActive(p.primaryOf)))
-      p.dead.store(true, std::memory_order_release);
-  }
-}
-
-void PerThreadStreams::primaryMayHaveEnded(int device) {
-  if (primaryActive(device)) return;
+PerThreadStreams::Proxies PerThreadStreams::proxiesOf(CUcontext ctx) {
+  Proxies found;
   for (uint32_t s = 1; s < g_used.load(std::memory_order_acquire); ++s)
-    if (g_proxies[s].primaryOf == device) g_proxies[s].dead.store(true, std::memory_order_release);
+    if (g_proxies[s].context == ctx) found.set(s);
+  return found;
+}
+
+PerThreadStreams::Proxies PerThreadStreams::proxiesOfPrimary(int device) {
+  Proxies found;
+  for (uint32_t s = 1; s < g_used.load(std::memory_order_acquire); ++s)
+    if (g_proxies[s].primaryOf == device) found.set(s);
+  return found;
+}
+
+void PerThreadStreams::retireIfEnded(const Proxies& proxies, int device, bool surely) {
+  auto primaryActive = [](int dev) {
+    unsigned flags = 0;
+    int active = 0;
+    auto getState = real<ApiId::k_cuDevicePrimaryCtxGetState_7000>();
+    return getState && getState(CUdevice(dev), &flags, &active) == CUDA_SUCCESS && active;
+  };
+  for (uint32_t s = 1; s < kSlots && proxies.any(); ++s) {
+    if (!proxies.test(s)) continue;
+    Proxy& p = g_proxies[s];
+    // A primary context's handle given to cuCtxDestroy may only drop a
+    // reference: it ended only if no longer active.
+    const int primary = device >= 0 ? device : p.primaryOf;
+    const bool ended = surely && (device >= 0 || primary < 0) ? true : !primaryActive(primary);
+    if (ended) p.dead.store(true, std::memory_order_release);
+  }
 }
 
 void PerThreadStreams::endedUnknown() {

@@ -46,6 +46,8 @@
 #include <cuda.h>
 
 #include <atomic>
+#include <bitset>
+#include <bitset>
 #include <cstddef>
 #include <cstdint>
 
@@ -84,17 +86,22 @@ class PerThreadStreams {
   // Owner thread: its per-thread stream in the current context got work
   // directly (inside a program's capture): the next op bridges first.
   static void noteDirectWork();
-  // At exit, after graft issued everything: the host waits for the work on
-  // every proxy that no thread has joined, since calls made after graft's
-  // exit handler (other exit handlers, static destructors) reach the driver
-  // without graft and could not join. Calls the driver.
-  static void waitForUnjoined();
-  // After a call that ended context `ctx` (cuCtxDestroy): its proxies are
-  // retired (their work ended with it; nothing is left to join).
-  static void contextEnded(CUcontext ctx);
-  // After cuDevicePrimaryCtxReset or cuDevicePrimaryCtxRelease: if the
-  // device's primary context is no longer active, its proxies are retired.
-  static void primaryMayHaveEnded(int device);
+  // At exit, after graft issued everything: the calling thread joins each of
+  // its proxies (any context), since its calls from then on (exit handlers,
+  // static destructors) reach the driver without graft. Stream-ordered: the
+  // host does not wait. Calls the driver.
+  static void joinAllOwned();
+  // The proxies a call that may end a context concerns, taken before the
+  // call (a context created meanwhile may get the same handle): those of
+  // context `ctx`, or of device `device`'s primary context.
+  using Proxies = std::bitset<kSlots>;
+  static Proxies proxiesOf(CUcontext ctx);
+  static Proxies proxiesOfPrimary(int device);
+  // After such a call succeeded: `proxies` are retired (their work ended with
+  // the context; nothing is left to join) if the context is gone: always when
+  // `surely`, else when the device's primary context is no longer active
+  // (a release that was not the last keeps them).
+  static void retireIfEnded(const Proxies& proxies, int device, bool surely);
   // Before a function outside graft's table that may end a context (which
   // one is not known): waits for the proxies' unjoined work and retires every
   // proxy. Calls the driver; not under the engine lock (it may wait long).

@@ -113,43 +113,36 @@ T onProxy(T a, CUstream proxy, const CUlaunchConfig* config) {
   }
 }
 
-// Forwards a stream-ordered call whose op has stream key `key`: on the
-// proxy when that is a per-thread stream graft holds work of.
-template <int PT, typename Real, typename... A>
-[[gnu::always_inline]] inline CUresult forwardOrdered(StreamKey key, Real realFn, A... a) {
-  if (core::isPerThreadKey(key)) [[unlikely]] {
-    const CUstream proxy = graph::PerThreadStreams::proxyOf(key);
-    if (proxy) {
-      CUlaunchConfig config{};
-      if (const CUlaunchConfig* c = firstOf<const CUlaunchConfig*>(a...)) {
-        config = *c;
-        config.hStream = proxy;
-      }
-      return realFn(onProxy<PT>(a, proxy, &config)...);
-    }
-  }
-  return realFn(a...);
-}
-
-// A stream-ordered call the program's thread issues itself (not held). On a
-// per-thread stream: through the proxy, while graft may hold that stream's
-// ops; else on the stream itself (while graft steps aside: a program's
-// capture, which may include that stream, a rest, replay stopped; and ops
-// whose stream the program may see again, PerThreadStreams), after a join,
-// and graft's later work there then follows it (bridge).
+// A stream-ordered call the program's thread issues itself (not held) on a
+// per-thread stream with a proxy (`key`): through the proxy, while graft may
+// hold that stream's ops; else on the stream itself (while graft steps aside:
+// a program's capture, which may include that stream, a rest, replay
+// stopped; and ops whose stream the program may see again, PerThreadStreams),
+// after a join, and graft's later work there then follows it (bridge). Out of
+// line: the wrappers' hot path only tests the key.
 template <ApiId Id>
 inline constexpr bool kThroughProxy = apiInfo(Id).klass != ApiClass::HostFunc &&
                                       apiInfo(Id).klass != ApiClass::StreamOrdered;
 template <ApiId Id, int PT, typename Real, typename... A>
-[[gnu::always_inline]] inline CUresult forwardDirect(StreamKey key, bool mayHold, Real realFn, A... a) {
-  if (core::isPerThreadKey(key)) [[unlikely]] {
-    if (!mayHold || !kThroughProxy<Id>) {
-      graph::PerThreadStreams::beforeDriverCall(true);
-      return realFn(a...);
-    }
-    graph::PerThreadStreams::bridgeIfPending(key);
+GRAFT_COLD CUresult forwardPerThread(StreamKey key, bool mayHold, Real realFn, A... a) {
+  if (!mayHold || !kThroughProxy<Id>) {
+    graph::PerThreadStreams::beforeDriverCall(true);
+    return realFn(a...);
   }
-  return forwardOrdered<PT>(key, realFn, a...);
+  graph::PerThreadStreams::bridgeIfPending(key);
+  const CUstream proxy = graph::PerThreadStreams::proxyOf(key);
+  if (!proxy) return realFn(a...);  // retired meanwhile (its context ended)
+  CUlaunchConfig config{};
+  if (const CUlaunchConfig* c = firstOf<const CUlaunchConfig*>(a...)) {
+    config = *c;
+    config.hStream = proxy;
+  }
+  return realFn(onProxy<PT>(a, proxy, &config)...);
+}
+template <ApiId Id, int PT, typename Real, typename... A>
+[[gnu::always_inline]] inline CUresult forwardDirect(StreamKey key, bool mayHold, Real realFn, A... a) {
+  if (core::isPerThreadKey(key)) [[unlikely]] return forwardPerThread<Id, PT>(key, mayHold, realFn, a...);
+  return realFn(a...);
 }
 
 // `realFn` as forwardDirect calls it, for calls outside submitOp.
@@ -475,7 +468,9 @@ template <ApiId Id, int PT, typename Real, typename... A>
     rt.engine().completeIssued(*op, true);
     return CUDA_SUCCESS;
   }
-  const CUresult r = forwardDirect<Id, PT>(op->stream, rt.engine().mayHold(), realFn, a...);
+  const CUresult r = core::isPerThreadKey(op->stream)
+                        ? forwardPerThread<Id, PT>(op->stream, rt.engine().mayHold(), realFn, a...)
+                        : realFn(a...);
   core::StageTimer timer(core::Stage::Record);
   rt.engine().completeIssued(*op, r == CUDA_SUCCESS);
   return r;
@@ -529,9 +524,12 @@ CUresult freeAsync(Runtime& rt, Real realFn, CUdeviceptr p, CUstream s) {
   StreamKey key = streamKey(s, PT);
   {
     auto lock = rt.engine().lock();
-    // The free goes behind work graft issues on the proxy (deferred, queued
-    // or at once), which must follow what the stream got directly.
-    if (core::isPerThreadKey(key) && rt.engine().mayHold()) [[unlikely]]
+    // Deferred, queued or to graft's pool, the free is ordered on the proxy,
+    // which must first follow what the stream got directly (also while graft
+    // steps aside; not inside a program's capture, which may include the
+    // stream, where a pool block is kept and any other free goes to the
+    // stream itself).
+    if (core::isPerThreadKey(key) && !rt.engine().programCaptureActive()) [[unlikely]]
       graph::PerThreadStreams::bridgeIfPending(key);
     if (pooled && rt.engine().programCaptureActive()) {
       // The free would run when the program's graph runs; graft cannot follow
@@ -576,11 +574,17 @@ uint64_t barrierHash(A... a) {
                                              reinterpret_cast<uint64_t>(firstOf<CUevent>(a...)));
 }
 
-// After a call that may have ended a context (trait ENDS_CONTEXT): one named
-// by handle (cuCtxDestroy) or a device's primary one (cuDevicePrimaryCtxReset,
-// cuDevicePrimaryCtxRelease). Its per-thread streams' proxies are retired.
-inline void contextMayHaveEnded(CUcontext ctx) { graph::PerThreadStreams::contextEnded(ctx); }
-inline void contextMayHaveEnded(CUdevice device) { graph::PerThreadStreams::primaryMayHaveEnded(device); }
+// A call that may end a context (trait ENDS_CONTEXT) names it by handle
+// (cuCtxDestroy) or as a device's primary one (cuDevicePrimaryCtxReset,
+// cuDevicePrimaryCtxRelease): the per-thread streams' proxies in it, taken
+// before the call, and the device (-1: a handle, which may also be a primary
+// context's, whose end the call's UNLOADS trait does not promise then).
+inline std::pair<graph::PerThreadStreams::Proxies, int> proxiesEndedBy(CUcontext ctx) {
+  return {graph::PerThreadStreams::proxiesOf(ctx), -1};
+}
+inline std::pair<graph::PerThreadStreams::Proxies, int> proxiesEndedBy(CUdevice device) {
+  return {graph::PerThreadStreams::proxiesOfPrimary(device), device};
+}
 
 CUresult getProcAddress(const char* symbol, void** pfn, int version, cuuint64_t flags,
                         CUdriverProcAddressQueryResult* status);
@@ -645,8 +649,11 @@ template <ApiId Id, int PT, typename Real, typename... A>
       }
       beforePerThreadCall<PT>(info.klass == ApiClass::Copy || info.klass == ApiClass::Set, a...);
       if constexpr (info.traits & trait::ENDS_CONTEXT) {
+        // A reset or a destroy ends the context (UNLOADS); a release ends the
+        // primary context only if it was the last reference.
+        const auto [proxies, device] = proxiesEndedBy(a...);
         const CUresult r = realFn(a...);
-        if (r == CUDA_SUCCESS) contextMayHaveEnded(a...);
+        if (r == CUDA_SUCCESS) graph::PerThreadStreams::retireIfEnded(proxies, device, info.traits & trait::UNLOADS);
         return r;
       }
       return realFn(a...);

@@ -249,9 +249,10 @@ void Runtime::writeExitReport() {
     auto lock = engine_->lock();
     engine_->flushAll();
     // This thread's calls from here on (exit handlers, static destructors)
-    // reach the driver without graft, so they could not join a per-thread
-    // stream to its proxy: the proxies' work is waited for now.
-    graph::PerThreadStreams::waitForUnjoined();
+    // reach the driver without graft, so they could not join its per-thread
+    // streams to their proxies: they are joined now. (Other threads go on
+    // through graft.)
+    graph::PerThreadStreams::joinAllOwned();
     executor_->countPatches();
     exiting_ = true;  // the idle-flush thread stops touching the driver
     s = engine_->stats();

@@ -16,6 +16,14 @@
 //       then main returns; a static destructor, which runs after graft's exit
 //       handler and so without graft, reads the result with a synchronous
 //       copy on the per-thread stream.
+//   sim_per_thread_edges exit-gate     a kernel on the per-thread stream waits
+//       for a host flag that only a static destructor sets (after graft's
+//       exit handler): graft's exit must not wait for it.
+//   sim_per_thread_edges rest-pool-free [N] (with GRAFT_POOL=1 and graft
+//       resting, GRAFT_DORMANT_AFTER_OPS) each step: a pool block read by a
+//       kernel on the per-thread stream behind a kernel waiting for the host,
+//       freed on the per-thread stream; another stream's allocation must not
+//       get the block before the host lets the reader run.
 // Exit 1 on a wrong value or a failed call.
 #include <cstdint>
 #include <cstdio>
@@ -49,6 +57,34 @@ struct ExitReader {
 };
 ExitReader g_exitReader;  // constructed before graft starts, so destroyed after graft's exit handler
 
+// exit-gate: opens the gate a kernel waits for, then reads what followed it.
+struct ExitGate {
+  CUcontext ctx = nullptr;
+  volatile uint64_t* flag = nullptr;
+  CUdeviceptr result = 0;
+  ~ExitGate() {
+    if (!flag) return;
+    *flag = 1;
+    uint64_t got = 0;
+    g_drv.plain.cuCtxSetCurrent(ctx);
+    const CUresult r = g_drv.perThread.cuMemcpyDtoH(&got, result, 8);
+    std::printf("sim_per_thread_edges exit-gate: read %llu after opening the gate (rc %d), expected 2\n",
+                (unsigned long long)got, int(r));
+    std::fflush(stdout);
+    if (got != 2 || r != CUDA_SUCCESS) _exit(1);
+  }
+};
+ExitGate g_exitGate;
+
+// A pinned host flag a sim_gate kernel waits for (it runs once *flag >= its third parameter).
+volatile uint64_t* hostFlag() {
+  void* host = nullptr;
+  SIM_CHECK(g_drv.plain.cuMemAllocHost(&host, 64));
+  auto* flag = static_cast<volatile uint64_t*>(host);
+  *flag = 0;
+  return flag;
+}
+
 int captureScenario(int n) {
   const simtest::DriverApi& pt = g_drv.perThread;
   const simtest::DriverApi& cu = g_drv.plain;
@@ -73,6 +109,41 @@ int captureScenario(int n) {
     if (got != want && wrong++ < 5)
       std::printf("sim_per_thread_edges capture: step %d: z = %llu, expected %llu\n", it, (unsigned long long)got,
                   (unsigned long long)want);
+  }
+  return wrong;
+}
+
+int restPoolFreeScenario(int n) {
+  const simtest::DriverApi& pt = g_drv.perThread;
+  const simtest::DriverApi& cu = g_drv.plain;
+  CUfunction gate = simtest::libraryKernel3("sim_gate_per_thread_edges");
+  volatile uint64_t* flag = hostFlag();
+  CUstream a, b;
+  SIM_CHECK(cu.cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
+  SIM_CHECK(cu.cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
+  CUdeviceptr q = simtest::zeroedBuffer(cu), scratch = simtest::zeroedBuffer(cu);
+  int wrong = 0;
+  for (int it = 1; it <= n; ++it) {
+    CUdeviceptr block = 0;
+    SIM_CHECK(cu.cuMemAllocAsync(&block, 64, a));
+    SIM_CHECK(cu.cuMemsetD32Async(block, 7, 2, a));
+    SIM_CHECK(cu.cuStreamSynchronize(a));
+    SIM_CHECK(simtest::launchAdd(pt, gate, CUdeviceptr(flag), scratch, uint64_t(it), nullptr));
+    SIM_CHECK(simtest::launchAdd(pt, g_add, q, block, 1, nullptr));  // q = *block + 1, after the gate
+    SIM_CHECK(pt.cuMemFreeAsync(block, nullptr));
+    CUdeviceptr reuse = 0;
+    SIM_CHECK(cu.cuMemAllocAsync(&reuse, 64, b));
+    SIM_CHECK(cu.cuMemsetD32Async(reuse, 999, 2, b));
+    SIM_CHECK(cu.cuStreamSynchronize(b));
+    *flag = uint64_t(it);
+    SIM_CHECK(cu.cuCtxSynchronize());
+    uint64_t got = 0;
+    SIM_CHECK(cu.cuMemcpyDtoH(&got, q, 8));
+    const uint64_t want = (uint64_t(7) << 32 | 7) + 1;
+    if (got != want && wrong++ < 5)
+      std::printf("sim_per_thread_edges rest-pool-free: step %d: q = %llx, expected %llx\n", it,
+                  (unsigned long long)got, (unsigned long long)want);
+    SIM_CHECK(cu.cuMemFreeAsync(reuse, b));
   }
   return wrong;
 }
@@ -145,8 +216,9 @@ int main(int argc, char** argv) {
   const char* scenario = argc > 1 ? argv[1] : "";
   const int n = argc > 2 ? std::atoi(argv[2]) : 200;
   if (n < 1 || (std::strcmp(scenario, "capture") && std::strcmp(scenario, "release") &&
-                std::strcmp(scenario, "pool-free") && std::strcmp(scenario, "exit-read"))) {
-    std::printf("usage: sim_per_thread_edges capture|release|pool-free|exit-read [N]\n");
+                std::strcmp(scenario, "pool-free") && std::strcmp(scenario, "exit-read") &&
+                std::strcmp(scenario, "exit-gate") && std::strcmp(scenario, "rest-pool-free"))) {
+    std::printf("usage: sim_per_thread_edges capture|release|pool-free|exit-read|exit-gate|rest-pool-free [N]\n");
     return 2;
   }
   CUcontext ctx;
@@ -159,6 +231,18 @@ int main(int argc, char** argv) {
     wrong = releaseScenario();
   } else if (!std::strcmp(scenario, "pool-free")) {
     wrong = poolFreeScenario(n);
+  } else if (!std::strcmp(scenario, "rest-pool-free")) {
+    wrong = restPoolFreeScenario(n);
+  } else if (!std::strcmp(scenario, "exit-gate")) {
+    CUfunction gate = simtest::libraryKernel3("sim_gate_per_thread_edges");
+    volatile uint64_t* flag = hostFlag();
+    CUdeviceptr x = simtest::zeroedBuffer(g_drv.plain);
+    SIM_CHECK(simtest::launchAdd(g_drv.perThread, g_add, x, x, 1, nullptr));
+    SIM_CHECK(simtest::launchAdd(g_drv.perThread, gate, CUdeviceptr(flag), x, 1, nullptr));
+    SIM_CHECK(simtest::launchAdd(g_drv.perThread, g_add, x, x, 1, nullptr));
+    g_exitGate.ctx = ctx;
+    g_exitGate.result = x;
+    g_exitGate.flag = flag;
   } else {
     const simtest::DriverApi& cu = g_drv.plain;
     CUdeviceptr x = simtest::zeroedBuffer(cu), result = simtest::zeroedBuffer(cu);
