@@ -152,4 +152,12 @@ HotTextResult hotTextResult() {
   return st.result;
 }
 
+// The fast lane's functions (GRAFT_FAST_LANE, core/hot_path.h) start at a
+// page boundary: the linker sorts `.text.sorted.*` sections by name, this
+// one's name sorts before theirs, and its alignment puts what follows it at
+// a page start. So they span as few pages as their size allows, whatever the
+// code before them weighs (a shifted layout put them across three pages,
+// one more page per op; scripts/footprint).
+[[gnu::used, gnu::aligned(4096), gnu::section(".text.sorted.graft_fast_lan")]] void fastLanePageStart() {}
+
 }  // namespace graft::core
