@@ -227,6 +227,4 @@ void PerThreadStreams::endedUnknown() {
   }
 }
 
-size_t PerThreadStreams::count() { return g_used.load(std::memory_order_relaxed) - 1; }
-
 }  // namespace graft::graph

@@ -37,8 +37,10 @@
 // Past kSlots pairs, or when the driver refuses a proxy, the op keeps the raw
 // core::kPerThreadStream key and runs eagerly as before.
 //
-// Threading: keyFor, bridgeIfPending and beforeDriverCall run on the
-// owner thread; proxyOf on any thread (the launch thread included). keyFor
+// Threading: keyFor, bridgeIfPending, beforeDriverCall and joinAllOwned run
+// on the owner thread; proxyOf, noteIssued and contextOf on any thread (the
+// launch thread included); the context-end calls on the thread making the
+// program's call. keyFor
 // makes driver calls and takes a mutex the first time a pair is seen; the
 // others do not allocate. Never calls graft's wrappers.
 #pragma once
@@ -83,9 +85,6 @@ class PerThreadStreams {
   // join, if graft issued work on the proxy since the last one; `enqueues`:
   // the call may give the stream work (the next op bridges first).
   static void beforeDriverCall(bool enqueues);
-  // Owner thread: its per-thread stream in the current context got work
-  // directly (inside a program's capture): the next op bridges first.
-  static void noteDirectWork();
   // At exit, after graft issued everything: the calling thread joins each of
   // its proxies (any context), since its calls from then on (exit handlers,
   // static destructors) reach the driver without graft. Stream-ordered: the
@@ -106,9 +105,6 @@ class PerThreadStreams {
   // one is not known): waits for the proxies' unjoined work and retires every
   // proxy. Calls the driver; not under the engine lock (it may wait long).
   static void endedUnknown();
-
-  // For tests and the report: pairs seen so far.
-  static size_t count();
 
  private:
   static thread_local unsigned t_owned_;  // proxies this thread owns (any context)
