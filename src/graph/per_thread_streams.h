@@ -40,9 +40,8 @@
 // Threading: keyFor, bridgeIfPending, beforeDriverCall and joinAllOwned run
 // on the owner thread; proxyOf, noteIssued and contextOf on any thread (the
 // launch thread included); the context-end calls on the thread making the
-// program's call. keyFor
-// makes driver calls and takes a mutex the first time a pair is seen; the
-// others do not allocate. Never calls graft's wrappers.
+// program's call. keyFor makes driver calls and takes a mutex the first
+// time a pair is seen; nothing here allocates. Never calls graft's wrappers.
 #pragma once
 
 #include <cuda.h>
