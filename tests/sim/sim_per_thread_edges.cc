@@ -113,52 +113,14 @@ int captureScenario(int n) {
   return wrong;
 }
 
-int restPoolFreeScenario(int n) {
+int releaseScenario() {
   const simtest::DriverApi& pt = g_drv.perThread;
   const simtest::DriverApi& cu = g_drv.plain;
   CUfunction gate = simtest::libraryKernel3("sim_gate_per_thread_edges");
   volatile uint64_t* flag = hostFlag();
-  CUstream a, b;
-  SIM_CHECK(cu.cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
-  SIM_CHECK(cu.cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
-  CUdeviceptr q = simtest::zeroedBuffer(cu), scratch = simtest::zeroedBuffer(cu);
-  int wrong = 0;
-  for (int it = 1; it <= n; ++it) {
-    CUdeviceptr block = 0;
-    SIM_CHECK(cu.cuMemAllocAsync(&block, 64, a));
-    SIM_CHECK(cu.cuMemsetD32Async(block, 7, 2, a));
-    SIM_CHECK(cu.cuStreamSynchronize(a));
-    SIM_CHECK(simtest::launchAdd(pt, gate, CUdeviceptr(flag), scratch, uint64_t(it), nullptr));
-    SIM_CHECK(simtest::launchAdd(pt, g_add, q, block, 1, nullptr));  // q = *block + 1, after the gate
-    SIM_CHECK(pt.cuMemFreeAsync(block, nullptr));
-    CUdeviceptr reuse = 0;
-    SIM_CHECK(cu.cuMemAllocAsync(&reuse, 64, b));
-    SIM_CHECK(cu.cuMemsetD32Async(reuse, 999, 2, b));
-    SIM_CHECK(cu.cuStreamSynchronize(b));
-    *flag = uint64_t(it);
-    SIM_CHECK(cu.cuCtxSynchronize());
-    uint64_t got = 0;
-    SIM_CHECK(cu.cuMemcpyDtoH(&got, q, 8));
-    const uint64_t want = (uint64_t(7) << 32 | 7) + 1;
-    if (got != want && wrong++ < 5)
-      std::printf("sim_per_thread_edges rest-pool-free: step %d: q = %llx, expected %llx\n", it,
-                  (unsigned long long)got, (unsigned long long)want);
-    SIM_CHECK(cu.cuMemFreeAsync(reuse, b));
-  }
-  return wrong;
-}
-
-int releaseScenario() {
-  const simtest::DriverApi& pt = g_drv.perThread;
-  const simtest::DriverApi& cu = g_drv.plain;
-  CUfunction gate = simtest::libraryKernel3("sim_gate_per_thread");
-  void* host = nullptr;
-  SIM_CHECK(cu.cuMemAllocHost(&host, 64));
-  volatile uint64_t* flag = static_cast<volatile uint64_t*>(host);
-  *flag = 0;
   CUdeviceptr x = simtest::zeroedBuffer(cu);
   SIM_CHECK(simtest::launchAdd(pt, g_add, x, x, 1, nullptr));
-  SIM_CHECK(simtest::launchAdd(pt, gate, CUdeviceptr(host), x, 1, nullptr));  // runs once *flag >= 1
+  SIM_CHECK(simtest::launchAdd(pt, gate, CUdeviceptr(flag), x, 1, nullptr));  // runs once *flag >= 1
   SIM_CHECK(simtest::launchAdd(pt, g_add, x, x, 1, nullptr));
   CUdevice dev = 0;
   SIM_CHECK(cu.cuDeviceGet(&dev, 0));
@@ -174,9 +136,16 @@ int releaseScenario() {
   return 1;
 }
 
-int poolFreeScenario(int n) {
+// pool-free and rest-pool-free: each step a pool block (set on stream `a`)
+// is read on the per-thread stream, during another stream's capture or
+// behind a gate the host opens only after the rest of the step, then freed
+// there; stream `b` then allocates (the pool may hand out the same block)
+// and writes 999 into it.
+int poolFreeScenario(int n, bool behindGate) {
   const simtest::DriverApi& pt = g_drv.perThread;
   const simtest::DriverApi& cu = g_drv.plain;
+  CUfunction gate = simtest::libraryKernel3("sim_gate_per_thread_edges");
+  volatile uint64_t* flag = behindGate ? hostFlag() : nullptr;
   CUstream captured, a, b;
   SIM_CHECK(cu.cuStreamCreate(&captured, CU_STREAM_NON_BLOCKING));
   SIM_CHECK(cu.cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
@@ -188,22 +157,32 @@ int poolFreeScenario(int n) {
     SIM_CHECK(cu.cuMemAllocAsync(&block, 64, a));
     SIM_CHECK(cu.cuMemsetD32Async(block, 7, 2, a));
     SIM_CHECK(cu.cuStreamSynchronize(a));
-    SIM_CHECK(cu.cuStreamBeginCapture(captured, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
-    SIM_CHECK(simtest::launchAdd(cu, g_add, w, w, 1, captured));
-    SIM_CHECK(simtest::launchAdd(pt, g_add, q, block, 1, nullptr));  // q = *block + 1, runs now
-    CUgraph g = nullptr;
-    SIM_CHECK(cu.cuStreamEndCapture(captured, &g));
-    if (g) SIM_CHECK(cu.cuGraphDestroy(g));
-    SIM_CHECK(pt.cuMemFreeAsync(block, nullptr));  // after the kernel, in the stream's order
+    if (behindGate) {
+      SIM_CHECK(simtest::launchAdd(pt, gate, CUdeviceptr(flag), w, uint64_t(it), nullptr));
+      SIM_CHECK(simtest::launchAdd(pt, g_add, q, block, 1, nullptr));  // q = *block + 1, after the gate
+    } else {
+      SIM_CHECK(cu.cuStreamBeginCapture(captured, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+      SIM_CHECK(simtest::launchAdd(cu, g_add, w, w, 1, captured));
+      SIM_CHECK(simtest::launchAdd(pt, g_add, q, block, 1, nullptr));  // q = *block + 1, runs now
+      CUgraph g = nullptr;
+      SIM_CHECK(cu.cuStreamEndCapture(captured, &g));
+      if (g) SIM_CHECK(cu.cuGraphDestroy(g));
+    }
+    SIM_CHECK(pt.cuMemFreeAsync(block, nullptr));  // after the reader, in the stream's order
     CUdeviceptr reuse = 0;
     SIM_CHECK(cu.cuMemAllocAsync(&reuse, 64, b));
     SIM_CHECK(cu.cuMemsetD32Async(reuse, 999, 2, b));
+    if (behindGate) {
+      SIM_CHECK(cu.cuStreamSynchronize(b));
+      *flag = uint64_t(it);
+    }
     SIM_CHECK(cu.cuCtxSynchronize());
     uint64_t got = 0;
     SIM_CHECK(cu.cuMemcpyDtoH(&got, q, 8));
     const uint64_t want = (uint64_t(7) << 32 | 7) + 1;
     if (got != want && wrong++ < 5)
-      std::printf("sim_per_thread_edges pool-free: step %d: q = %llx, expected %llx\n", it, (unsigned long long)got,
+      std::printf("sim_per_thread_edges %s: step %d: q = %llx, expected %llx\n",
+                  behindGate ? "rest-pool-free" : "pool-free", it, (unsigned long long)got,
                   (unsigned long long)want);
     SIM_CHECK(cu.cuMemFreeAsync(reuse, b));
   }
@@ -230,9 +209,9 @@ int main(int argc, char** argv) {
   } else if (!std::strcmp(scenario, "release")) {
     wrong = releaseScenario();
   } else if (!std::strcmp(scenario, "pool-free")) {
-    wrong = poolFreeScenario(n);
+    wrong = poolFreeScenario(n, false);
   } else if (!std::strcmp(scenario, "rest-pool-free")) {
-    wrong = restPoolFreeScenario(n);
+    wrong = poolFreeScenario(n, true);
   } else if (!std::strcmp(scenario, "exit-gate")) {
     CUfunction gate = simtest::libraryKernel3("sim_gate_per_thread_edges");
     volatile uint64_t* flag = hostFlag();
