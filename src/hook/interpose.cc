@@ -131,7 +131,7 @@ GRAFT_COLD CUresult forwardPerThread(StreamKey key, bool mayHold, Real realFn, A
   }
   graph::PerThreadStreams::bridgeIfPending(key);
   const CUstream proxy = graph::PerThreadStreams::proxyOf(key);
-  if (!proxy) return realFn(a...);  // retired meanwhile (its context ended)
+  if (!proxy) return realFn(a...);  // not a handed-out key: cannot happen
   CUlaunchConfig config{};
   if (const CUlaunchConfig* c = firstOf<const CUlaunchConfig*>(a...)) {
     config = *c;
