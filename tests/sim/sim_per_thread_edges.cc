@@ -39,42 +39,28 @@ namespace {
 simtest::Driver g_drv;
 CUfunction g_add;
 
-// exit-read: what the static destructor reads, and what it must find.
-struct ExitReader {
+// exit-read and exit-gate: in a static destructor, which runs after graft's
+// exit handler, first opens the gate a kernel waits for (exit-gate), then
+// reads the result on the per-thread stream, which must be `expected`.
+struct ExitCheck {
+  const char* scenario = nullptr;
   CUcontext ctx = nullptr;
+  volatile uint64_t* gate = nullptr;
   CUdeviceptr result = 0;
   uint64_t expected = 0;
-  ~ExitReader() {
+  ~ExitCheck() {
     if (!result) return;
+    if (gate) *gate = 1;
     uint64_t got = 0;
     g_drv.plain.cuCtxSetCurrent(ctx);
     const CUresult r = g_drv.perThread.cuMemcpyDtoH(&got, result, 8);
-    std::printf("sim_per_thread_edges exit-read: read %llu in a static destructor (rc %d), expected %llu\n",
+    std::printf("sim_per_thread_edges %s: read %llu in a static destructor (rc %d), expected %llu\n", scenario,
                 (unsigned long long)got, int(r), (unsigned long long)expected);
     std::fflush(stdout);
     if (got != expected || r != CUDA_SUCCESS) _exit(1);
   }
 };
-ExitReader g_exitReader;  // constructed before graft starts, so destroyed after graft's exit handler
-
-// exit-gate: opens the gate a kernel waits for, then reads what followed it.
-struct ExitGate {
-  CUcontext ctx = nullptr;
-  volatile uint64_t* flag = nullptr;
-  CUdeviceptr result = 0;
-  ~ExitGate() {
-    if (!flag) return;
-    *flag = 1;
-    uint64_t got = 0;
-    g_drv.plain.cuCtxSetCurrent(ctx);
-    const CUresult r = g_drv.perThread.cuMemcpyDtoH(&got, result, 8);
-    std::printf("sim_per_thread_edges exit-gate: read %llu after opening the gate (rc %d), expected 2\n",
-                (unsigned long long)got, int(r));
-    std::fflush(stdout);
-    if (got != 2 || r != CUDA_SUCCESS) _exit(1);
-  }
-};
-ExitGate g_exitGate;
+ExitCheck g_exitCheck;  // constructed before graft starts, so destroyed after graft's exit handler
 
 // A pinned host flag a sim_gate kernel waits for (it runs once *flag >= its third parameter).
 volatile uint64_t* hostFlag() {
@@ -219,17 +205,15 @@ int main(int argc, char** argv) {
     SIM_CHECK(simtest::launchAdd(g_drv.perThread, g_add, x, x, 1, nullptr));
     SIM_CHECK(simtest::launchAdd(g_drv.perThread, gate, CUdeviceptr(flag), x, 1, nullptr));
     SIM_CHECK(simtest::launchAdd(g_drv.perThread, g_add, x, x, 1, nullptr));
-    g_exitGate.ctx = ctx;
-    g_exitGate.result = x;
-    g_exitGate.flag = flag;
+    g_exitCheck = {"exit-gate", ctx, flag, 0, 2};
+    g_exitCheck.result = x;  // last: a filled check runs at exit
   } else {
     const simtest::DriverApi& cu = g_drv.plain;
     CUdeviceptr x = simtest::zeroedBuffer(cu), result = simtest::zeroedBuffer(cu);
     for (int it = 0; it < n; ++it) SIM_CHECK(simtest::launchAdd(g_drv.perThread, g_add, x, x, 1, nullptr));
     SIM_CHECK(simtest::launchAdd(g_drv.perThread, g_add, result, x, 1000, nullptr));
-    g_exitReader.ctx = ctx;
-    g_exitReader.expected = uint64_t(n) + 1000;
-    g_exitReader.result = result;
+    g_exitCheck = {"exit-read", ctx, nullptr, 0, uint64_t(n) + 1000};
+    g_exitCheck.result = result;  // last: a filled check runs at exit
   }
   std::printf("sim_per_thread_edges %s: %d wrong, %d failed calls\n", scenario, wrong, simtest::failedCalls());
   return wrong || simtest::failedCalls() ? 1 : 0;
