@@ -247,7 +247,7 @@ void Engine::countDormant(StreamKey stream) {
   ++ops_total_;
   ++event_epoch_;  // its records are not tracked
   countStream(stream);
-  ++stats_.eagerByCause[size_t(EagerCause::Dormant)];
+  ++stats_.eagerByCause[size_t(rest_cause_)];
   drainLaunches();  // none can be pending in a rest; kept for the rule that every op does it
 }
 
@@ -805,23 +805,48 @@ void Engine::recordEagerOp(const OpDesc& op, bool boundary) {
   history_.pushOp(op, hash, boundary);
   if (boundary) ++boundary_generation_;
   feedDetector(hash, 1, boundary);
-  if (dormant_after_ops_ && ++recorded_since_build_ >= dormant_after_ops_) restIfNothingRepeats();
+  if (!dormant_after_ops_) return;
+  if (++recorded_since_build_ >= dormant_after_ops_) restIfNothingRepeats();
+  if (ops_total_ - interleave_.startOps >= kInterleaveWindowOps) restIfThreadsInterleave();
 }
 
 void Engine::restIfNothingRepeats() {
   recorded_since_build_ = 0;
   if (segments_.live() != 0 || !held_.empty()) return;
-  const uint64_t restOps = 4 * dormant_after_ops_;
-  dormant_until_ = ops_total_ + restOps;
+  rest(EagerCause::Dormant);
+  if (rests_++ == 0)
+    GRAFT_INFO("no op sequence worth a graph repeated in {} ops: resting (only counting) for the next {} "
+               "ops, then looking again (GRAFT_DORMANT_AFTER_OPS)", dormant_after_ops_, 4 * dormant_after_ops_);
+  else
+    GRAFT_DEBUG("resting again for {} ops (rest #{})", 4 * dormant_after_ops_, rests_);
+}
+
+void Engine::restIfThreadsInterleave() {
+  const uint64_t ops = ops_total_ - interleave_.startOps;
+  const uint64_t viaGraph = stats_.opsViaGraph - interleave_.startViaGraph;
+  const uint64_t switches = interleave_.switches;
+  interleave_ = {ops_total_, stats_.opsViaGraph, 0};
+  if (dormant() || !held_.empty() || switches * kOpsPerThreadSwitch < ops || viaGraph * 2 >= ops) return;
+  // Graph launches may be queued: every op of the rest drains them first
+  // (countDormant), so none is overtaken.
+  rest(EagerCause::ThreadsInterleave);
+  if (interleave_rests_++ == 0)
+    GRAFT_INFO("threads issue ops at the same time ({} switches between threads in the last {} ops, {} of "
+               "them through graphs): resting (only counting) for the next {} ops, then looking again "
+               "(GRAFT_DORMANT_AFTER_OPS)", switches, ops, viaGraph, 4 * dormant_after_ops_);
+  else
+    GRAFT_DEBUG("threads interleave: resting again for {} ops (rest #{})", 4 * dormant_after_ops_,
+                interleave_rests_);
+}
+
+void Engine::rest(EagerCause cause) {
+  recorded_since_build_ = 0;
+  dormant_until_ = ops_total_ + 4 * dormant_after_ops_;
+  rest_cause_ = cause;
   // What runs during the rest is not seen: no period may span it.
   detector_.reset();
   num_candidates_ = 0;
   last_mismatch_ = {};
-  if (rests_++ == 0)
-    GRAFT_INFO("no op sequence worth a graph repeated in {} ops: resting (only counting) for the next {} "
-               "ops, then looking again (GRAFT_DORMANT_AFTER_OPS)", dormant_after_ops_, restOps);
-  else
-    GRAFT_DEBUG("resting again for {} ops (rest #{})", restOps, rests_);
 }
 
 void Engine::pushBoundaryToken(uint64_t hash) {

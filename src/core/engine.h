@@ -110,6 +110,16 @@ class Engine {
   // ends by itself after a fixed number of ops.
   bool dormant() const { return ops_total_ < dormant_until_; }
   void countDormant(StreamKey stream);
+  // The thread that submits the next op, as a nonzero token per thread: the
+  // engine counts switches between threads, and rests when threads issue
+  // ops at the same time and little goes through graphs (their interleaving
+  // changes from run to run, so nothing repeats, and recording every op
+  // under the lock would only slow them down). Off the fast lane.
+  void noteSubmitter(uint32_t thread) {
+    if (thread == last_submitter_) return;
+    last_submitter_ = thread;
+    ++interleave_.switches;
+  }
 
   // The host is about to wait for or observe the GPU (synchronize, synchronous
   // copy, free): issues everything held. Recurs as a segment boundary.
@@ -221,6 +231,12 @@ class Engine {
   void issueHeldEagerly(const OpDesc& op, EagerCause cause);
   void recordEagerOp(const OpDesc& op, bool boundary);
   void restIfNothingRepeats();
+  // At the end of each window of kInterleaveWindowOps ops: rests when the
+  // window had a switch between threads at least every kOpsPerThreadSwitch
+  // ops and less than half of its ops went through graphs.
+  void restIfThreadsInterleave();
+  // Starts a rest (dormant()); `cause` is what its ops are counted as.
+  void rest(EagerCause cause);
   void pushBoundaryToken(uint64_t hash);
   void feedDetector(uint64_t tokenHash, uint64_t ops, bool boundary);
   void buildFromPeriod(const PeriodDetector::Confirmation& confirmed);
@@ -311,6 +327,19 @@ class Engine {
   uint64_t recorded_since_build_ = 0;   // ops recorded since a segment was last built or a rest ended
   uint64_t dormant_until_ = 0;          // ops_total_ at which the current rest ends (see dormant())
   uint64_t rests_ = 0;
+  EagerCause rest_cause_ = EagerCause::Dormant;  // of the current or last rest
+  // Threads that interleave (noteSubmitter): the current window's start (in
+  // ops_total_ and stats_.opsViaGraph) and its switches between threads.
+  struct InterleaveWindow {
+    uint64_t startOps = 0;
+    uint64_t startViaGraph = 0;
+    uint64_t switches = 0;
+  };
+  static constexpr uint64_t kInterleaveWindowOps = 4096;
+  static constexpr uint64_t kOpsPerThreadSwitch = 8;
+  uint32_t last_submitter_ = 0;
+  InterleaveWindow interleave_;
+  uint64_t interleave_rests_ = 0;
   std::vector<uint32_t> patch_;
   std::vector<FailedLaunch> failed_launches_;
   struct Deferred {

@@ -86,7 +86,10 @@ enum class OpKind : uint8_t {
     "(for example cuDNN's single-pass batch-norm kernels): from then on they run eagerly at their position") \
   X(Dormant, "dormant",                                                                                    \
     "graft had no graph and nothing had repeated for `GRAFT_DORMANT_AFTER_OPS` ops: it only counted these " \
-    "ops, then looked again")
+    "ops, then looked again")                                                                              \
+  X(ThreadsInterleave, "threads_interleave",                                                               \
+    "threads issued ops at the same time, so their order changed from run to run and little went through " \
+    "graphs: graft only counted these ops (a rest as for `dormant`), then looked again")
 
 #define GRAFT_ENUM_MEMBER(name, text, doc) name,
 enum class EagerCause : uint8_t { None, GRAFT_EAGER_CAUSES(GRAFT_ENUM_MEMBER) Count };

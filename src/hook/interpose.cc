@@ -433,6 +433,7 @@ template <ApiId Id, int PT, typename Real, typename... A>
   if constexpr (IsKernelLaunch<Id>) {
     if (holdIfExpected<Id, PT>(rt, a...)) return CUDA_SUCCESS;
   }
+  rt.engine().noteSubmitter(submitterToken());
   const OpDesc* op;
   core::OpDesc expected;  // see OpEncoder::setExpected
   {

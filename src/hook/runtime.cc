@@ -22,6 +22,15 @@ extern char** environ;
 namespace graft::hook {
 
 thread_local constinit bool t_inGraft __attribute__((tls_model("initial-exec"))) = false;
+thread_local constinit uint32_t t_submitter __attribute__((tls_model("initial-exec"))) = 0;
+
+GRAFT_COLD uint32_t firstSubmitterToken() {
+  static std::atomic<uint32_t> next{0};
+  uint32_t t = next.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (t == 0) t = next.fetch_add(1, std::memory_order_relaxed) + 1;  // after 2^32 threads
+  t_submitter = t;
+  return t;
+}
 
 // The launch counter must stay in the Runtime's first line (runtime.h).
 static_assert(sizeof(graph::KernelRegistry) <= 40);

@@ -110,4 +110,13 @@ bool insideGraft(const void* address);
 // constinit: no dynamic initialization, so no TLS wrapper call per access.
 extern thread_local constinit bool t_inGraft __attribute__((tls_model("initial-exec")));
 
+// A nonzero number per thread that submits ops (core::Engine::noteSubmitter),
+// given on its first call. Any thread; no allocation.
+extern thread_local constinit uint32_t t_submitter __attribute__((tls_model("initial-exec")));
+uint32_t firstSubmitterToken();
+inline uint32_t submitterToken() {
+  const uint32_t t = t_submitter;
+  return t ? t : firstSubmitterToken();
+}
+
 }  // namespace graft::hook
