@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Twenty-third session: libtorch C++ programs under graft, and threads that
+# launch at the same time (graft rests instead of recording every op).
+#   OUT=dir scripts/gpu-session23.sh BUILD libtorch [ROUNDS]
+#       tests/gpu/check_libtorch.py: every libtorch_train case eager and under
+#       libgraft.so, losses bitwise, then ROUNDS timing rounds of eager, graft
+#       and the floor; the built program is left in $OUT/libtorch_train
+#   OUT=dir scripts/gpu-session23.sh BUILD threads [ROUNDS] [STEPS]
+#       libtorch_train threads (two training threads at once): eager,
+#       libgraft_old.so and libgraft.so in interleaved rounds, ms/step
+#   OUT=dir scripts/gpu-session23.sh BUILD check [CASES]
+#       PyTorch losses bitwise (check_losses.py, default CASES
+#       mlp,gpt,sidestream,gan,ddp) and the traps where threads launch
+#       (threads, cross_thread_event, capture_other_thread, pt_threads) under
+#       libgraft.so, with coverage
+# Tables last.
+B=${1:-.gpu/build}; PART=${2:-libtorch}; O=/tmp/s23-$PART; rm -rf $O; mkdir -p $O
+BA=$(cd "$B" && pwd)
+export PYTHONUNBUFFERED=1 CUBLAS_WORKSPACE_CONFIG=:4096:8
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+lscpu | grep -E "Model name" | tr -s ' '
+bin() {  # the libtorch program: carried in BUILD, else built here
+  if [ -x "$BA/tests/gpu/libtorch_train" ]; then echo "$BA/tests/gpu/libtorch_train"; return; fi
+  python3 tests/gpu/check_libtorch.py --libgraft "$BA/src/libgraft.so" --build-dir /tmp/s23-bin --cases mlp --steps 5 \
+    --warmup 0 --out /tmp/s23-probe > /tmp/s23-probe.txt 2>&1 || { cat /tmp/s23-probe.txt >&2; exit 1; }
+  echo /tmp/s23-bin/libtorch_train
+}
+if [ "$PART" = libtorch ]; then
+  BIN=$(bin); [ -n "${OUT:-}" ] && cp "$BIN" "$OUT/"
+  python3 tests/gpu/check_libtorch.py --libgraft "$BA/src/libgraft.so" --bin "$BIN" --out $O --rounds "${3:-3}" | sed -n '/=== RESULT ===/,$p'
+elif [ "$PART" = threads ]; then
+  BIN=$(bin); ROUNDS=${3:-3}; STEPS=${4:-300}
+  for r in $(seq 1 $ROUNDS); do
+    for v in eager libgraft_old.so libgraft.so; do
+      pre=(); [ $v != eager ] && pre=(env LD_PRELOAD=$BA/src/$v GRAFT_LOG_LEVEL=warn GRAFT_STATS=$O/stats.json)
+      x=$("${pre[@]}" "$BIN" threads --steps $STEPS --warmup 30 --losses $O/$v.losses | sed -n 's/.*steps, \([0-9.]*\) ms.*/\1/p')
+      cov=-; [ $v != eager ] && cov=$(python3 -c "import json; d=json.load(open('$O/stats.json'))['replay']; print(d['coverage_pct'], d.get('fallbacks', {}).get('threads_interleave', 0))")
+      same=$(cmp -s $O/eager.losses $O/$v.losses && echo EQUAL || echo DIFFERS)
+      echo "round $r $v $x $same $cov" | tee -a $O/threads.txt
+    done
+  done
+  python3 - $O/threads.txt <<'PY'
+import collections, statistics, sys
+runs = collections.OrderedDict()
+for line in open(sys.argv[1]):
+    _, r, v, ms, same, *cov = line.split()
+    runs.setdefault(v, []).append((float(ms), same, " ".join(cov)))
+eager = statistics.median(m for m, _, _ in runs["eager"])
+print("| variant | ms/step, median [rounds] | eager / variant | losses | coverage %, threads_interleave ops |")
+print("|---|---|---|---|---|")
+for v, xs in runs.items():
+    med = statistics.median(m for m, _, _ in xs)
+    print("| %s | %.3f [%s] | %.2fx | %s | %s |" % (v, med, ", ".join("%.3f" % m for m, _, _ in xs), eager / med,
+          "/".join(sorted(set(s for _, s, _ in xs))), "; ".join(c for _, _, c in xs)))
+PY
+elif [ "$PART" = check ]; then
+  CASES=${3:-mlp,gpt,sidestream,gan,ddp}
+  python3 tests/gpu/check_traps.py --traps $BA/tests/gpu/traps --traps $BA/tests/gpu/traps_per_thread \
+    --libgraft $BA/src/libgraft.so --scenarios threads,cross_thread_event,capture_other_thread,pt_threads,pt_loop \
+    --out $O/traps | sed -n '/=== RESULT ===/,$p'
+  python3 tests/gpu/check_losses.py --libgraft $BA/src/libgraft.so --cases $CASES --steps 300 --out $O/losses \
+    | sed -n '/=== RESULT ===/,$p'
+fi
