@@ -13,6 +13,11 @@
 #       mlp,gpt,sidestream,gan,ddp) and the traps where threads launch
 #       (threads, cross_thread_event, capture_other_thread, pt_threads) under
 #       libgraft.so, with coverage
+#   OUT=dir scripts/gpu-session23.sh BUILD twogpu [CASES]
+#       on a machine with two GPUs: the two_devices and two_contexts traps (not
+#       when CASES is given) and
+#       PyTorch CASES (default pipeline2,ddp,ddp2: the MLP split over both GPUs,
+#       DDP in one process, DDP over both GPUs), losses bitwise, under libgraft.so
 # Tables last.
 B=${1:-.gpu/build}; PART=${2:-libtorch}; O=/tmp/s23-$PART; rm -rf $O; mkdir -p $O
 BA=$(cd "$B" && pwd)
@@ -53,6 +58,13 @@ for v, xs in runs.items():
     print("| %s | %.3f [%s] | %.2fx | %s | %s |" % (v, med, ", ".join("%.3f" % m for m, _, _ in xs), eager / med,
           "/".join(sorted(set(s for _, s, _ in xs))), "; ".join(c for _, _, c in xs)))
 PY
+elif [ "$PART" = twogpu ]; then
+  nvidia-smi -L
+  [ "${3:-}" ] || python3 tests/gpu/check_traps.py --traps $BA/tests/gpu/traps --libgraft $BA/src/libgraft.so \
+    --scenarios two_devices,two_contexts --out $O/traps | sed -n '/=== RESULT ===/,$p'
+  python3 tests/gpu/check_losses.py --libgraft $BA/src/libgraft.so --cases ${3:-pipeline2,ddp,ddp2} --steps 300 --out $O/losses \
+    | sed -n '/=== RESULT ===/,$p'
+  grep -h "fallback\|could not\|warn" $O/losses/pipeline2.graftlog.txt 2>/dev/null | sort | uniq -c | sort -rn | head -12
 elif [ "$PART" = check ]; then
   CASES=${3:-mlp,gpt,sidestream,gan,ddp}
   python3 tests/gpu/check_traps.py --traps $BA/tests/gpu/traps --traps $BA/tests/gpu/traps_per_thread \

@@ -28,7 +28,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as H  # noqa: E402
-from workloads import CASES, COMPILE_CASES  # noqa: E402
+from workloads import CASES, COMPILE_CASES, TWO_GPU_CASES  # noqa: E402
 
 
 def main():
@@ -71,7 +71,10 @@ def main():
         if H.skipped(eager):
             line = H.last_lines(eager["output_tail"], 1)
             print("check_losses: skipped: %s" % (line[0] if line else "workloads.py exited 77"))
-            return 77
+            if case not in TWO_GPU_CASES:
+                return 77  # no torch or no GPU: nothing can run
+            results.append({"case": case, "verdict": "SKIP", "why": line[0] if line else "exit 77"})
+            continue
         if lib_err is None:
             lib_err = H.check_libgraft(libgraft) or ""
         if lib_err:
@@ -123,6 +126,12 @@ def main():
     print("=== RESULT ===")
     print("check_losses: %d steps per run, %s vs LD_PRELOAD=libgraft GRAFT_MODE=graph" % (
         args.steps, "eager" if args.mode == "eager" else "torch.compile(mode=\"reduce-overhead\")"))
+    skipped = [r["case"] for r in results if r["verdict"] == "SKIP"]
+    results = [r for r in results if r["verdict"] != "SKIP"]
+    if skipped:
+        print("  skipped (need two GPUs): %s" % ", ".join(skipped))
+    if not results:
+        return 77
     rows = []
     for r in results:
         gs = r.get("graft_summary") or {}

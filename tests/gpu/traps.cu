@@ -1757,6 +1757,67 @@ void twoContexts() {
   CKD(cuCtxDestroy(second));
 }
 
+// Two GPUs driven from one thread (needs two; with one it prints one line, the
+// same with and without graft). Each step: kernels on GPU 0's stream, the
+// result copied to GPU 1 by cudaMemcpyPeerAsync on GPU 0's stream, an event
+// recorded there that GPU 1's stream waits on, kernels on GPU 1 (one reads
+// GPU 0's memory directly, peer access on), the result copied back by
+// cudaMemcpyAsync (device to device across GPUs) on GPU 1's stream, whose
+// event GPU 0's stream waits on before the next step. Device switches
+// (cudaSetDevice) every few ops; every 100th step a checkpoint reads both.
+void twoDevices() {
+  int devices = 0;
+  CK(cudaGetDeviceCount(&devices));
+  if (devices < 2) {
+    print("one_device", 0, 0);
+    return;
+  }
+  int canAccess = 0;
+  CK(cudaDeviceCanAccessPeer(&canAccess, 1, 0));
+  cudaStream_t s[2];
+  cudaEvent_t done[2];
+  uint32_t *a[2], *b[2];
+  for (int d = 0; d < 2; ++d) {
+    CK(cudaSetDevice(d));
+    s[d] = nonBlockingStream();
+    CK(cudaEventCreateWithFlags(&done[d], cudaEventDisableTiming));
+    a[d] = deviceBuffer(140 + d);
+    b[d] = deviceBuffer(150 + d);
+  }
+  CK(cudaSetDevice(1));
+  if (canAccess) CK(cudaDeviceEnablePeerAccess(0, 0));
+  for (int i = 0; i < g_iters; ++i) {
+    CK(cudaSetDevice(0));
+    if (i > 0) CK(cudaStreamWaitEvent(s[0], done[1], 0));
+    mix<<<kGrid, kBlock, 0, s[0]>>>(b[0], a[0], kN, uint32_t(i));
+    mix<<<kGrid, kBlock, 0, s[0]>>>(a[0], b[0], kN, uint32_t(i) * 3u);
+    CKL();
+    CK(cudaMemcpyPeerAsync(a[1], 1, a[0], 0, kN * 4, s[0]));
+    CK(cudaEventRecord(done[0], s[0]));
+    CK(cudaSetDevice(1));
+    CK(cudaStreamWaitEvent(s[1], done[0], 0));
+    mix<<<kGrid, kBlock, 0, s[1]>>>(b[1], a[1], kN, uint32_t(i) + 5);
+    if (canAccess) mix2<<<kGrid, kBlock, 0, s[1]>>>(a[1], b[1], b[0], kN, uint32_t(i));  // b[0] on GPU 0
+    else mix<<<kGrid, kBlock, 0, s[1]>>>(a[1], b[1], kN, uint32_t(i));
+    CKL();
+    CK(cudaMemcpyAsync(b[0], a[1], kN * 4, cudaMemcpyDeviceToDevice, s[1]));
+    CK(cudaEventRecord(done[1], s[1]));
+    if (i % 100 == 99) {
+      CK(cudaStreamSynchronize(s[1]));
+      print("gpu1", i, deviceDigest(a[1], kN * 4));
+      CK(cudaSetDevice(0));
+      print("gpu0", i, deviceDigest(b[0], kN * 4));
+    }
+  }
+  for (int d = 0; d < 2; ++d) {
+    CK(cudaSetDevice(d));
+    CK(cudaDeviceSynchronize());
+  }
+  CK(cudaSetDevice(0));
+  print("end", 0, deviceDigest(a[0], kN * 4) ^ deviceDigest(b[0], kN * 4) ^ deviceDigest(a[1], kN * 4) ^
+                      deviceDigest(b[1], kN * 4));
+}
+
 // Library-style kernels: CUB's radix sort (several kernels whose parameter
 // structs are large templates), inclusive scan and reduction, every step, on
 // preallocated temporary storage, between kernels of the program's own.
@@ -2060,7 +2121,7 @@ constexpr Scenario kScenarios[] = {
     {"cub_algorithms", cubAlgorithms},   {"texture_object", textureObject},
     {"launch_attributes", launchAttributes}, {"green_context", greenContext},
     {"capture_other_thread", captureOtherThread}, {"unaligned_copies", unalignedCopies},
-    {"pool_max_size", poolMaxSize},
+    {"pool_max_size", poolMaxSize},      {"two_devices", twoDevices},
 };
 
 }  // namespace

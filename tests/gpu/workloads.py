@@ -54,7 +54,10 @@ os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 # sync per token; a DataLoader with worker processes and a pin-memory thread).
 ISSUE_CASES = ["mlp", "mlp_item", "gpt", "amp", "sidestream", "lastbatch", "partgraph", "gemm"]
 OTHER_CASES = ["cnn", "lstm", "dynamic", "accum", "inductor_mlp", "inductor_gpt", "sdpa", "ddp",
-               "vit", "diffusion", "gan", "expandable", "decode", "loader"]
+               "vit", "diffusion", "gan", "expandable", "decode", "loader", "pipeline2", "ddp2"]
+# Cases that need two GPUs: with one, workloads.py exits 77 for them (check_losses.py
+# reports them skipped and goes on).
+TWO_GPU_CASES = ("pipeline2", "ddp2")
 CASES = ISSUE_CASES + OTHER_CASES
 # Loops whose host reads results that steer what it launches next (sizes from nonzero):
 # the floor and match modes drop kernels, so those reads are garbage and the loop breaks.
@@ -889,6 +892,73 @@ class DDPWorkload(ClassifierWorkload):
             os.unlink(self.store_path)
 
 
+class Pipeline2Workload(ClassifierWorkload):
+    """The MLP (with dropout) split over two GPUs, as model parallelism does: its first
+    four layers on cuda:0, the other four and the loss on cuda:1. Every step copies the
+    activations to cuda:1 and their gradient back (device-to-device copies between the
+    GPUs), the main thread's forward pass switches devices, backward runs on each device's
+    autograd thread in turn, and AdamW (foreach) steps parameters on both. `.item()` every
+    10th step. Needs two GPUs."""
+
+    def setup(self, mode="eager"):
+        self.dev1 = torch.device(DEVICE, 1)
+        self.part0 = MLP(self.din, self.hidden, self.hidden, layers=4, dropout=0.1).to(self.dev)
+        self.part1 = MLP(self.hidden, self.hidden, self.nout, layers=4, dropout=0.1).to(self.dev1)
+        params = list(self.part0.parameters()) + list(self.part1.parameters())
+        self.opt = torch.optim.AdamW(params, lr=1e-3, weight_decay=0.01, foreach=True)
+
+    def loss_of(self, x, y):
+        h = torch.relu(self.part0(x)).to(self.dev1)
+        return F.cross_entropy(self.part1(h), y.to(self.dev1))
+
+    def step(self, i):
+        loss = super().step(i)
+        if i % 10 == 9:
+            loss.item()
+        return loss
+
+
+class DDP2Workload(DDPWorkload):
+    """The DDP MLP over two GPUs, one process each: this process (rank 0, cuda:0) starts
+    rank 1 (this script again, on cuda:1, in the same environment, so under graft too when
+    this one is) and both train on different data; every step NCCL all-reduces the
+    gradient buckets between the GPUs. Rank 0's losses are recorded. Needs two GPUs."""
+
+    def setup(self, mode="eager"):
+        import subprocess
+        import tempfile
+        import torch.distributed as dist
+        self.dist = dist
+        self.peer = None
+        rank = self.args.ddp_rank
+        self.gen.manual_seed(1234 + rank)
+        if rank == 0:
+            fd, self.store_path = tempfile.mkstemp(prefix="graft_ddp2_store.")
+            os.close(fd)
+            os.unlink(self.store_path)
+            self.peer = subprocess.Popen([sys.executable, os.path.abspath(__file__), "ddp2", "--steps",
+                                          str(self.args.steps), "--warmup", str(self.args.warmup),
+                                          "--ddp-rank", "1", "--ddp-store", self.store_path])
+        else:
+            self.store_path = self.args.ddp_store
+        dist.init_process_group("nccl", init_method="file://" + self.store_path, rank=rank, world_size=2,
+                                device_id=self.dev)
+        model = MLP(self.din, self.hidden, self.nout, layers=8, dropout=0.1).to(self.dev)
+        self.model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[self.dev.index],
+                                                               bucket_cap_mb=1)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
+        self.fwd = self.model
+
+    def finish(self):
+        self.dist.destroy_process_group()
+        if self.peer is not None:
+            rc = self.peer.wait(timeout=120)
+            if os.path.exists(self.store_path):
+                os.unlink(self.store_path)
+            if rc != 0:
+                raise RuntimeError("ddp2: rank 1 exited with %d" % rc)
+
+
 class ViTWorkload(CNNWorkload):
     """A small Vision Transformer on 32x32 images: a Conv2d patch embedding (4x4 patches),
     a class token and position embedding joined by torch.cat, 4 pre-norm blocks whose
@@ -1178,6 +1248,8 @@ WORKLOADS = {
     "expandable": ExpandableWorkload,
     "decode": DecodeWorkload,
     "loader": LoaderWorkload,
+    "pipeline2": Pipeline2Workload,
+    "ddp2": DDP2Workload,
 }
 
 
@@ -1325,6 +1397,8 @@ def main():
     ap.add_argument("--interleave", default=None, help="graft modes to time interleaved in this process")
     ap.add_argument("--cycles", type=int, default=30)
     ap.add_argument("--block", type=int, default=20)
+    ap.add_argument("--ddp-rank", type=int, default=0, help=argparse.SUPPRESS)  # ddp2's second process
+    ap.add_argument("--ddp-store", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     interleave = args.interleave.split(",") if args.interleave else []
     if interleave:
@@ -1379,6 +1453,9 @@ def main():
     if not torch.cuda.is_available():
         print("workloads: skipped: no CUDA device visible to torch %s" % torch.__version__)
         return 77
+    if args.case in TWO_GPU_CASES and torch.cuda.device_count() < 2:
+        print("workloads: skipped: %s needs two GPUs, torch sees %d" % (args.case, torch.cuda.device_count()))
+        return 77
     build_models()
 
     torch.use_deterministic_algorithms(True)
@@ -1388,7 +1465,9 @@ def main():
     torch.backends.cudnn.allow_tf32 = False
     torch.manual_seed(0)
     torch.cuda.manual_seed_all(0)
-    dev = torch.device(DEVICE, 0)
+    dev = torch.device(DEVICE, args.ddp_rank)
+    if args.ddp_rank:
+        torch.cuda.set_device(dev)
     torch.zeros(1, device=dev)  # create the context
     torch.cuda.synchronize()
     used_init = device_used()
