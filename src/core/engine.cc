@@ -831,9 +831,9 @@ void Engine::restIfThreadsInterleave() {
   // (countDormant), so none is overtaken.
   rest(EagerCause::ThreadsInterleave);
   if (interleave_rests_++ == 0)
-    GRAFT_INFO("threads issue ops at the same time ({} switches between threads in the last {} ops, {} of "
-               "them through graphs): resting (only counting) for the next {} ops, then looking again "
-               "(GRAFT_DORMANT_AFTER_OPS)", switches, ops, viaGraph, 4 * dormant_after_ops_);
+    GRAFT_INFO("threads issue ops at the same time (in the last {} ops, {} switches between threads and {} "
+               "ops through graphs): resting (only counting) for the next {} ops, then looking again "
+               "(GRAFT_DORMANT_AFTER_OPS)", ops, switches, viaGraph, 4 * dormant_after_ops_);
   else
     GRAFT_DEBUG("threads interleave: resting again for {} ops (rest #{})", 4 * dormant_after_ops_,
                 interleave_rests_);
