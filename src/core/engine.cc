@@ -249,6 +249,8 @@ void Engine::countDormant(StreamKey stream) {
   countStream(stream);
   ++stats_.eagerByCause[size_t(rest_cause_)];
   drainLaunches();  // none can be pending in a rest; kept for the rule that every op does it
+  if (rest_cause_ == EagerCause::ThreadsInterleave && ops_total_ - interleave_.startOps >= kInterleaveWindowOps)
+    endRestIfThreadsCalm();
 }
 
 GRAFT_HOT void Engine::completeIssued(const OpDesc& op, bool succeeded) {
@@ -822,13 +824,15 @@ void Engine::restIfNothingRepeats() {
 }
 
 void Engine::restIfThreadsInterleave() {
+  if (!held_.empty()) return;  // judged at the next op recorded with nothing held
   const uint64_t ops = ops_total_ - interleave_.startOps;
-  const uint64_t viaGraph = stats_.opsViaGraph - interleave_.startViaGraph;
+  // (opsViaGraph falls when a graph launch failed: then no rest.)
+  const uint64_t viaGraph = stats_.opsViaGraph - std::min(stats_.opsViaGraph, interleave_.startViaGraph);
   const uint64_t switches = interleave_.switches;
   interleave_ = {ops_total_, stats_.opsViaGraph, 0};
-  if (dormant() || !held_.empty() || switches * kOpsPerThreadSwitch < ops || viaGraph * 2 >= ops) return;
-  // Graph launches may be queued: every op of the rest drains them first
-  // (countDormant), so none is overtaken.
+  if (dormant() || switches * kOpsPerThreadSwitch < ops || viaGraph * 2 >= ops) return;
+  // Nothing is held, and submit() drained the queued graph launches before
+  // this op was issued; the rest's ops drain them too (countDormant).
   rest(EagerCause::ThreadsInterleave);
   if (interleave_rests_++ == 0)
     GRAFT_INFO("threads issue ops at the same time (in the last {} ops, {} switches between threads and {} "
@@ -837,6 +841,15 @@ void Engine::restIfThreadsInterleave() {
   else
     GRAFT_DEBUG("threads interleave: resting again for {} ops (rest #{})", 4 * dormant_after_ops_,
                 interleave_rests_);
+}
+
+void Engine::endRestIfThreadsCalm() {
+  const uint64_t ops = ops_total_ - interleave_.startOps;
+  const uint64_t switches = interleave_.switches;
+  interleave_ = {ops_total_, stats_.opsViaGraph, 0};
+  if (switches * kOpsPerThreadSwitch >= ops) return;
+  dormant_until_ = ops_total_;  // the next op is looked at again
+  GRAFT_DEBUG("threads no longer issue ops at the same time ({} switches in {} ops): rest ended", switches, ops);
 }
 
 void Engine::rest(EagerCause cause) {

@@ -114,7 +114,8 @@ class Engine {
   // engine counts switches between threads, and rests when threads issue
   // ops at the same time and little goes through graphs (their interleaving
   // changes from run to run, so nothing repeats, and recording every op
-  // under the lock would only slow them down). Off the fast lane.
+  // under the lock would only slow them down), until they stop. Off the
+  // fast lane; also called for ops counted in a rest.
   void noteSubmitter(uint32_t thread) {
     if (thread == last_submitter_) return;
     last_submitter_ = thread;
@@ -235,6 +236,10 @@ class Engine {
   // window had a switch between threads at least every kOpsPerThreadSwitch
   // ops and less than half of its ops went through graphs.
   void restIfThreadsInterleave();
+  // During a rest for interleaved threads, at the end of each window: ends
+  // the rest when the window no longer had a switch every kOpsPerThreadSwitch
+  // ops (the threads stopped issuing ops at the same time).
+  void endRestIfThreadsCalm();
   // Starts a rest (dormant()); `cause` is what its ops are counted as.
   void rest(EagerCause cause);
   void pushBoundaryToken(uint64_t hash);

@@ -425,6 +425,7 @@ template <ApiId Id, int PT, typename Real, typename... A>
     if constexpr (apiInfo(Id).klass == ApiClass::Launch)
       ++rt.kernels().get(firstOf<CUfunction>(a...)).launches;
     const StreamKey key = streamOfCall<Id, PT>(a...);
+    rt.engine().noteSubmitter(submitterToken());  // a rest for interleaved threads ends when they stop
     rt.engine().countDormant(key);
     const bool mayHold = rt.engine().mayHold();
     lock.unlock();

@@ -12,9 +12,12 @@
 //              pass): the order repeats, graphs apply.
 // Every thread's ops form one dependent chain (x = x + k), checked at the end
 // and every --check-every iterations by a stream synchronize and a
-// synchronous copy.
+// synchronous copy. --solo S: after the threads end, the main thread runs S
+// iterations of the same loop alone (graft must go back to its graphs once
+// the threads stop, not rest on).
 //   sim_threads_interleave [--order random|alternate|handoff] [--threads N]
-//                          [--iterations M] [--ops K] [--check-every C] [--expect-graphs PCT]
+//                          [--iterations M] [--ops K] [--check-every C] [--solo S]
+//                          [--expect-graphs PCT]
 // Exit 1 on a wrong value or (--expect-graphs) too few effects from graphs.
 #include <condition_variable>
 #include <cstdint>
@@ -93,7 +96,7 @@ struct Worker {
     uint64_t expected = 0;
     for (uint64_t it = 1; it <= iterations; ++it) {
       for (uint64_t k = 0; k < opsPerIteration; ++k) {
-        turns->await(id);
+        if (turns) turns->await(id);
         // x and y take turns being the destination; the value chains through both.
         const uint64_t add1 = it * 7 + k + uint64_t(id);
         SIM_CHECK(k % 2 == 0 ? simtest::launchAdd(cu, add, y, x, add1, s) : simtest::launchAdd(cu, add, x, y, add1, s));
@@ -109,7 +112,7 @@ struct Worker {
             ok = false;
           }
         }
-        turns->pass(id, last);
+        if (turns) turns->pass(id, last);
       }
     }
     SIM_CHECK(cu.cuStreamSynchronize(s));
@@ -121,7 +124,7 @@ struct Worker {
 int main(int argc, char** argv) {
   Order order = Order::Random;
   int threads = 2;
-  uint64_t iterations = 400, ops = 8, checkEvery = 50, expectPct = 0;
+  uint64_t iterations = 400, ops = 8, checkEvery = 50, expectPct = 0, solo = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (i + 1 >= argc) {
@@ -143,9 +146,10 @@ int main(int argc, char** argv) {
     else if (a == "--ops") ops = std::strtoull(v, nullptr, 10);
     else if (a == "--check-every") checkEvery = std::strtoull(v, nullptr, 10);
     else if (a == "--expect-graphs") expectPct = std::strtoull(v, nullptr, 10);
+    else if (a == "--solo") solo = std::strtoull(v, nullptr, 10);
     else {
       std::printf("usage: sim_threads_interleave [--order random|alternate|handoff] [--threads N] "
-                  "[--iterations M] [--ops K] [--check-every C] [--expect-graphs PCT]\n");
+                  "[--iterations M] [--ops K] [--check-every C] [--solo S] [--expect-graphs PCT]\n");
       return 2;
     }
   }
@@ -163,6 +167,10 @@ int main(int argc, char** argv) {
   std::vector<std::thread> pool;
   for (Worker& w : workers) pool.emplace_back([&w] { w.run(); });
   for (std::thread& t : pool) t.join();
+  if (solo) {
+    workers.push_back({&drv, ctx, add, nullptr, threads, solo, ops, checkEvery});
+    workers.back().run();
+  }
   SimCounters c{};
   simCounters(&c);
   bool ok = simtest::failedCalls() == 0;
