@@ -5,9 +5,9 @@
 #       tests/gpu/check_libtorch.py: every libtorch_train case eager and under
 #       libgraft.so, losses bitwise, then ROUNDS timing rounds of eager, graft
 #       and the floor; the built program is left in $OUT/libtorch_train
-#   OUT=dir scripts/gpu-session23.sh BUILD threads [ROUNDS] [STEPS]
+#   OUT=dir [VARIANTS="eager lib[:NAME=V,...] ..."] scripts/gpu-session23.sh BUILD threads [ROUNDS] [STEPS]
 #       libtorch_train threads (two training threads at once): eager,
-#       libgraft_old.so and libgraft.so in interleaved rounds, ms/step
+#       libgraft_old.so and libgraft.so (or VARIANTS) in interleaved rounds, ms/step
 #   OUT=dir scripts/gpu-session23.sh BUILD check [CASES]
 #       PyTorch losses bitwise (check_losses.py, default CASES
 #       mlp,gpt,sidestream,gan,ddp) and the traps where threads launch
@@ -35,9 +35,12 @@ if [ "$PART" = libtorch ]; then
   python3 tests/gpu/check_libtorch.py --libgraft "$BA/src/libgraft.so" --bin "$BIN" --out $O --rounds "${3:-3}" | sed -n '/=== RESULT ===/,$p'
 elif [ "$PART" = threads ]; then
   BIN=$(bin); ROUNDS=${3:-3}; STEPS=${4:-300}
+  read -ra VS <<< "${VARIANTS:-eager libgraft_old.so libgraft.so}"
   for r in $(seq 1 $ROUNDS); do
-    for v in eager libgraft_old.so libgraft.so; do
-      pre=(); [ $v != eager ] && pre=(env LD_PRELOAD=$BA/src/$v GRAFT_LOG_LEVEL=warn GRAFT_STATS=$O/stats.json)
+    for v in "${VS[@]}"; do
+      lib=${v%%:*} envs=()
+      [ "$v" != "$lib" ] && IFS=, read -ra envs <<< "${v#*:}"
+      pre=(); [ $v != eager ] && pre=(env LD_PRELOAD=$BA/src/$lib GRAFT_LOG_LEVEL=warn GRAFT_STATS=$O/stats.json "${envs[@]}")
       x=$("${pre[@]}" "$BIN" threads --steps $STEPS --warmup 30 --losses $O/$v.losses | sed -n 's/.*steps, \([0-9.]*\) ms.*/\1/p')
       cov=-; [ $v != eager ] && cov=$(python3 -c "import json; d=json.load(open('$O/stats.json'))['replay']; print(d['coverage_pct'], d.get('fallbacks', {}).get('threads_interleave', 0))")
       same=$(cmp -s $O/eager.losses $O/$v.losses && echo EQUAL || echo DIFFERS)
