@@ -54,7 +54,7 @@ os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 # sync per token; a DataLoader with worker processes and a pin-memory thread).
 ISSUE_CASES = ["mlp", "mlp_item", "gpt", "amp", "sidestream", "lastbatch", "partgraph", "gemm"]
 OTHER_CASES = ["cnn", "lstm", "dynamic", "accum", "inductor_mlp", "inductor_gpt", "sdpa", "ddp",
-               "vit", "diffusion", "gan", "expandable", "decode", "loader", "pipeline2", "ddp2"]
+               "vit", "diffusion", "gan", "expandable", "decode", "loader", "serve", "pipeline2", "ddp2"]
 # Cases that need two GPUs: with one, workloads.py exits 77 for them (check_losses.py
 # reports them skipped and goes on).
 TWO_GPU_CASES = ("pipeline2", "ddp2")
@@ -1225,6 +1225,39 @@ class DecodeWorkload(Workload):
         return super().loss_lines()
 
 
+class ServeWorkload(Workload):
+    """Inference as a server answers requests: batches of 8, 16 or 32 inputs, the size
+    drawn each step in a seeded random order (a host-side generator, so the same order in
+    every run), through the MLP in eval mode under torch.inference_mode; the answer (the
+    argmax class of each input) is read to the host with .cpu() every step. The step's
+    value is the sum of the chosen logits; the classes read are appended to its line.
+    The launch sequence repeats per batch size, never as a whole period."""
+
+    syncs = True
+    sizes = (8, 16, 32)
+    din, hidden, nout = 256, 512, 10
+
+    def setup(self, mode="eager"):
+        import random
+        self.model = MLP(self.din, self.hidden, self.nout, layers=8).to(self.dev)
+        self.model.eval()
+        self.order = random.Random(4321)
+        self.answers = {}
+
+    def step(self, i):
+        n = self.order.choice(self.sizes)
+        with torch.inference_mode():
+            x = torch.randn(n, self.din, device=self.dev, generator=self.gen)
+            best, cls = self.model(x).max(dim=-1)
+            self.answers[i] = cls.cpu().tolist()    # the reply: a sync per request
+            return best.sum()
+
+    def loss_lines(self):
+        for i, a in self.answers.items():
+            self.extra[i] = "cls=" + "".join(str(c) for c in a)
+        return super().loss_lines()
+
+
 WORKLOADS = {
     "mlp": ClassifierWorkload,
     "mlp_item": MLPItem,
@@ -1248,6 +1281,7 @@ WORKLOADS = {
     "expandable": ExpandableWorkload,
     "decode": DecodeWorkload,
     "loader": LoaderWorkload,
+    "serve": ServeWorkload,
     "pipeline2": Pipeline2Workload,
     "ddp2": DDP2Workload,
 }
