@@ -18,6 +18,9 @@
 #       when CASES is given) and
 #       PyTorch CASES (default pipeline2,ddp,ddp2: the MLP split over both GPUs,
 #       DDP in one process, DDP over both GPUs), losses bitwise, under libgraft.so
+#   OUT=dir scripts/gpu-session23.sh BUILD serve [ROUNDS] [CASES]
+#       workloads.py CASES (default serve) eager, under libgraft_old.so and
+#       libgraft.so, interleaved rounds of one process each, ms/step
 # Tables last.
 B=${1:-.gpu/build}; PART=${2:-libtorch}; O=/tmp/s23-$PART; rm -rf $O; mkdir -p $O
 BA=$(cd "$B" && pwd)
@@ -75,4 +78,29 @@ elif [ "$PART" = check ]; then
     --out $O/traps | sed -n '/=== RESULT ===/,$p'
   python3 tests/gpu/check_losses.py --libgraft $BA/src/libgraft.so --cases $CASES --steps 300 --out $O/losses \
     | sed -n '/=== RESULT ===/,$p'
+fi
+if [ "$PART" = serve ]; then
+  # OUT=dir scripts/gpu-session23.sh BUILD serve [ROUNDS] [CASES]: eager, libgraft_old.so and libgraft.so
+  # in interleaved rounds, one process each (workloads.py, 300 steps), ms/step median of each run
+  for r in $(seq 1 ${3:-4}); do
+    for c in $(echo ${4:-serve} | tr , ' '); do
+      for v in eager libgraft_old.so libgraft.so; do
+        pre=(); [ $v != eager ] && pre=(env LD_PRELOAD=$BA/src/$v GRAFT_LOG_LEVEL=warn GRAFT_MODE=graph)
+        "${pre[@]}" python3 tests/gpu/workloads.py $c --steps 300 --json $O/r.json > /dev/null 2>&1
+        echo "$c $v $(python3 -c "import json; print(json.load(open('$O/r.json'))['ms_per_step_median'])")" | tee -a $O/serve.txt
+      done
+    done
+  done
+  python3 - $O/serve.txt <<'PY'
+import collections, statistics, sys
+runs = collections.OrderedDict()
+for line in open(sys.argv[1]):
+    c, v, ms = line.split()
+    runs.setdefault((c, v), []).append(float(ms))
+print("| case | variant | ms/step, median [rounds] | eager / variant |")
+print("|---|---|---|---|")
+for (c, v), xs in runs.items():
+    e = statistics.median(runs[(c, "eager")])
+    print("| %s | %s | %.3f [%s] | %.2fx |" % (c, v, statistics.median(xs), ", ".join("%.3f" % x for x in xs), e / statistics.median(xs)))
+PY
 fi

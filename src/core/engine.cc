@@ -726,7 +726,7 @@ void Engine::programCaptureBegin() {
   if (!held_.empty()) resolveHeld(EagerCause::ProgramCapture, nullptr);
   drainLaunches();
   if (capture_depth_++ == 0) {
-    resetDetection();
+    detector_.reset();
     GRAFT_DEBUG("program stream capture began: stepping aside");
   }
 }
@@ -770,9 +770,8 @@ void Engine::forgetRecordedCode() {
   }
   last_mismatch_ = {};
   num_candidates_ = 0;
-  resetDetection();  // periods are confirmed from tokens after this point only
+  detector_.reset();  // periods are confirmed from tokens after this point only
   built_runs_.clear();
-  recurring_runs_.fill({});
   executor_.forgetKernels();
   if (dropped)
     GRAFT_INFO("the program unloaded code: {} graphs dropped; graft learns its loop again", dropped);
@@ -793,7 +792,7 @@ void Engine::resumeReplay() {
   paused_ = false;
   // What ran while paused was not seen: no period may span the gap, and no
   // match or mismatch state from before it applies.
-  resetDetection();
+  detector_.reset();
   num_candidates_ = 0;
   last_mismatch_ = {};
 }
@@ -858,7 +857,7 @@ void Engine::rest(EagerCause cause) {
   dormant_until_ = ops_total_ + 4 * dormant_after_ops_;
   rest_cause_ = cause;
   // What runs during the rest is not seen: no period may span it.
-  resetDetection();
+  detector_.reset();
   num_candidates_ = 0;
   last_mismatch_ = {};
 }
@@ -870,52 +869,17 @@ void Engine::pushBoundaryToken(uint64_t hash) {
   feedDetector(hash, 0, true);
 }
 
-void Engine::resetDetection() {
-  detector_.reset();
-  run_.whole = false;  // the run in progress has ops graft did not see
-}
-
 void Engine::feedDetector(uint64_t tokenHash, uint64_t ops, bool boundary) {
   const PeriodDetector::Confirmation confirmed = detector_.push(tokenHash, ops, boundary);
+  if (!confirmed.period) return;
   // Building allocates; running out of memory must not reach the program.
   try {
-    if (confirmed.period) buildFromPeriod(confirmed);
-    noteDelimitedRun(tokenHash, ops, boundary);
+    buildFromPeriod(confirmed);
   } catch (const std::exception& e) {
     ++stats_.buildFailures;
-    GRAFT_WARN("building graphs for a run of {} tokens failed ({}); those ops stay eager",
-               confirmed.period ? uint64_t(confirmed.period) : run_.tokens, e.what());
+    GRAFT_WARN("building graphs for a period of {} ops failed ({}); those ops stay eager", confirmed.period,
+               e.what());
   }
-}
-
-void Engine::noteDelimitedRun(uint64_t tokenHash, uint64_t ops, bool boundary) {
-  if (!boundary) {
-    run_.hash = hashCombine(run_.hash, tokenHash);
-    run_.ops += ops;
-    ++run_.tokens;
-    return;
-  }
-  // The boundary token just pushed ends the run [run_.startToken, its index).
-  const uint64_t end = history_.tokenCount() - 1;
-  const CurrentRun done = run_;
-  run_ = {history_.tokenCount(), 0, 0, 0, true};
-  if (!done.whole || done.ops < config_.minSegmentOps || done.tokens > config_.maxPeriod) return;
-  const uint64_t key = hashCombine(done.hash, done.tokens) | 1;  // nonzero: 0 marks a free slot
-  RunCount& slot = recurring_runs_[key % kRunSlots];
-  if (slot.key != key) slot = {key, 0};
-  const uint32_t seen = ++slot.seen;
-  // Built when seen `warmup` times; tried again at each power of two after,
-  // in case the first try found an op already gone from the history.
-  if (seen < config_.warmup || (seen != config_.warmup && (seen & (seen - 1)) != 0)) return;
-  std::vector<const Token*> tokens;
-  tokens.reserve(done.tokens);
-  for (uint64_t i = done.startToken; i < end; ++i) {
-    const Token* t = history_.token(i);
-    if (!t) return;
-    tokens.push_back(t);
-  }
-  GRAFT_DEBUG("a run of {} tokens between host syncs or boundaries recurred {} times", done.tokens, seen);
-  buildRun(tokens, true, false);
 }
 
 void Engine::buildFromPeriod(const PeriodDetector::Confirmation& confirmed) {

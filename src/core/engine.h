@@ -244,13 +244,6 @@ class Engine {
   void rest(EagerCause cause);
   void pushBoundaryToken(uint64_t hash);
   void feedDetector(uint64_t tokenHash, uint64_t ops, bool boundary);
-  // The period detector's reset, and the run in progress no longer whole.
-  void resetDetection();
-  // Runs between two boundary tokens (host syncs, boundary ops) that recur,
-  // not necessarily one after another (a server's batches of a few sizes in
-  // any order): one seen `warmup` times is built as a delimited period is.
-  // Called for every token fed to the detector. May allocate when it builds.
-  void noteDelimitedRun(uint64_t tokenHash, uint64_t ops, bool boundary);
   void buildFromPeriod(const PeriodDetector::Confirmation& confirmed);
   void buildRun(const std::vector<const Token*>& run, bool delimited, bool unrolled);
   void buildPiece(const OpBuffer& ops, size_t begin, size_t end, uint64_t runKey);
@@ -331,25 +324,6 @@ class Engine {
   SegmentStore segments_;
   Executor& executor_;
   std::unordered_set<uint64_t> built_runs_;
-  // The run since the last boundary token (noteDelimitedRun): its first
-  // token's index, hash, ops and tokens; `whole` once it began at a boundary
-  // token and graft saw every op since.
-  struct CurrentRun {
-    uint64_t startToken = 0;
-    uint64_t hash = 0;
-    uint64_t ops = 0;
-    uint64_t tokens = 0;
-    bool whole = false;
-  };
-  CurrentRun run_;
-  // How often each delimited run was seen: direct-mapped by the run's key
-  // (a collision forgets the older run's count).
-  struct RunCount {
-    uint64_t key = 0;
-    uint32_t seen = 0;
-  };
-  static constexpr size_t kRunSlots = 1024;
-  std::array<RunCount, kRunSlots> recurring_runs_{};
 
   std::array<EventInstances, 4> candidate_events_;
   EventInstances scratch_events_;

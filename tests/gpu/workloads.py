@@ -1231,7 +1231,8 @@ class ServeWorkload(Workload):
     every run), through the MLP in eval mode under torch.inference_mode; the answer (the
     argmax class of each input) is read to the host with .cpu() every step. The step's
     value is the sum of the chosen logits; the classes read are appended to its line.
-    The launch sequence repeats per batch size, never as a whole period."""
+    The launch sequence repeats per batch size, never as a whole period: graft builds a
+    size's graphs only where that size happened to come several times in a row."""
 
     syncs = True
     sizes = (8, 16, 32)

@@ -1,9 +1,9 @@
 // sim_random_variants: a loop whose step comes in a few variants (as a
 // server's batches of a few sizes), picked in a seeded random order, each
 // step ending with a read-back (cuStreamSynchronize and a synchronous copy).
-// The op sequence repeats per variant but never as a whole period, so graft
-// must learn each variant from its recurring runs between syncs, not from
-// consecutive repeats. Every step's value is checked.
+// The op sequence repeats per variant but never as a whole period; graft
+// learns each variant where it happens to come several times in a row, and
+// replays it wherever it comes later. Every step's value is checked.
 //   sim_random_variants [--steps N] [--variants V] [--ops K] [--expect-graphs PCT]
 // Exit 1 on a wrong value or (--expect-graphs) too few effects from graphs.
 #include <cstdint>
