@@ -93,19 +93,20 @@ struct Worker {
     CUstream s;
     SIM_CHECK(cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     CUdeviceptr x = simtest::zeroedBuffer(cu), y = simtest::zeroedBuffer(cu);
-    uint64_t expected = 0;
+    uint64_t expected = 0, issued = 0;
     for (uint64_t it = 1; it <= iterations; ++it) {
       for (uint64_t k = 0; k < opsPerIteration; ++k) {
         if (turns) turns->await(id);
         // x and y take turns being the destination; the value chains through both.
         const uint64_t add1 = it * 7 + k + uint64_t(id);
-        SIM_CHECK(k % 2 == 0 ? simtest::launchAdd(cu, add, y, x, add1, s) : simtest::launchAdd(cu, add, x, y, add1, s));
+        const bool toY = issued++ % 2 == 0;
+        SIM_CHECK(toY ? simtest::launchAdd(cu, add, y, x, add1, s) : simtest::launchAdd(cu, add, x, y, add1, s));
         expected += add1;
         const bool last = it == iterations && k + 1 == opsPerIteration;
         if (k + 1 == opsPerIteration && (it % checkEvery == 0 || last)) {
           uint64_t got = 0;
           SIM_CHECK(cu.cuStreamSynchronize(s));  // the copy is ordered on the legacy stream only
-          SIM_CHECK(cu.cuMemcpyDtoH(&got, opsPerIteration % 2 ? y : x, 8));
+          SIM_CHECK(cu.cuMemcpyDtoH(&got, toY ? y : x, 8));
           if (got != expected) {
             std::printf("sim_threads_interleave: thread %d iteration %llu: %llu, expected %llu\n", id,
                         (unsigned long long)it, (unsigned long long)got, (unsigned long long)expected);
