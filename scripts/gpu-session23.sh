@@ -12,12 +12,17 @@
 #       PyTorch losses bitwise (check_losses.py, default CASES
 #       mlp,gpt,sidestream,gan,ddp) and the traps where threads launch
 #       (threads, cross_thread_event, capture_other_thread, pt_threads) under
-#       libgraft.so, with coverage
+#       libgraft.so, with coverage; threads and pt_threads also with 3000
+#       iterations
 #   OUT=dir scripts/gpu-session23.sh BUILD twogpu [CASES]
 #       on a machine with two GPUs: the two_devices and two_contexts traps (not
 #       when CASES is given) and
 #       PyTorch CASES (default pipeline2,ddp,ddp2: the MLP split over both GPUs,
 #       DDP in one process, DDP over both GPUs), losses bitwise, under libgraft.so
+#   OUT=dir scripts/gpu-session23.sh BUILD traps
+#       every trap under libgraft.so (300 iterations), then the traps where
+#       threads launch at once with 3000 iterations (long enough for graft to
+#       rest for them)
 #   OUT=dir scripts/gpu-session23.sh BUILD serve [ROUNDS] [CASES]
 #       workloads.py CASES (default serve) eager, under libgraft_old.so and
 #       libgraft.so, interleaved rounds of one process each, ms/step
@@ -74,6 +79,8 @@ elif [ "$PART" = twogpu ]; then
 elif [ "$PART" = check ]; then
   CASES=${3:-mlp,gpt,sidestream,gan,ddp}
   python3 tests/gpu/check_traps.py --traps $BA/tests/gpu/traps --traps $BA/tests/gpu/traps_per_thread \
+    --libgraft $BA/src/libgraft.so --scenarios threads,pt_threads --iters 3000 --out $O/long | sed -n '/=== RESULT ===/,$p'
+  python3 tests/gpu/check_traps.py --traps $BA/tests/gpu/traps --traps $BA/tests/gpu/traps_per_thread \
     --libgraft $BA/src/libgraft.so --scenarios threads,cross_thread_event,capture_other_thread,pt_threads,pt_loop \
     --out $O/traps | sed -n '/=== RESULT ===/,$p'
   python3 tests/gpu/check_losses.py --libgraft $BA/src/libgraft.so --cases $CASES --steps 300 --out $O/losses \
@@ -103,4 +110,12 @@ for (c, v), xs in runs.items():
     e = statistics.median(runs[(c, "eager")])
     print("| %s | %s | %.3f [%s] | %.2fx |" % (c, v, statistics.median(xs), ", ".join("%.3f" % x for x in xs), e / statistics.median(xs)))
 PY
+fi
+if [ "$PART" = traps ]; then
+  python3 tests/gpu/check_traps.py --traps $BA/tests/gpu/traps --traps $BA/tests/gpu/traps_libs \
+    --traps $BA/tests/gpu/traps_per_thread --libgraft $BA/src/libgraft.so --out $O/all | sed -n '/=== RESULT ===/,$p' \
+    | awk 'NR <= 3 || /FAIL|DIFF|PASS|threads|per_thread|pt_/'
+  python3 tests/gpu/check_traps.py --traps $BA/tests/gpu/traps --traps $BA/tests/gpu/traps_per_thread \
+    --libgraft $BA/src/libgraft.so --scenarios threads,pt_threads,cross_thread_event,capture_other_thread \
+    --iters 3000 --out $O/long | sed -n '/=== RESULT ===/,$p'
 fi

@@ -829,8 +829,10 @@ void Engine::restIfThreadsInterleave() {
   // (opsViaGraph falls when a graph launch failed: then no rest.)
   const uint64_t viaGraph = stats_.opsViaGraph - std::min(stats_.opsViaGraph, interleave_.startViaGraph);
   const uint64_t switches = interleave_.switches;
-  interleave_ = {ops_total_, stats_.opsViaGraph, 0};
-  if (dormant() || switches * kOpsPerThreadSwitch < ops || viaGraph * 2 >= ops) return;
+  startInterleaveWindow();
+  const bool often = switches * kOpsPerThreadSwitch >= ops && viaGraph * 2 < ops;
+  const bool steadyWithoutGraphs = switches * kOpsPerThreadSwitchNoGraph >= ops && viaGraph * 10 < ops;
+  if (dormant() || !(often || steadyWithoutGraphs)) return;
   // Nothing is held, and submit() drained the queued graph launches before
   // this op was issued; the rest's ops drain them too (countDormant).
   rest(EagerCause::ThreadsInterleave);
@@ -846,8 +848,8 @@ void Engine::restIfThreadsInterleave() {
 void Engine::endRestIfThreadsCalm() {
   const uint64_t ops = ops_total_ - interleave_.startOps;
   const uint64_t switches = interleave_.switches;
-  interleave_ = {ops_total_, stats_.opsViaGraph, 0};
-  if (switches * kOpsPerThreadSwitch >= ops) return;
+  startInterleaveWindow();
+  if (switches * kOpsPerThreadSwitchNoGraph >= ops) return;
   dormant_until_ = ops_total_;  // the next op is looked at again
   GRAFT_DEBUG("threads no longer issue ops at the same time ({} switches in {} ops): rest ended", switches, ops);
 }

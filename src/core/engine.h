@@ -234,11 +234,18 @@ class Engine {
   void restIfNothingRepeats();
   // At the end of each window of kInterleaveWindowOps ops: rests when the
   // window had a switch between threads at least every kOpsPerThreadSwitch
-  // ops and less than half of its ops went through graphs.
+  // ops and less than half of its ops went through graphs; or a switch at
+  // least every kOpsPerThreadSwitchNoGraph ops (threads whose runs are
+  // longer, as tight C++ loops contending for the engine lock make them) and
+  // under a tenth of its ops through graphs. Threads that hand work over in
+  // turn switch less often than either (a forward pass and the autograd
+  // thread's backward, a GAN's optimizers: one switch in 25 ops or fewer),
+  // and their loop replays within the first window.
   void restIfThreadsInterleave();
   // During a rest for interleaved threads, at the end of each window: ends
-  // the rest when the window no longer had a switch every kOpsPerThreadSwitch
-  // ops (the threads stopped issuing ops at the same time).
+  // the rest when the window no longer had a switch every
+  // kOpsPerThreadSwitchNoGraph ops (the threads stopped issuing ops at the
+  // same time).
   void endRestIfThreadsCalm();
   // Starts a rest (dormant()); `cause` is what its ops are counted as.
   void rest(EagerCause cause);
@@ -342,6 +349,8 @@ class Engine {
   };
   static constexpr uint64_t kInterleaveWindowOps = 4096;
   static constexpr uint64_t kOpsPerThreadSwitch = 8;
+  static constexpr uint64_t kOpsPerThreadSwitchNoGraph = 32;
+  void startInterleaveWindow() { interleave_ = {ops_total_, stats_.opsViaGraph, 0}; }
   uint32_t last_submitter_ = 0;
   InterleaveWindow interleave_;
   uint64_t interleave_rests_ = 0;

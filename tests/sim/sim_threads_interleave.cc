@@ -5,6 +5,9 @@
 //              across threads never repeats (threads that run at once, as a
 //              multi-threaded server's): graft must rest instead of recording
 //              every op (reason threads_interleave), values right;
+//   bursts     to another thread drawn from the generator after a run of 8
+//              to 31 ops (drawn too): longer runs, as threads in tight loops
+//              contending for a lock issue them; graft must rest as well;
 //   alternate  to the next thread, every op: the order repeats exactly, so
 //              graft's graphs still apply;
 //   handoff    to the next thread after a whole iteration of --ops ops (as a
@@ -15,7 +18,7 @@
 // synchronous copy. --solo S: after the threads end, the main thread runs S
 // iterations of the same loop alone (graft must go back to its graphs once
 // the threads stop, not rest on).
-//   sim_threads_interleave [--order random|alternate|handoff] [--threads N]
+//   sim_threads_interleave [--order random|bursts|alternate|handoff] [--threads N]
 //                          [--iterations M] [--ops K] [--check-every C] [--solo S]
 //                          [--expect-graphs PCT]
 // Exit 1 on a wrong value or (--expect-graphs) too few effects from graphs.
@@ -35,7 +38,7 @@
 
 namespace {
 
-enum class Order { Random, Alternate, Handoff };
+enum class Order { Random, Bursts, Alternate, Handoff };
 
 // Whose turn it is to issue the next op.
 class Turns {
@@ -56,6 +59,12 @@ class Turns {
     int next = thread;
     switch (order_) {
       case Order::Random: next = int(generator_() % uint64_t(threads_)); break;
+      case Order::Bursts:
+        if (--burst_left_ == 0) {
+          next = threads_ > 1 ? int((uint64_t(thread) + 1 + generator_() % uint64_t(threads_ - 1)) % threads_) : thread;
+          burst_left_ = 8 + generator_() % 24;
+        }
+        break;
       case Order::Alternate: next = (thread + 1) % threads_; break;
       case Order::Handoff:
         if (ops_ % ops_per_iteration_ == 0) next = (thread + 1) % threads_;
@@ -75,6 +84,7 @@ class Turns {
   std::condition_variable changed_;
   int turn_ = 0;
   uint64_t ops_ = 0;
+  uint64_t burst_left_ = 8;
   bool done_[8] = {};
 };
 
@@ -136,10 +146,11 @@ int main(int argc, char** argv) {
     if (a == "--order") {
       const std::string o = v;
       if (o == "random") order = Order::Random;
+      else if (o == "bursts") order = Order::Bursts;
       else if (o == "alternate") order = Order::Alternate;
       else if (o == "handoff") order = Order::Handoff;
       else {
-        std::printf("sim_threads_interleave: --order random, alternate or handoff, not '%s'\n", v);
+        std::printf("sim_threads_interleave: --order random, bursts, alternate or handoff, not '%s'\n", v);
         return 2;
       }
     } else if (a == "--threads") threads = std::atoi(v);
@@ -149,7 +160,7 @@ int main(int argc, char** argv) {
     else if (a == "--expect-graphs") expectPct = std::strtoull(v, nullptr, 10);
     else if (a == "--solo") solo = std::strtoull(v, nullptr, 10);
     else {
-      std::printf("usage: sim_threads_interleave [--order random|alternate|handoff] [--threads N] "
+      std::printf("usage: sim_threads_interleave [--order random|bursts|alternate|handoff] [--threads N] "
                   "[--iterations M] [--ops K] [--check-every C] [--solo S] [--expect-graphs PCT]\n");
       return 2;
     }
