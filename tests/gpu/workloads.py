@@ -871,15 +871,22 @@ class DDPWorkload(ClassifierWorkload):
     all-reduced by NCCL kernels on NCCL's own stream, joined to the compute stream with
     events, and NCCL's watchdog thread queries those events from another thread."""
 
-    def setup(self, mode="eager"):
+    world = 1
+
+    def rendezvous(self):
+        """The file store's path (a fresh one; ddp2's rank 0 also starts rank 1 here)."""
         import tempfile
+        fd, path = tempfile.mkstemp(prefix="graft_ddp_store.")
+        os.close(fd)
+        os.unlink(path)
+        return path
+
+    def setup(self, mode="eager"):
         import torch.distributed as dist
         self.dist = dist
-        fd, self.store_path = tempfile.mkstemp(prefix="graft_ddp_store.")
-        os.close(fd)
-        os.unlink(self.store_path)
-        dist.init_process_group("nccl", init_method="file://" + self.store_path, rank=0, world_size=1,
-                                device_id=self.dev)
+        self.store_path = self.rendezvous()
+        dist.init_process_group("nccl", init_method="file://" + self.store_path, rank=self.args.ddp_rank,
+                                world_size=self.world, device_id=self.dev)
         model = MLP(self.din, self.hidden, self.nout, layers=8, dropout=0.1).to(self.dev)
         self.model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[self.dev.index],
                                                                bucket_cap_mb=1)
@@ -888,8 +895,12 @@ class DDPWorkload(ClassifierWorkload):
 
     def finish(self):
         self.dist.destroy_process_group()
-        if os.path.exists(self.store_path):
+        self.join_peers()
+        if self.args.ddp_rank == 0 and os.path.exists(self.store_path):
             os.unlink(self.store_path)
+
+    def join_peers(self):
+        """Waits for the other ranks' processes this one started (none here)."""
 
 
 class Pipeline2Workload(ClassifierWorkload):
@@ -924,39 +935,23 @@ class DDP2Workload(DDPWorkload):
     this one is) and both train on different data; every step NCCL all-reduces the
     gradient buckets between the GPUs. Rank 0's losses are recorded. Needs two GPUs."""
 
-    def setup(self, mode="eager"):
-        import subprocess
-        import tempfile
-        import torch.distributed as dist
-        self.dist = dist
-        self.peer = None
-        rank = self.args.ddp_rank
-        self.gen.manual_seed(1234 + rank)
-        if rank == 0:
-            fd, self.store_path = tempfile.mkstemp(prefix="graft_ddp2_store.")
-            os.close(fd)
-            os.unlink(self.store_path)
-            self.peer = subprocess.Popen([sys.executable, os.path.abspath(__file__), "ddp2", "--steps",
-                                          str(self.args.steps), "--warmup", str(self.args.warmup),
-                                          "--ddp-rank", "1", "--ddp-store", self.store_path])
-        else:
-            self.store_path = self.args.ddp_store
-        dist.init_process_group("nccl", init_method="file://" + self.store_path, rank=rank, world_size=2,
-                                device_id=self.dev)
-        model = MLP(self.din, self.hidden, self.nout, layers=8, dropout=0.1).to(self.dev)
-        self.model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[self.dev.index],
-                                                               bucket_cap_mb=1)
-        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
-        self.fwd = self.model
+    world = 2
+    peer = None
 
-    def finish(self):
-        self.dist.destroy_process_group()
-        if self.peer is not None:
-            rc = self.peer.wait(timeout=120)
-            if os.path.exists(self.store_path):
-                os.unlink(self.store_path)
-            if rc != 0:
-                raise RuntimeError("ddp2: rank 1 exited with %d" % rc)
+    def rendezvous(self):
+        import subprocess
+        self.gen.manual_seed(1234 + self.args.ddp_rank)
+        if self.args.ddp_rank != 0:
+            return self.args.ddp_store
+        path = super().rendezvous()
+        self.peer = subprocess.Popen([sys.executable, os.path.abspath(__file__), "ddp2", "--steps",
+                                      str(self.args.steps), "--warmup", str(self.args.warmup),
+                                      "--ddp-rank", "1", "--ddp-store", path])
+        return path
+
+    def join_peers(self):
+        if self.peer is not None and self.peer.wait(timeout=120) != 0:
+            raise RuntimeError("ddp2: rank 1 exited with %d" % self.peer.returncode)
 
 
 class ViTWorkload(CNNWorkload):
