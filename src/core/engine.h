@@ -104,10 +104,11 @@ class Engine {
   // Pass-through mode: counts an op issued on `stream`, nothing else.
   void countPassthrough(StreamKey stream);
   // Resting (EngineConfig::dormantAfterOps): no segment is live and nothing
-  // worth a graph repeated for a long time, so the caller issues each op
-  // itself and reports it with countDormant() instead of encoding and
-  // submitting it. Nothing is held, learned or recorded meanwhile; the rest
-  // ends by itself after a fixed number of ops.
+  // worth a graph repeated for a long time, or threads issue ops at the same
+  // time (noteSubmitter), so the caller issues each op itself and reports it
+  // with countDormant() instead of encoding and submitting it. Nothing is
+  // held, learned or recorded meanwhile; the rest ends by itself after a
+  // fixed number of ops, or once the threads stop.
   bool dormant() const { return ops_total_ < dormant_until_; }
   void countDormant(StreamKey stream);
   // The thread that submits the next op, as a nonzero token per thread: the
