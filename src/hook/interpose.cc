@@ -419,8 +419,9 @@ template <ApiId Id, int PT, typename Real, typename... A>
     return forwardDirect<Id, PT>(key, mayHold, realFn, a...);
   }
   if (rt.engine().dormant() && mode == config::Mode::Graph) [[unlikely]] {
-    // Resting: nothing repeated for a long time and no graph exists; counted
-    // as in pass-through, issued in place. (The benchmark's match mode goes
+    // Resting: nothing repeated for a long time and no graph exists, or
+    // threads issue ops at the same time; counted as in pass-through, issued
+    // in place. (The benchmark's match mode goes
     // on below, where submit() steps aside and the op is dropped.)
     if constexpr (apiInfo(Id).klass == ApiClass::Launch)
       ++rt.kernels().get(firstOf<CUfunction>(a...)).launches;
