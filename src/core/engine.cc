@@ -551,7 +551,10 @@ GRAFT_HOT void Engine::launchHeld(Segment* s, size_t begin, size_t length) {
   }
   GRAFT_TRACE("token {:#018x} segment #{} ({} ops, {} patched)", s->tokenHash, s->id, length,
               patch_.size());
-  history_.pushSegment(s->id, s->tokenHash);
+  // The events this replay named (Segment::eventOps; reserved when built).
+  replay_events_.clear();
+  for (uint32_t k : s->eventOps) replay_events_.push_back(held_.view(begin + k).event);
+  history_.pushSegment(s->id, s->tokenHash, replay_events_.data(), uint32_t(replay_events_.size()));
   feedDetector(s->tokenHash, length, false);
 }
 
@@ -802,7 +805,10 @@ void Engine::resumeReplay() {
 
 void Engine::recordEagerOp(const OpDesc& op, bool boundary) {
   const uint64_t hash = boundary ? hashCombine(op.shapeHash, kBoundarySalt) : op.shapeHash;
-  GRAFT_TRACE("token {:#018x} op stream {:#x} {}{}", hash, op.stream, executor_.describe(op),
+  // One line per eager op; event ops name their event (tests/sim/sim_trace_replay reads these lines).
+  GRAFT_TRACE("token {:#018x} op stream {:#x} {}{}{}", hash, op.stream, executor_.describe(op),
+              op.kind == OpKind::EventRecord || op.kind == OpKind::EventWait ? fmt::format(" event {:#x}", op.event)
+                                                                              : std::string(),
               boundary ? " (boundary)" : "");
   history_.pushOp(op, hash, boundary);
   if (boundary) ++boundary_generation_;
@@ -929,9 +935,29 @@ void Engine::buildFromPeriod(const PeriodDetector::Confirmation& confirmed) {
   // kernels, no sync) builds it unrolled (PeriodDetector::unrollFor).
   const size_t unroll = haveBoundary ? 1 : confirmed.unroll;
   GRAFT_DEBUG("period of {} tokens confirmed (built {} time(s) unrolled)", period, unroll);
+  // The run is the `unroll` periods that end where the period's window,
+  // started at `start`, would wrap around: tokens the program issued in a
+  // row, so their events are those of one stretch of the program (a window
+  // rotated to `start` joins the end of one iteration to the start of the
+  // next, whose events may be others). The detector confirmed the period
+  // over at least that many tokens. Where the history no longer holds them
+  // all, the rotated window (same shapes) is built instead.
+  const uint64_t windowEnd = start == 0 ? end : end - period + start;
+  std::vector<const Token*> window;
+  if (windowEnd >= uint64_t(period) * unroll) {
+    window.reserve(size_t(period) * unroll);
+    for (uint64_t i = windowEnd - uint64_t(period) * unroll; i < windowEnd; ++i) {
+      const Token* t = history_.token(i);
+      if (!t || !heldInHistory(*t)) {
+        window.clear();
+        break;
+      }
+      window.push_back(t);
+    }
+  }
   std::vector<const Token*> run;
   for (size_t k = 0; k < tokens.size() * unroll; ++k) {
-    const Token* t = tokens[(start + k) % tokens.size()];
+    const Token* t = window.empty() ? tokens[(start + k) % tokens.size()] : window[k];
     if (t->boundary) {
       buildRun(run, true, false);
       run.clear();
@@ -940,6 +966,17 @@ void Engine::buildFromPeriod(const PeriodDetector::Confirmation& confirmed) {
     }
   }
   buildRun(run, haveBoundary, unroll > 1);
+}
+
+bool Engine::heldInHistory(const Token& t) const {
+  OpDesc op;
+  uint64_t event;
+  switch (t.kind) {
+    case TokenKind::Op: return history_.op(t.opSeq, &op);
+    case TokenKind::Segment: return segments_.byId(t.segment) && (!t.events || history_.segmentEvent(t, t.events - 1, &event));
+    case TokenKind::Barrier: return true;
+  }
+  return false;
 }
 
 void Engine::buildRun(const std::vector<const Token*>& run, bool delimited, bool unrolled) {
@@ -963,9 +1000,17 @@ void Engine::buildRun(const std::vector<const Token*>& run, bool delimited, bool
       if (!history_.op(t->opSeq, &d)) return;  // too old: wait for the next confirmation
       ops.push(d);
     } else if (t->kind == TokenKind::Segment) {
+      // Its ops as that replay issued them: the segment's shapes and values,
+      // the events the program named in that replay.
       const Segment* s = segments_.byId(t->segment);
       if (!s) return;
-      for (size_t k = 0; k < s->length(); ++k) ops.push(s->ops.view(k));
+      uint32_t e = 0;
+      for (size_t k = 0; k < s->length(); ++k) {
+        OpDesc d = s->ops.view(k);
+        if ((d.kind == OpKind::EventRecord || d.kind == OpKind::EventWait) && !history_.segmentEvent(*t, e++, &d.event))
+          return;  // too old: wait for the next confirmation
+        ops.push(d);
+      }
     }
   }
   if (ops.size() < config_.minSegmentOps) return;
@@ -1123,7 +1168,9 @@ void Engine::buildPiece(const OpBuffer& ops, size_t begin, size_t end, uint64_t 
         scratch_events_.record(op.event) == EventInstances::kOverflow)
       return;
     if (op.kind == OpKind::EventWait) seg->waitInstance[k - begin] = scratch_events_.wait(op.event);
+    if (op.kind == OpKind::EventRecord || op.kind == OpKind::EventWait) seg->eventOps.push_back(uint32_t(k - begin));
   }
+  replay_events_.reserve(seg->eventOps.size());  // launchHeld() fills it without allocating
   for (size_t k = 0; k < seg->length(); ++k) views.push_back(seg->ops.view(k));
   std::string why;
   GraphHandle* graph;

@@ -255,6 +255,8 @@ class Engine {
   void buildFromPeriod(const PeriodDetector::Confirmation& confirmed);
   void buildRun(const std::vector<const Token*>& run, bool delimited, bool unrolled);
   void buildPiece(const OpBuffer& ops, size_t begin, size_t end, uint64_t runKey);
+  // Whether the history still holds what buildRun() needs of token `t`.
+  bool heldInHistory(const Token& t) const;
   void logFallback(Segment* segment, size_t index, EagerCause cause, const OpDesc* expected,
                    const OpDesc* actual, size_t heldCount);
   void noteActivity(const OpDesc& op);
@@ -328,6 +330,7 @@ class Engine {
   EngineStats stats_;  // opsTotal and opsSoleExpected are ops_total_ and ops_sole_expected_
 
   History history_;
+  std::vector<uint64_t> replay_events_;  // launchHeld(): the replay's event handles, for the history
   PeriodDetector detector_;
   SegmentStore segments_;
   Executor& executor_;

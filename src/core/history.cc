@@ -8,7 +8,8 @@ History::History(size_t tokenCapacity, size_t opCapacity, size_t byteCapacity)
     : tokens_(tokenCapacity),
       ops_(opCapacity),
       bytes_(new uint8_t[byteCapacity]),
-      byte_capacity_(byteCapacity) {}
+      byte_capacity_(byteCapacity),
+      events_(opCapacity) {}
 
 uint64_t History::pushToken(const Token& t) {
   tokens_[tokens_pushed_ % tokens_.size()] = t;
@@ -43,12 +44,25 @@ uint64_t History::pushOp(const OpDesc& op, uint64_t tokenHash, bool boundary) {
   return pushToken(t);
 }
 
-uint64_t History::pushSegment(uint32_t segmentId, uint64_t tokenHash) {
+uint64_t History::pushSegment(uint32_t segmentId, uint64_t tokenHash, const uint64_t* events,
+                              uint32_t eventCount) {
   Token t;
   t.hash = tokenHash;
   t.kind = TokenKind::Segment;
   t.segment = segmentId;
+  t.events = eventCount;
+  t.opSeq = events_pushed_;
+  for (uint32_t i = 0; i < eventCount; ++i) events_[events_pushed_++ % events_.size()] = events[i];
   return pushToken(t);
+}
+
+bool History::segmentEvent(const Token& t, uint32_t i, uint64_t* out) const {
+  const uint64_t seq = t.opSeq + i;
+  if (t.kind != TokenKind::Segment || i >= t.events || seq >= events_pushed_ ||
+      events_pushed_ - seq > events_.size())
+    return false;
+  *out = events_[seq % events_.size()];
+  return true;
 }
 
 uint64_t History::pushBarrier(uint64_t tokenHash) {

@@ -3,8 +3,11 @@
 // segments without re-observing it.
 //
 // A token is one of: an op issued eagerly (graphable or boundary), a whole
-// segment replayed through a graph, or a host barrier (sync). Rings of fixed
-// capacity; old entries are overwritten.
+// segment replayed through a graph, or a host barrier (sync). A replayed
+// segment keeps the event handles its event ops named in that replay (a
+// program may use other events each time: a run built from the history must
+// name the events it named then, or its waits would find other records).
+// Rings of fixed capacity; old entries are overwritten.
 //
 // Threading: not thread-safe; owned by the engine under its lock. Allocates
 // only in the constructor.
@@ -25,7 +28,9 @@ struct Token {
   TokenKind kind = TokenKind::Op;
   bool boundary = false;  // splits segments (boundary ops, barriers, relevant queries)
   uint32_t segment = 0;   // TokenKind::Segment
-  uint64_t opSeq = 0;     // TokenKind::Op: sequence number in the op ring
+  uint32_t events = 0;    // TokenKind::Segment: event handles kept, from eventSeq on
+  uint64_t opSeq = 0;     // TokenKind::Op: sequence number in the op ring;
+                          // TokenKind::Segment: of its first event handle in the event ring
 };
 
 class History {
@@ -34,7 +39,9 @@ class History {
 
   // Appends a token; returns its absolute index.
   uint64_t pushOp(const OpDesc& op, uint64_t tokenHash, bool boundary);
-  uint64_t pushSegment(uint32_t segmentId, uint64_t tokenHash);
+  // `events`: the handles of the replay's event ops, in order.
+  uint64_t pushSegment(uint32_t segmentId, uint64_t tokenHash, const uint64_t* events = nullptr,
+                       uint32_t eventCount = 0);
   uint64_t pushBarrier(uint64_t tokenHash);
 
   uint64_t tokenCount() const { return tokens_pushed_; }
@@ -42,6 +49,8 @@ class History {
   const Token* token(uint64_t index) const;
   // False when the op (or its bytes) has been overwritten.
   bool op(uint64_t seq, OpDesc* out) const;
+  // The i-th event handle of a Segment token; false when overwritten.
+  bool segmentEvent(const Token& t, uint32_t i, uint64_t* out) const;
 
  private:
   struct StoredOp {
@@ -57,6 +66,8 @@ class History {
   std::unique_ptr<uint8_t[]> bytes_;  // uninitialized: pages are touched only as used
   size_t byte_capacity_;
   uint64_t byte_pos_ = 0;
+  std::vector<uint64_t> events_;
+  uint64_t events_pushed_ = 0;
 };
 
 }  // namespace graft::core

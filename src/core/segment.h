@@ -23,6 +23,7 @@ struct Segment {
   // currently holds them (updated after each patch).
   OpBuffer ops;
   std::vector<int32_t> waitInstance;  // per op, see BuildRequest
+  std::vector<uint32_t> eventOps;     // indices of its event records and waits
   SequenceHash expanded;              // over the ops' shape hashes
   uint64_t tokenHash = 0;             // what the period detector sees for one replay
   GraphHandle* graph = nullptr;

@@ -1041,24 +1041,28 @@ TEST(Engine, BenchmarkPauseIssuesHeldWorkAndResumeReplaysWithTheSameGraphs) {
   h.expectEquivalent();
 }
 
-TEST(Engine, RecurrentTimestepLoopsWithCrossStreamEventsConvergeToIterationPieces) {
-  // An RNN-shaped iteration (cuDNN's LSTM): per layer, a loop of 47 timesteps
-  // of two kernels, every eighth forked to a second stream and joined back
-  // with events from a small reused pool, forward and backward, between
-  // unique ops. The timestep loop repeats first, but in steady state the
-  // whole iteration must run as the automatic pieces (32, 64, ... ops), with
-  // no mismatches.
+// An RNN-shaped iteration (cuDNN's LSTM): per layer, a loop of 47 timesteps
+// of two kernels, every eighth forked to a second stream and joined back
+// with events from a small pool, forward and backward, between unique ops.
+// The timestep loop repeats first, but in steady state the whole iteration
+// must run as the automatic pieces (32, 64, ... ops), with no mismatches.
+// `eventsPerIteration`: the pool hands out other events each iteration (as
+// cuDNN's events, created and destroyed every step, come back in another
+// order), so the runs graft builds from replayed segments and eager ops must
+// name the events of one replay, not those the segments were built with.
+void expectRecurrentLoopsConverge(bool eventsPerIteration) {
   core::EngineConfig c = Harness::defaultConfig();
   c.segmentOps = 0;
   c.minSegmentOps = 4;
   c.maxPeriod = 16384;
   Harness h(c);
-  auto timesteps = [&h](uint64_t base) {
+  uint64_t it = 0;
+  auto timesteps = [&h, &it, eventsPerIteration](uint64_t base) {
     for (int t = 0; t < 47; ++t) {
       h.op(TestOp{OpKind::Kernel, 0x100, base, uint64_t(t)});
       h.op(TestOp{OpKind::Kernel, 0x100, base + 1, uint64_t(t)});
       if (t % 8 == 7) {
-        const uint64_t e = 0xe000 + (t / 8) % 3;
+        const uint64_t e = 0xe000 + (t / 8 + (eventsPerIteration ? it * 2 : 0)) % 3;
         h.op(TestOp{OpKind::EventRecord, 0x100, 7, 0, e});
         h.op(TestOp{OpKind::EventWait, 0x200, 8, 0, e});
         h.op(TestOp{OpKind::Kernel, 0x200, base + 2, uint64_t(t)});
@@ -1067,7 +1071,7 @@ TEST(Engine, RecurrentTimestepLoopsWithCrossStreamEventsConvergeToIterationPiece
       }
     }
   };
-  auto iterationOfLayers = [&](uint64_t it) {
+  auto iterationOfLayers = [&]() {
     h.op(TestOp{OpKind::Kernel, 0x100, 1, it});
     for (uint64_t layer = 0; layer < 2; ++layer) {
       h.op(TestOp{OpKind::Kernel, 0x100, 2, layer});
@@ -1080,14 +1084,48 @@ TEST(Engine, RecurrentTimestepLoopsWithCrossStreamEventsConvergeToIterationPiece
     }
     for (int k = 0; k < 10; ++k) h.op(TestOp{OpKind::Kernel, 0x100, 60u + k, it});
   };
-  for (int it = 0; it < 30; ++it) iterationOfLayers(it);
+  for (it = 0; it < 30; ++it) iterationOfLayers();
   const core::EngineStats before = h.engine.stats();
   const size_t viaGraphBefore = h.viaGraph(), opsBefore = h.issued.size();
-  for (int it = 30; it < 50; ++it) iterationOfLayers(it);
+  for (it = 30; it < 50; ++it) iterationOfLayers();
   const core::EngineStats after = h.engine.stats();
   EXPECT_EQ(after.eagerByCause[size_t(EagerCause::Mismatch)], before.eagerByCause[size_t(EagerCause::Mismatch)]);
   EXPECT_EQ(h.viaGraph() - viaGraphBefore, h.issued.size() - opsBefore) << "ops eager in steady state";
   EXPECT_LE(after.replays - before.replays, 20u * 6) << "more launches than pieces of the iteration";
+  h.expectEquivalent();
+}
+
+TEST(Engine, RecurrentTimestepLoopsWithCrossStreamEventsConvergeToIterationPieces) {
+  expectRecurrentLoopsConverge(false);
+}
+
+TEST(Engine, RecurrentLoopsConvergeWhenEachIterationNamesOtherEvents) { expectRecurrentLoopsConverge(true); }
+
+TEST(Engine, RunsBuiltFromReplayedSegmentsNameTheEventsOfThatReplay) {
+  // Each iteration: an inner loop of 4 repeats of 33 ops that records event E
+  // (graft learns the loop first, within the first iteration), then a second
+  // stream waits for E's last record. E is another event each iteration (as
+  // events created and destroyed every step). The whole iteration is learned from the inner
+  // loop's replays and the ops after it: built with the events of the first
+  // replays, its wait would find no record inside the graph, mismatch every
+  // time, and the iteration would never go through graphs.
+  Harness h;
+  auto iteration = [&h](uint64_t it) {
+    const uint64_t e = 0xe000 + it;
+    h.op(TestOp{OpKind::Kernel, 0x100, 1, it});
+    for (int t = 0; t < 4; ++t) {
+      for (uint64_t k = 0; k < 32; ++k) h.op(TestOp{OpKind::Kernel, 0x100, 100 + k, uint64_t(t)});
+      h.op(TestOp{OpKind::EventRecord, 0x100, 7, 0, e});
+    }
+    h.op(TestOp{OpKind::EventWait, 0x200, 8, 0, e});
+    for (uint64_t k = 0; k < 8; ++k) h.op(TestOp{OpKind::Kernel, 0x200, 200 + k, it});
+    h.op(TestOp{OpKind::Kernel, 0x100, 2, it});
+    h.sync();
+  };
+  for (uint64_t it = 0; it < 30; ++it) iteration(it);
+  const size_t viaGraphBefore = h.viaGraph(), opsBefore = h.issued.size();
+  for (uint64_t it = 30; it < 40; ++it) iteration(it);
+  EXPECT_EQ(h.viaGraph() - viaGraphBefore, h.issued.size() - opsBefore) << "ops eager in steady state";
   h.expectEquivalent();
 }
 
