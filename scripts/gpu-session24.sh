@@ -10,6 +10,16 @@
 #   OUT=dir [VARIANTS="lib[:NAME=V,...] ..."] scripts/gpu-session24.sh BUILD ab [CASES] [ROUNDS] [STEPS]
 #       workloads.py CASES eager and under each variant, one process each,
 #       interleaved rounds, ms/step medians, losses bitwise, coverage
+#   OUT=dir scripts/gpu-session24.sh BUILD losses [CASES]
+#       tests/gpu/check_losses.py under libgraft.so, 300 steps, losses bitwise,
+#       coverage (CASES default: every one-GPU case but the inductor ones)
+#   OUT=dir scripts/gpu-session24.sh BUILD traps
+#       every trap (traps, traps_libs, traps_per_thread) under libgraft.so
+#   OUT=dir scripts/gpu-session24.sh BUILD record [CASES] [STEPS]
+#       each workloads.py case under libgraft.so building nothing
+#       (GRAFT_WARMUP=1000 GRAFT_DORMANT_AFTER_OPS=0) with the trace log on:
+#       its op order ($OUT/CASE.trace.gz, the `token` lines) for
+#       tests/sim/sim_trace_replay
 # Tables last.
 B=${1:-.gpu/build}; PART=${2:-trace}; O=/tmp/s24-$PART; rm -rf $O; mkdir -p $O
 BA=$(cd "$B" && pwd)
@@ -63,4 +73,18 @@ for (c, v), xs in rows.items():
     print(f"| {c} | {v} | {med:.3f} [{', '.join(m for m, _, _ in xs)}] | {ratio:.3f}× | "
           f"{'/'.join(sorted(set(s for _, s, _ in xs)))} | {xs[-1][2]} |")
 PY
+elif [ "$PART" = losses ]; then
+  CASES=${3:-mlp,mlp_item,gpt,amp,sidestream,lastbatch,partgraph,gemm,cnn,lstm,dynamic,accum,sdpa,ddp,vit,diffusion,gan,expandable,decode,loader,serve}
+  python3 tests/gpu/check_losses.py --libgraft $BA/src/libgraft.so --cases $CASES --steps 300 --out $O/losses \
+    | sed -n '/=== RESULT ===/,$p'
+elif [ "$PART" = traps ]; then
+  python3 tests/gpu/check_traps.py --traps $BA/tests/gpu/traps --traps $BA/tests/gpu/traps_libs \
+    --traps $BA/tests/gpu/traps_per_thread --libgraft $BA/src/libgraft.so --out $O/traps | sed -n '/=== RESULT ===/,$p'
+elif [ "$PART" = record ]; then
+  for c in ${3//,/ }; do
+    LD_PRELOAD=$BA/src/libgraft.so GRAFT_WARMUP=1000 GRAFT_DORMANT_AFTER_OPS=0 GRAFT_LOG_LEVEL=trace \
+      GRAFT_LOG_FILE=$O/$c.log timeout 300 python3 $W $c --steps ${4:-40} --warmup 2 > $O/$c.out 2>&1
+    echo "$c rc=$? $(tail -1 $O/$c.out | cut -c1-80) ops=$(grep -c token $O/$c.log)"
+    grep token $O/$c.log | gzip -c > ${OUT:-/tmp}/$c.trace.gz
+  done
 fi
