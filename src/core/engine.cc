@@ -994,7 +994,9 @@ void Engine::buildRun(const std::vector<const Token*>& run, bool delimited, bool
   if (!anyEagerOp && !unrolled && !(delimited && segmentTokens >= 2)) return;
 
   OpBuffer ops;
+  std::vector<std::pair<size_t, size_t>> segmentSpans;  // ops [begin, end) of each replayed segment in the run
   for (const Token* t : run) {
+    if (t->kind == TokenKind::Segment) segmentSpans.emplace_back(ops.size(), ops.size());
     if (t->kind == TokenKind::Op) {
       OpDesc d;
       if (!history_.op(t->opSeq, &d)) return;  // too old: wait for the next confirmation
@@ -1011,6 +1013,7 @@ void Engine::buildRun(const std::vector<const Token*>& run, bool delimited, bool
           return;  // too old: wait for the next confirmation
         ops.push(d);
       }
+      segmentSpans.back().second = ops.size();
     }
   }
   if (ops.size() < config_.minSegmentOps) return;
@@ -1030,8 +1033,39 @@ void Engine::buildRun(const std::vector<const Token*>& run, bool delimited, bool
   const uint64_t runKey = hashCombine(whole.value, whole.length);
   if (!built_runs_.insert(runKey).second) return;
 
-  const std::vector<size_t> cuts = pieceCuts(ops, delimited);
+  const std::vector<size_t> cuts = alignCuts(ops, pieceCuts(ops, delimited), segmentSpans);
   for (size_t p = 0; p + 1 < cuts.size(); ++p) buildPiece(ops, cuts[p], cuts[p + 1], runKey);
+}
+
+std::vector<size_t> Engine::alignCuts(const OpBuffer& ops, std::vector<size_t> cuts,
+                                      const std::vector<std::pair<size_t, size_t>>& segmentSpans) const {
+  // A piece that starts inside a segment the run replayed is never started
+  // while that segment keeps matching there (the matcher is busy with it), so
+  // its ops would stay eager: a cut inside a segment's ops moves to the
+  // nearer of its ends whose op occurs once in the run (a piece starting on a
+  // common op would be tried wherever that op comes). Pieces shorter than
+  // GRAFT_MIN_SEGMENT_OPS that this leaves are joined to the next.
+  if (segmentSpans.empty() || cuts.size() < 3) return cuts;
+  std::unordered_map<uint64_t, uint32_t> occurrences;
+  for (size_t k = 0; k < ops.size(); ++k) ++occurrences[ops.view(k).shapeHash];
+  auto unique = [&](size_t k) { return k < ops.size() && occurrences[ops.view(k).shapeHash] == 1; };
+  size_t s = 0;
+  for (size_t i = 1; i + 1 < cuts.size(); ++i) {
+    while (s < segmentSpans.size() && segmentSpans[s].second <= cuts[i]) ++s;
+    if (s == segmentSpans.size()) break;
+    const auto [begin, end] = segmentSpans[s];
+    if (cuts[i] <= begin || cuts[i] >= end) continue;
+    const bool toEnd = end - cuts[i] <= cuts[i] - begin;
+    const size_t nearer = toEnd ? end : begin, farther = toEnd ? begin : end;
+    if (unique(nearer)) cuts[i] = nearer;
+    else if (unique(farther)) cuts[i] = farther;
+  }
+  std::vector<size_t> aligned{cuts.front()};
+  for (size_t i = 1; i + 1 < cuts.size(); ++i)
+    if (cuts[i] >= aligned.back() + config_.minSegmentOps && cuts[i] + config_.minSegmentOps <= cuts.back())
+      aligned.push_back(cuts[i]);
+  aligned.push_back(cuts.back());
+  return aligned;
 }
 
 std::vector<size_t> Engine::pieceCuts(const OpBuffer& ops, bool endsAtBarrier) {

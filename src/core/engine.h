@@ -264,6 +264,8 @@ class Engine {
   void handleFailedLaunches();
   void countStream(StreamKey stream);
   std::vector<size_t> pieceCuts(const OpBuffer& ops, bool endsAtBarrier);
+  std::vector<size_t> alignCuts(const OpBuffer& ops, std::vector<size_t> cuts,
+                                const std::vector<std::pair<size_t, size_t>>& segmentSpans) const;
   std::vector<size_t> scheduleCuts(const OpBuffer& ops, size_t begin, size_t end, bool endsAtBarrier) const;
 
   // What every op reads or writes, kept together from the lock on, in as few
