@@ -9,7 +9,7 @@ History::History(size_t tokenCapacity, size_t opCapacity, size_t byteCapacity)
       ops_(opCapacity),
       bytes_(new uint8_t[byteCapacity]),
       byte_capacity_(byteCapacity),
-      events_(opCapacity) {}
+      events_(2 * opCapacity) {}  // a replayed segment may name many events
 
 uint64_t History::pushToken(const Token& t) {
   tokens_[tokens_pushed_ % tokens_.size()] = t;
