@@ -1033,22 +1033,26 @@ void Engine::buildRun(const std::vector<const Token*>& run, bool delimited, bool
   const uint64_t runKey = hashCombine(whole.value, whole.length);
   if (!built_runs_.insert(runKey).second) return;
 
-  const std::vector<size_t> cuts = alignCuts(ops, pieceCuts(ops, delimited), segmentSpans);
+  const std::vector<size_t> cuts = pieceCuts(ops, delimited, segmentSpans);
   for (size_t p = 0; p + 1 < cuts.size(); ++p) buildPiece(ops, cuts[p], cuts[p + 1], runKey);
 }
 
 std::vector<size_t> Engine::alignCuts(const OpBuffer& ops, std::vector<size_t> cuts,
                                       const std::vector<std::pair<size_t, size_t>>& segmentSpans) const {
+  // `cuts`: one part's, from its first op to its end (both kept: they are the
+  // run's ends or where its device context changes).
   // A piece that starts inside a segment the run replayed is never started
   // while that segment keeps matching there (the matcher is busy with it), so
   // its ops would stay eager: a cut inside a segment's ops moves to the
-  // nearer of its ends whose op occurs once in the run (a piece starting on a
-  // common op would be tried wherever that op comes). Pieces shorter than
-  // GRAFT_MIN_SEGMENT_OPS that this leaves are joined to the next.
+  // nearer of its ends whose op occurs once in the part (a piece starting on
+  // a common op would be tried wherever that op comes), staying inside the
+  // part. Pieces shorter than GRAFT_MIN_SEGMENT_OPS that this leaves are
+  // joined to the next.
   if (segmentSpans.empty() || cuts.size() < 3) return cuts;
+  const size_t first = cuts.front(), last = cuts.back();
   std::unordered_map<uint64_t, uint32_t> occurrences;
-  for (size_t k = 0; k < ops.size(); ++k) ++occurrences[ops.view(k).shapeHash];
-  auto unique = [&](size_t k) { return k < ops.size() && occurrences[ops.view(k).shapeHash] == 1; };
+  for (size_t k = first; k < last; ++k) ++occurrences[ops.view(k).shapeHash];
+  auto movableTo = [&](size_t k) { return k > first && k < last && occurrences[ops.view(k).shapeHash] == 1; };
   size_t s = 0;
   for (size_t i = 1; i + 1 < cuts.size(); ++i) {
     while (s < segmentSpans.size() && segmentSpans[s].second <= cuts[i]) ++s;
@@ -1057,8 +1061,8 @@ std::vector<size_t> Engine::alignCuts(const OpBuffer& ops, std::vector<size_t> c
     if (cuts[i] <= begin || cuts[i] >= end) continue;
     const bool toEnd = end - cuts[i] <= cuts[i] - begin;
     const size_t nearer = toEnd ? end : begin, farther = toEnd ? begin : end;
-    if (unique(nearer)) cuts[i] = nearer;
-    else if (unique(farther)) cuts[i] = farther;
+    if (movableTo(nearer)) cuts[i] = nearer;
+    else if (movableTo(farther)) cuts[i] = farther;
   }
   std::vector<size_t> aligned{cuts.front()};
   for (size_t i = 1; i + 1 < cuts.size(); ++i)
@@ -1068,7 +1072,8 @@ std::vector<size_t> Engine::alignCuts(const OpBuffer& ops, std::vector<size_t> c
   return aligned;
 }
 
-std::vector<size_t> Engine::pieceCuts(const OpBuffer& ops, bool endsAtBarrier) {
+std::vector<size_t> Engine::pieceCuts(const OpBuffer& ops, bool endsAtBarrier,
+                                      const std::vector<std::pair<size_t, size_t>>& segmentSpans) {
   // Ops of different device contexts never share a graph: cut the run where
   // the domain changes, then cut each part by the schedule below.
   // An op without a domain of its own (an event op on a program stream) takes
@@ -1080,6 +1085,12 @@ std::vector<size_t> Engine::pieceCuts(const OpBuffer& ops, bool endsAtBarrier) {
     if (const uint64_t d = executor_.domainOf(op)) streamDomain.emplace(op.stream, d);
   }
   std::vector<size_t> cuts{0};
+  auto cutPart = [&](size_t from, size_t to, bool atBarrier) {
+    std::vector<size_t> part{from};
+    for (size_t c : scheduleCuts(ops, from, to, atBarrier)) part.push_back(c);
+    part = alignCuts(ops, std::move(part), segmentSpans);
+    cuts.insert(cuts.end(), part.begin() + 1, part.end());
+  };
   uint64_t domain = 0;
   size_t begin = 0;
   for (size_t k = 0; k < ops.size(); ++k) {
@@ -1091,12 +1102,12 @@ std::vector<size_t> Engine::pieceCuts(const OpBuffer& ops, bool endsAtBarrier) {
     }
     if (!d) continue;
     if (domain && d != domain) {
-      for (size_t c : scheduleCuts(ops, begin, k, false)) cuts.push_back(c);
+      cutPart(begin, k, false);
       begin = k;
     }
     domain = d;
   }
-  for (size_t c : scheduleCuts(ops, begin, ops.size(), endsAtBarrier)) cuts.push_back(c);
+  cutPart(begin, ops.size(), endsAtBarrier);
   return cuts;
 }
 

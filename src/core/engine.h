@@ -263,7 +263,11 @@ class Engine {
   // Takes over the instances whose launch failed on the launch thread.
   void handleFailedLaunches();
   void countStream(StreamKey stream);
-  std::vector<size_t> pieceCuts(const OpBuffer& ops, bool endsAtBarrier);
+  // Where the run `ops` is cut into pieces (from 0 to ops.size()): at every
+  // change of device context, then by the schedule of scheduleCuts(), moved
+  // out of the replayed segments in `segmentSpans` (alignCuts()).
+  std::vector<size_t> pieceCuts(const OpBuffer& ops, bool endsAtBarrier,
+                                const std::vector<std::pair<size_t, size_t>>& segmentSpans);
   std::vector<size_t> alignCuts(const OpBuffer& ops, std::vector<size_t> cuts,
                                 const std::vector<std::pair<size_t, size_t>>& segmentSpans) const;
   std::vector<size_t> scheduleCuts(const OpBuffer& ops, size_t begin, size_t end, bool endsAtBarrier) const;
