@@ -973,7 +973,8 @@ bool Engine::heldInHistory(const Token& t) const {
   uint64_t event;
   switch (t.kind) {
     case TokenKind::Op: return history_.op(t.opSeq, &op);
-    case TokenKind::Segment: return segments_.byId(t.segment) && (!t.events || history_.segmentEvent(t, t.events - 1, &event));
+    case TokenKind::Segment:  // its oldest event is the first the ring overwrites
+      return segments_.byId(t.segment) && (!t.events || history_.segmentEvent(t, 0, &event));
     case TokenKind::Barrier: return true;
   }
   return false;
@@ -1003,14 +1004,19 @@ void Engine::buildRun(const std::vector<const Token*>& run, bool delimited, bool
       ops.push(d);
     } else if (t->kind == TokenKind::Segment) {
       // Its ops as that replay issued them: the segment's shapes and values,
-      // the events the program named in that replay.
+      // the events the program named in that replay. Where the history no
+      // longer holds them (a period of very many events), the events the
+      // segment was built with: the run's event structure may then not be
+      // the program's, which matching finds, but it is built.
       const Segment* s = segments_.byId(t->segment);
       if (!s) return;
       uint32_t e = 0;
       for (size_t k = 0; k < s->length(); ++k) {
         OpDesc d = s->ops.view(k);
-        if ((d.kind == OpKind::EventRecord || d.kind == OpKind::EventWait) && !history_.segmentEvent(*t, e++, &d.event))
-          return;  // too old: wait for the next confirmation
+        if (d.kind == OpKind::EventRecord || d.kind == OpKind::EventWait) {
+          uint64_t named;
+          if (history_.segmentEvent(*t, e++, &named)) d.event = named;
+        }
         ops.push(d);
       }
       segmentSpans.back().second = ops.size();

@@ -28,7 +28,7 @@ struct Token {
   TokenKind kind = TokenKind::Op;
   bool boundary = false;  // splits segments (boundary ops, barriers, relevant queries)
   uint32_t segment = 0;   // TokenKind::Segment
-  uint32_t events = 0;    // TokenKind::Segment: event handles kept, from eventSeq on
+  uint32_t events = 0;    // TokenKind::Segment: event handles kept, from opSeq on in the event ring
   uint64_t opSeq = 0;     // TokenKind::Op: sequence number in the op ring;
                           // TokenKind::Segment: of its first event handle in the event ring
 };

@@ -937,6 +937,51 @@ TEST(Engine, GraphsNeverMixDeviceContexts) {
   EXPECT_GE(h.viaGraph(), size_t(15 * 60));
 }
 
+TEST(Engine, PiecesMovedOutOfReplayedSegmentsKeepDeviceContextsApart) {
+  // Runs built around a segment already replayed: cuts moved out of it
+  // (Engine::alignCuts) must never drop a cut where the device context
+  // changes. (a) a context's part shorter than GRAFT_MIN_SEGMENT_OPS;
+  // (b) a cut moved to a segment's end just before a context change.
+  {
+    core::EngineConfig c = Harness::defaultConfig();
+    c.minSegmentOps = 4;
+    Harness h(c);
+    h.exec.streamIsDomain = true;
+    for (int it = 0; it < 10; ++it) {
+      for (int k = 0; k < 30; ++k) h.op(TestOp{OpKind::Kernel, 0x100, uint64_t(1000 + k), 7});
+      h.sync();
+    }
+    for (int it = 0; it < 20; ++it) {
+      for (int k = 0; k < 30; ++k) h.op(TestOp{OpKind::Kernel, 0x100, uint64_t(1000 + k), 7});
+      h.op(TestOp{OpKind::Kernel, 0x200, 2000, 7});
+      for (int k = 0; k < 30; ++k) h.op(TestOp{OpKind::Kernel, 0x100, uint64_t(3000 + k), 7});
+      h.sync();
+    }
+    h.expectEquivalent();
+    EXPECT_EQ(h.exec.mixedDomainBuilds, 0) << "(a)";
+  }
+  {
+    core::EngineConfig c = Harness::defaultConfig();
+    c.minSegmentOps = 4;
+    c.segmentOps = 25;
+    Harness h(c);
+    h.exec.streamIsDomain = true;
+    for (int it = 0; it < 10; ++it) {
+      for (int k = 0; k < 60; ++k) h.op(TestOp{OpKind::Kernel, 0x100, uint64_t(1000 + k), 7});
+      h.sync();
+    }
+    for (int it = 0; it < 20; ++it) {
+      for (int k = 0; k < 20; ++k) h.op(TestOp{OpKind::Kernel, 0x100, uint64_t(4000 + k), 7});
+      for (int k = 0; k < 60; ++k) h.op(TestOp{OpKind::Kernel, 0x100, uint64_t(1000 + k), 7});
+      h.op(TestOp{OpKind::Kernel, 0x100, 5000, 7});
+      for (int k = 0; k < 30; ++k) h.op(TestOp{OpKind::Kernel, 0x200, uint64_t(6000 + k), 7});
+      h.sync();
+    }
+    h.expectEquivalent();
+    EXPECT_EQ(h.exec.mixedDomainBuilds, 0) << "(b)";
+  }
+}
+
 TEST(Engine, ACrossDeviceWaitGoesWithTheDeviceThatWaits) {
   // Device A's work records an event, device B's stream waits for it: the
   // record belongs in A's graph and the wait in B's, though neither event op
