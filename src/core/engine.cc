@@ -807,8 +807,7 @@ void Engine::recordEagerOp(const OpDesc& op, bool boundary) {
   const uint64_t hash = boundary ? hashCombine(op.shapeHash, kBoundarySalt) : op.shapeHash;
   // One line per eager op; event ops name their event (tests/sim/sim_trace_replay reads these lines).
   GRAFT_TRACE("token {:#018x} op stream {:#x} {}{}{}", hash, op.stream, executor_.describe(op),
-              op.kind == OpKind::EventRecord || op.kind == OpKind::EventWait ? fmt::format(" event {:#x}", op.event)
-                                                                              : std::string(),
+              isEventOp(op.kind) ? fmt::format(" event {:#x}", op.event) : std::string(),
               boundary ? " (boundary)" : "");
   history_.pushOp(op, hash, boundary);
   if (boundary) ++boundary_generation_;
@@ -1013,7 +1012,7 @@ void Engine::buildRun(const std::vector<const Token*>& run, bool delimited, bool
       uint32_t e = 0;
       for (size_t k = 0; k < s->length(); ++k) {
         OpDesc d = s->ops.view(k);
-        if (d.kind == OpKind::EventRecord || d.kind == OpKind::EventWait) {
+        if (isEventOp(d.kind)) {
           uint64_t named;
           if (history_.segmentEvent(*t, e++, &named)) d.event = named;
         }
@@ -1219,7 +1218,7 @@ void Engine::buildPiece(const OpBuffer& ops, size_t begin, size_t end, uint64_t 
         scratch_events_.record(op.event) == EventInstances::kOverflow)
       return;
     if (op.kind == OpKind::EventWait) seg->waitInstance[k - begin] = scratch_events_.wait(op.event);
-    if (op.kind == OpKind::EventRecord || op.kind == OpKind::EventWait) seg->eventOps.push_back(uint32_t(k - begin));
+    if (isEventOp(op.kind)) seg->eventOps.push_back(uint32_t(k - begin));
   }
   replay_events_.reserve(seg->eventOps.size());  // launchHeld() fills it without allocating
   for (size_t k = 0; k < seg->length(); ++k) views.push_back(seg->ops.view(k));

@@ -118,6 +118,9 @@ struct OpDesc {
   Bytes value;
 };
 
+// Event records and waits: their event handle is a value, named per use.
+inline bool isEventOp(OpKind k) { return k == OpKind::EventRecord || k == OpKind::EventWait; }
+
 // Ops match for replay when these are equal (values may differ: patching).
 inline bool sameShape(const OpDesc& a, const OpDesc& b) {
   return a.shapeHash == b.shapeHash && a.kind == b.kind && a.api == b.api &&

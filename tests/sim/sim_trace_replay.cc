@@ -28,6 +28,7 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -137,19 +138,19 @@ int main(int argc, char** argv) {
   CUdeviceptr x = simtest::zeroedBuffer(cu);
   std::unordered_map<uint64_t, CUstream> streams{{1, CU_STREAM_LEGACY}, {2, CU_STREAM_PER_THREAD}};
   std::unordered_map<uint64_t, CUevent> events;
+  // The handle for a trace value, created at its first use.
+  auto handleFor = [](auto& handles, uint64_t value, auto create) {
+    auto it = handles.find(value);
+    if (it != handles.end()) return it->second;
+    typename std::remove_reference_t<decltype(handles)>::mapped_type created = nullptr;
+    SIM_CHECK(create(&created));
+    return handles.emplace(value, created).first->second;
+  };
   auto streamOf = [&](uint64_t s) {
-    auto it = streams.find(s);
-    if (it != streams.end()) return it->second;
-    CUstream created = nullptr;
-    SIM_CHECK(cu.cuStreamCreate(&created, CU_STREAM_NON_BLOCKING));
-    return streams.emplace(s, created).first->second;
+    return handleFor(streams, s, [&](CUstream* h) { return cu.cuStreamCreate(h, CU_STREAM_NON_BLOCKING); });
   };
   auto eventOf = [&](uint64_t e) {
-    auto it = events.find(e);
-    if (it != events.end()) return it->second;
-    CUevent created = nullptr;
-    SIM_CHECK(cu.cuEventCreate(&created, CU_EVENT_DISABLE_TIMING));
-    return events.emplace(e, created).first->second;
+    return handleFor(events, e, [&](CUevent* h) { return cu.cuEventCreate(h, CU_EVENT_DISABLE_TIMING); });
   };
   auto issue = [&](const TraceOp& op) {
     switch (op.kind) {

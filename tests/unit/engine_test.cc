@@ -937,49 +937,52 @@ TEST(Engine, GraphsNeverMixDeviceContexts) {
   EXPECT_GE(h.viaGraph(), size_t(15 * 60));
 }
 
+// Two streams standing for two device contexts: `learn` is issued 10 times,
+// then `step` (which replays what `learn` taught) 20 times, a sync after each.
+template <typename Learn, typename Step>
+void expectContextsApart(uint32_t segmentOps, Learn learn, Step step, const char* what) {
+  core::EngineConfig c = Harness::defaultConfig();
+  c.minSegmentOps = 4;
+  c.segmentOps = segmentOps;
+  Harness h(c);
+  h.exec.streamIsDomain = true;
+  for (int it = 0; it < 10; ++it) {
+    learn(h);
+    h.sync();
+  }
+  for (int it = 0; it < 20; ++it) {
+    step(h);
+    h.sync();
+  }
+  h.expectEquivalent();
+  EXPECT_EQ(h.exec.mixedDomainBuilds, 0) << what;
+}
+
+void kernels(Harness& h, uint64_t stream, uint64_t firstShape, int n) {
+  for (int k = 0; k < n; ++k) h.op(TestOp{OpKind::Kernel, stream, firstShape + k, 7});
+}
+
 TEST(Engine, PiecesMovedOutOfReplayedSegmentsKeepDeviceContextsApart) {
   // Runs built around a segment already replayed: cuts moved out of it
   // (Engine::alignCuts) must never drop a cut where the device context
-  // changes. (a) a context's part shorter than GRAFT_MIN_SEGMENT_OPS;
-  // (b) a cut moved to a segment's end just before a context change.
-  {
-    core::EngineConfig c = Harness::defaultConfig();
-    c.minSegmentOps = 4;
-    Harness h(c);
-    h.exec.streamIsDomain = true;
-    for (int it = 0; it < 10; ++it) {
-      for (int k = 0; k < 30; ++k) h.op(TestOp{OpKind::Kernel, 0x100, uint64_t(1000 + k), 7});
-      h.sync();
-    }
-    for (int it = 0; it < 20; ++it) {
-      for (int k = 0; k < 30; ++k) h.op(TestOp{OpKind::Kernel, 0x100, uint64_t(1000 + k), 7});
-      h.op(TestOp{OpKind::Kernel, 0x200, 2000, 7});
-      for (int k = 0; k < 30; ++k) h.op(TestOp{OpKind::Kernel, 0x100, uint64_t(3000 + k), 7});
-      h.sync();
-    }
-    h.expectEquivalent();
-    EXPECT_EQ(h.exec.mixedDomainBuilds, 0) << "(a)";
-  }
-  {
-    core::EngineConfig c = Harness::defaultConfig();
-    c.minSegmentOps = 4;
-    c.segmentOps = 25;
-    Harness h(c);
-    h.exec.streamIsDomain = true;
-    for (int it = 0; it < 10; ++it) {
-      for (int k = 0; k < 60; ++k) h.op(TestOp{OpKind::Kernel, 0x100, uint64_t(1000 + k), 7});
-      h.sync();
-    }
-    for (int it = 0; it < 20; ++it) {
-      for (int k = 0; k < 20; ++k) h.op(TestOp{OpKind::Kernel, 0x100, uint64_t(4000 + k), 7});
-      for (int k = 0; k < 60; ++k) h.op(TestOp{OpKind::Kernel, 0x100, uint64_t(1000 + k), 7});
-      h.op(TestOp{OpKind::Kernel, 0x100, 5000, 7});
-      for (int k = 0; k < 30; ++k) h.op(TestOp{OpKind::Kernel, 0x200, uint64_t(6000 + k), 7});
-      h.sync();
-    }
-    h.expectEquivalent();
-    EXPECT_EQ(h.exec.mixedDomainBuilds, 0) << "(b)";
-  }
+  // changes.
+  expectContextsApart(
+      1000, [](Harness& h) { kernels(h, 0x100, 1000, 30); },
+      [](Harness& h) {
+        kernels(h, 0x100, 1000, 30);
+        kernels(h, 0x200, 2000, 1);
+        kernels(h, 0x100, 3000, 30);
+      },
+      "a context's part shorter than GRAFT_MIN_SEGMENT_OPS");
+  expectContextsApart(
+      25, [](Harness& h) { kernels(h, 0x100, 1000, 60); },
+      [](Harness& h) {
+        kernels(h, 0x100, 4000, 20);
+        kernels(h, 0x100, 1000, 60);
+        kernels(h, 0x100, 5000, 1);
+        kernels(h, 0x200, 6000, 30);
+      },
+      "a cut moved to a segment's end just before a context change");
 }
 
 TEST(Engine, ACrossDeviceWaitGoesWithTheDeviceThatWaits) {
