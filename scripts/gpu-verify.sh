@@ -6,11 +6,11 @@
 #   OUT=dir scripts/gpu-verify.sh BUILD [CASES] [BUDGET_S]
 B=${1:-.gpu/build}; CASES=${2:-$(python3 tests/gpu/workloads.py list)}; BUDGET=${3:-300}
 CASES=$(echo $CASES | tr ' ' ,)
-L=$PWD/$B/src/libgraft.so; T="--traps $PWD/$B/tests/gpu/traps --traps $PWD/$B/tests/gpu/traps_libs"; O=/tmp/verify; rm -rf $O; mkdir -p $O
+L=$PWD/$B/src/libgraft.so; T="--traps $PWD/$B/tests/gpu/traps --traps $PWD/$B/tests/gpu/traps_libs --traps $PWD/$B/tests/gpu/traps_more"; O=/tmp/verify; rm -rf $O; mkdir -p $O
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 timeout 60 $B/tests/gpu/driver_facts > $O/driver_facts.txt 2>&1; echo "driver_facts exit $?" >> $O/driver_facts.txt
-timeout 330 python3 tests/gpu/check_traps.py $T --libgraft $L --timeout 40 --out $O/traps > $O/traps.txt 2>&1
+timeout 420 python3 tests/gpu/check_traps.py $T --libgraft $L --timeout 40 --out $O/traps > $O/traps.txt 2>&1
 timeout $((BUDGET + 40)) python3 tests/gpu/check_losses.py --libgraft $L --cases $CASES --steps 300 \
   --budget-s $BUDGET --out $O/losses > $O/losses.txt 2>&1
 (cd /tmp && tar czf ${OUT:-/tmp}/verify.tgz verify)
