@@ -126,6 +126,14 @@ class Engine {
   // The host is about to wait for or observe the GPU (synchronize, synchronous
   // copy, free): issues everything held. Recurs as a segment boundary.
   void hostBarrier(uint64_t barrierHash);
+  // Whether an op graft holds satisfies `pred` (bool(const OpDesc&)): the hook
+  // asks whether a held launch needs what a setting is about to take away.
+  template <typename Pred>
+  bool anyHeld(Pred pred) const {
+    for (size_t k = 0; k < held_.size(); ++k)
+      if (pred(held_.view(k))) return true;
+    return false;
+  }
   // A stream (event == 0) or event query, before the driver is asked. When
   // graft holds the work it observes (the event's latest record, an op on the
   // stream): NotReady, graft's answer (that work is not complete). Once the

@@ -712,6 +712,21 @@ GRAFT_HOT int GraphExecutor::launch(GraphHandle* g, const core::OpRange& ops,
   return runLaunch(*job, why);
 }
 
+bool GraphExecutor::queuedLaunchNeedsSharedMem(CUfunction a, CUfunction b, uint32_t sharedMem) {
+  if (!launchThread() || worker_->idle()) return false;
+  // Only node updates check the allowance; a graph launch does not (driver
+  // behaviour observed on an H200, docs/PERF.md).
+  for (uint64_t i = worker_->firstUndone(); i < worker_->queuedCount(); ++i) {
+    const LaunchJob& job = worker_->job(i);
+    for (const uint32_t k : job.patchOps) {
+      const CUDA_KERNEL_NODE_PARAMS& p = job.graph->kernelBase[k];
+      const CUfunction f = p.func ? p.func : reinterpret_cast<CUfunction>(p.kern);
+      if (f && (f == a || f == b) && p.sharedMemBytes > sharedMem) return true;
+    }
+  }
+  return false;
+}
+
 OpDesc GraphExecutor::instanceOp(const LaunchJob& job, uint32_t k) {
   GraphHandle* g = job.graph;
   OpDesc op = g->instance.view(k);

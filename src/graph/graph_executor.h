@@ -94,6 +94,14 @@ class GraphExecutor final : public core::Executor {
   // queued launches.
   void countPatches();
 
+  // Whether a graph launch queued on the launch thread, and not yet done,
+  // updates a kernel node of `a` or `b` (a kernel's handles; null: none) that
+  // asks for more than `sharedMem` bytes of dynamic shared memory: the driver
+  // refuses that update once the kernel's allowance is lowered to that (a
+  // graph launch is not checked), so it must reach the driver first. Under
+  // the engine lock; never blocks.
+  bool queuedLaunchNeedsSharedMem(CUfunction a, CUfunction b, uint32_t sharedMem);
+
   // A program stream was destroyed: forget what was cached about it.
   void forgetStream(CUstream stream) {
     waitForLaunches();

@@ -577,6 +577,80 @@ uint64_t barrierHash(A... a) {
                                              reinterpret_cast<uint64_t>(firstOf<CUevent>(a...)));
 }
 
+// What a Setting call (driver_api.def) means for the launches graft holds,
+// which were asked for under the attribute's current value.
+struct SettingChange {
+  enum Kind { None, Any, SharedMemAbove } kind = None;
+  int value = 0;              // SharedMemAbove: the new allowance
+  CUfunction funcs[2] = {};   // SharedMemAbove: the kernel's handles (a CUkernel and its function here)
+};
+// kind None: the call changes nothing they depend on (the same value again,
+// a preference such as the carveout); SharedMemAbove: a lowered dynamic shared
+// memory allowance refuses only a held launch of this kernel that asks for
+// more; Any: another change (an unreadable current value counts as one).
+inline SettingChange settingChange(bool read, CUfunction_attribute attrib, int current, int value) {
+  SettingChange c;
+  if (read) {
+    switch (attrib) {
+      case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+        if (value >= current) return c;  // a larger allowance refuses no launch made under the smaller one
+        c.kind = SettingChange::SharedMemAbove;
+        c.value = value;
+        return c;
+      case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+      case CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
+        return c;  // preferences: the same results either way
+      default:
+        if (value == current) return c;
+        break;
+    }
+  }
+  GRAFT_TRACE("kernel attribute {} set from {} to {}: the launches graft holds are issued first", int(attrib),
+              current, value);
+  c.kind = SettingChange::Any;
+  return c;
+}
+template <ApiId Id>
+SettingChange settingChange(CUfunction f, CUfunction_attribute attrib, int value) {
+  static_assert(Id == ApiId::k_cuFuncSetAttribute_9000);
+  int current = 0;
+  const auto get = real<ApiId::k_cuFuncGetAttribute_2020>();
+  const bool read = get && get(&current, attrib, f) == CUDA_SUCCESS;  // before `current` is passed on
+  SettingChange c = settingChange(read, attrib, current, value);
+  c.funcs[0] = f;
+  return c;
+}
+template <ApiId Id>
+SettingChange settingChange(CUfunction_attribute attrib, int value, CUkernel kernel, CUdevice device) {
+  static_assert(Id == ApiId::k_cuKernelSetAttribute_12000);
+  int current = 0;
+  const auto get = real<ApiId::k_cuKernelGetAttribute_12000>();
+  const bool read = get && get(&current, attrib, kernel, device) == CUDA_SUCCESS;  // before `current` is passed on
+  SettingChange c = settingChange(read, attrib, current, value);
+  // A launch names the kernel by its handle or by its function in the
+  // current context (another device's launches cannot be held here).
+  c.funcs[0] = reinterpret_cast<CUfunction>(kernel);
+  const auto function = real<ApiId::k_cuKernelGetFunction_12000>();
+  if (c.kind == SettingChange::SharedMemAbove && (!function || function(&c.funcs[1], kernel) != CUDA_SUCCESS))
+    c.kind = SettingChange::Any;
+  return c;
+}
+// Whether the launches graft holds must be issued before the setting applies.
+// (Under the engine lock.)
+inline bool settingNeedsHeldIssued(const core::Engine& engine, const SettingChange& c) {
+  if (c.kind != SettingChange::SharedMemAbove) return c.kind == SettingChange::Any;
+  const bool refused = engine.anyHeld([&](const OpDesc& op) {
+    if (op.kind != OpKind::Kernel) return false;
+    const graph::KernelShape& ks = graph::kernelShapeOf(op);
+    return (ks.func == reinterpret_cast<uint64_t>(c.funcs[0]) || ks.func == reinterpret_cast<uint64_t>(c.funcs[1])) &&
+           ks.func != 0 && ks.sharedMem > uint32_t(c.value);
+  });
+  if (refused)
+    GRAFT_TRACE("a kernel's dynamic shared memory allowance lowered to {} below a launch graft holds: the "
+                "launches graft holds are issued first", c.value);
+  return refused;
+}
+
 // A call that may end a context (trait ENDS_CONTEXT) names it by handle
 // (cuCtxDestroy) or as a device's primary one (cuDevicePrimaryCtxReset,
 // cuDevicePrimaryCtxRelease): the per-thread streams' proxies in it, taken
@@ -658,6 +732,20 @@ template <ApiId Id, int PT, typename Real, typename... A>
         const CUresult r = realFn(a...);
         if (r == CUDA_SUCCESS) graph::PerThreadStreams::retireIfEnded(proxies, device, info.traits & trait::UNLOADS);
         return r;
+      }
+      return realFn(a...);
+    } else if constexpr (info.klass == ApiClass::Setting) {
+      // A kernel attribute that launches read when issued: those graft holds
+      // were asked for under the value the call replaces.
+      // Graph launches queued on graft's launch thread update their nodes
+      // under the old value too: those with such a kernel node reach the
+      // driver first.
+      if (const SettingChange change = settingChange<Id>(a...); change.kind != SettingChange::None) {
+        auto lock = rt.engine().lock();
+        if (settingNeedsHeldIssued(rt.engine(), change))
+          rt.engine().hostBarrier(barrierHash<Id>(a...));
+        else if (rt.executor().queuedLaunchNeedsSharedMem(change.funcs[0], change.funcs[1], uint32_t(change.value)))
+          rt.engine().drainLaunches();
       }
       return realFn(a...);
     } else if constexpr (info.klass == ApiClass::Query) {
@@ -967,6 +1055,7 @@ extern "C" __attribute__((visibility("default"))) void* dlsym(void* handle, cons
 #define GRAFT_EXPORTED_GraphLaunch 1
 #define GRAFT_EXPORTED_StreamOrdered 1
 #define GRAFT_EXPORTED_Lifecycle 1
+#define GRAFT_EXPORTED_Setting 1
 #define GRAFT_EXPORTED_Resolver 1
 #define GRAFT_EXPORTED_Internal 0
 

@@ -32,7 +32,7 @@ import sys
 import tempfile
 
 CLASSES = ["launch", "copy", "set", "event_record", "stream_wait", "barrier", "query", "alloc",
-           "free", "host_func", "capture", "graph_launch", "stream_ordered", "lifecycle"]
+           "free", "host_func", "capture", "graph_launch", "stream_ordered", "lifecycle", "setting"]
 
 _C = {
     "launch": ["cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel"],
@@ -48,7 +48,9 @@ _C = {
     "event_record": ["cuEventRecord", "cuEventRecordWithFlags"],
     "stream_wait": ["cuStreamWaitEvent"],
     # cuEventElapsedTime observes completed GPU work, so it counts as a barrier.
-    "barrier": ["cuStreamSynchronize", "cuEventSynchronize", "cuCtxSynchronize", "cuEventElapsedTime"],
+    # So do limits that launches change or depend on (cuCtxGetLimit, cuCtxSetLimit).
+    "barrier": ["cuStreamSynchronize", "cuEventSynchronize", "cuCtxSynchronize", "cuEventElapsedTime",
+                "cuCtxGetLimit", "cuCtxSetLimit"],
     "query": ["cuStreamQuery", "cuEventQuery"],
     "alloc": ["cuMemAlloc", "cuMemAllocAsync", "cuMemAllocFromPoolAsync", "cuMemAllocHost", "cuMemHostAlloc",
               "cuMemAllocPitch", "cuMemAllocManaged", "cuMemHostRegister"],
@@ -66,6 +68,7 @@ _C = {
                        "cuLaunchGridAsync"],
     "lifecycle": ["cuStreamDestroy", "cuEventCreate", "cuEventDestroy", "cuCtxDestroy",
                   "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxReset", "cuModuleUnload", "cuLibraryUnload"],
+    "setting": ["cuFuncSetAttribute", "cuKernelSetAttribute"],
 }
 CLASS_OF = {fn: cls for cls, fns in _C.items() for fn in fns}
 

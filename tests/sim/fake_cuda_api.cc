@@ -197,7 +197,7 @@ CUresult buildLaunch(CUfunction f, const unsigned grid[3], const unsigned block[
     return CUDA_ERROR_INVALID_VALUE;
   }
   if (grid[1] > 65535 || grid[2] > 65535) return CUDA_ERROR_INVALID_VALUE;
-  if (shmem > kMaxSharedMem) return CUDA_ERROR_INVALID_VALUE;
+  if (shmem > kMaxSharedMem || shmem > k->maxDynamicShared) return CUDA_ERROR_INVALID_VALUE;
   if (kernelParams && extra) return CUDA_ERROR_INVALID_VALUE;
   if (numAttrs > 0 && !attrs) return CUDA_ERROR_INVALID_VALUE;
   out->kernel = k;
@@ -259,7 +259,11 @@ CUresult launchImpl(const char* api, bool pt, CUfunction f, const unsigned grid[
       r != CUDA_SUCCESS) {
     return r;
   }
-  return submit(s, std::move(op));
+  KernelObj* kernel = op.kernel.kernel;
+  const bool capturing = s->capture != nullptr;
+  const CUresult r = submit(s, std::move(op));
+  if (r == CUDA_SUCCESS && !capturing) growStackFor(s->ctx, *kernel);  // in a capture: when its graph is launched
+  return r;
 }
 
 CUresult launchKernel(bool pt, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
@@ -736,6 +740,11 @@ int deviceAttribute(CUdevice_attribute a) {
 
 }  // namespace
 
+void growStackFor(Context* ctx, const KernelObj& k) {
+  if (ctx && k.stackBytes > ctx->stackLimit) ctx->stackLimit = (k.stackBytes + 15) / 16 * 16;
+}
+
+
 CUresult buildKernelFromNodeParams(const CUDA_KERNEL_NODE_PARAMS_v2& p, KernelLaunch* out) {
   CUfunction f = p.func ? p.func : reinterpret_cast<CUfunction>(p.kern);
   const unsigned grid[3] = {p.gridDimX, p.gridDimY, p.gridDimZ};
@@ -1136,9 +1145,82 @@ static int functionAttribute(CUfunction_attribute a) {
 CUresult CUDAAPI cuFuncGetAttribute(int* pi, CUfunction_attribute attrib, CUfunction hfunc) {
   SIM_ENTRY("cuFuncGetAttribute", kNoSticky);
   if (!pi || attrib < 0 || attrib >= CU_FUNC_ATTRIBUTE_MAX) return CUDA_ERROR_INVALID_VALUE;
-  if (!lookupKernel(hfunc)) return CUDA_ERROR_INVALID_HANDLE;
-  *pi = functionAttribute(attrib);
+  KernelObj* k = lookupKernel(hfunc);
+  if (!k) return CUDA_ERROR_INVALID_HANDLE;
+  *pi = attrib == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES ? int(k->maxDynamicShared) : functionAttribute(attrib);
   return CUDA_SUCCESS;
+}
+
+// Only CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES is kept (launches
+// check it); the other settable attributes are accepted and have no effect.
+static CUresult setFunctionAttribute(KernelObj* k, CUfunction_attribute attrib, int value) {
+  switch (attrib) {
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+      if (value < 0 || unsigned(value) > kMaxSharedMem) return CUDA_ERROR_INVALID_VALUE;
+      k->maxDynamicShared = unsigned(value);
+      return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+    case CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET:
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH:
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT:
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH:
+    case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED:
+    case CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
+      return CUDA_SUCCESS;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+CUresult CUDAAPI cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value) {
+  SIM_ENTRY("cuFuncSetAttribute", kNoSticky);
+  KernelObj* k = lookupKernel(hfunc);
+  if (!k) return CUDA_ERROR_INVALID_HANDLE;
+  return setFunctionAttribute(k, attrib, value);
+}
+
+// A library kernel's function in the current context: the simulator uses the
+// kernel's handle for both.
+CUresult CUDAAPI cuKernelGetFunction(CUfunction* pFunc, CUkernel kernel) {
+  SIM_ENTRY("cuKernelGetFunction", kNeedCtx);
+  if (!pFunc) return CUDA_ERROR_INVALID_VALUE;
+  KernelObj* k = lookupKernel(reinterpret_cast<CUfunction>(kernel));
+  if (!k || k->family != SIM_KERNEL_LIBRARY) return CUDA_ERROR_INVALID_HANDLE;
+  *pFunc = reinterpret_cast<CUfunction>(kernel);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel kernel, CUdevice dev) {
+  SIM_ENTRY("cuKernelSetAttribute", kNoSticky);
+  if (!validDevice(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  KernelObj* k = lookupKernel(reinterpret_cast<CUfunction>(kernel));
+  if (!k || k->family != SIM_KERNEL_LIBRARY) return CUDA_ERROR_INVALID_HANDLE;
+  return setFunctionAttribute(k, attrib, val);
+}
+
+// CU_LIMIT_STACK_SIZE grows at launches (growStackFor); the printf FIFO and
+// the device heap are kept as set. Other limits are refused.
+CUresult CUDAAPI cuCtxSetLimit(CUlimit limit, size_t value) {
+  SIM_ENTRY("cuCtxSetLimit", kNeedCtx);
+  Context* ctx = currentCtx();
+  switch (limit) {
+    case CU_LIMIT_STACK_SIZE: ctx->stackLimit = (value + 15) / 16 * 16; return CUDA_SUCCESS;
+    case CU_LIMIT_PRINTF_FIFO_SIZE: ctx->printfFifoLimit = value; return CUDA_SUCCESS;
+    case CU_LIMIT_MALLOC_HEAP_SIZE: ctx->mallocHeapLimit = value; return CUDA_SUCCESS;
+    default: return CUDA_ERROR_UNSUPPORTED_LIMIT;
+  }
+}
+
+CUresult CUDAAPI cuCtxGetLimit(size_t* pvalue, CUlimit limit) {
+  SIM_ENTRY("cuCtxGetLimit", kNeedCtx);
+  if (!pvalue) return CUDA_ERROR_INVALID_VALUE;
+  Context* ctx = currentCtx();
+  switch (limit) {
+    case CU_LIMIT_STACK_SIZE: *pvalue = ctx->stackLimit; return CUDA_SUCCESS;
+    case CU_LIMIT_PRINTF_FIFO_SIZE: *pvalue = ctx->printfFifoLimit; return CUDA_SUCCESS;
+    case CU_LIMIT_MALLOC_HEAP_SIZE: *pvalue = ctx->mallocHeapLimit; return CUDA_SUCCESS;
+    default: return CUDA_ERROR_UNSUPPORTED_LIMIT;
+  }
 }
 
 CUresult CUDAAPI cuKernelGetAttribute(int* pi, CUfunction_attribute attrib, CUkernel kernel, CUdevice dev) {
@@ -1147,7 +1229,7 @@ CUresult CUDAAPI cuKernelGetAttribute(int* pi, CUfunction_attribute attrib, CUke
   if (!validDevice(dev)) return CUDA_ERROR_INVALID_DEVICE;
   KernelObj* k = lookupKernel(reinterpret_cast<CUfunction>(kernel));
   if (!k || k->family != SIM_KERNEL_LIBRARY) return CUDA_ERROR_INVALID_HANDLE;
-  *pi = functionAttribute(attrib);
+  *pi = attrib == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES ? int(k->maxDynamicShared) : functionAttribute(attrib);
   return CUDA_SUCCESS;
 }
 

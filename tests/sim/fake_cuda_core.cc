@@ -759,6 +759,14 @@ CUfunction simKernelCreate(const char* name, SimKernelFamily family, unsigned np
   return handle;
 }
 
+int simKernelSetStackBytes(CUfunction kernel, size_t bytes) {
+  Lock lk(state().mutex);
+  KernelObj* k = lookupKernel(kernel);
+  if (!k) return -1;
+  k->stackBytes = bytes;
+  return 0;
+}
+
 size_t simKernelParamBytes(CUfunction kernel) {
   Lock lk(state().mutex);
   KernelObj* k = lookupKernel(kernel);

@@ -259,6 +259,8 @@ CUresult graphLaunchImpl(bool pt, CUgraphExec e, CUstream h) {
     invalidate(s->capture.get());
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   }
+  for (const NodeParams& p : ex->snap->params)
+    if (p.kind == NodeKind::Kernel) growStackFor(ex->ctx, *p.kernel.kernel);
   auto item = std::make_unique<Item>();
   item->kind = ItemKind::GraphLaunch;
   auto run = std::make_unique<GraphRun>();

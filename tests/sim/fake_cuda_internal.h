@@ -55,6 +55,13 @@ struct KernelObj {
   std::vector<size_t> sizes, offsets;
   size_t totalBytes = 0;
   KernelEffect effect = KernelEffect::None;
+  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES (cuFuncSetAttribute): a
+  // launch or kernel node asking for more dynamic shared memory is refused.
+  unsigned maxDynamicShared = 49152;
+  // Stack per thread the kernel needs (simKernelSetStackBytes): a launch of it
+  // grows its context's CU_LIMIT_STACK_SIZE to at least this, as the driver
+  // does (a graph launch for each of its kernel nodes).
+  size_t stackBytes = 0;
   // Module/library kernels (fake_cuda_module.cc): the handle is a slot that is
   // reused after an unload; an unloaded KernelObj stays allocated (graph nodes
   // still point at it) but is no longer reachable through any handle.
@@ -246,6 +253,8 @@ struct Context {
   bool destroyed = false;
   std::shared_ptr<Stream> legacy;
   std::shared_ptr<Stream> recordStream;  // cuCtxRecordEvent's, named by no handle
+  size_t stackLimit = 1024;              // CU_LIMIT_STACK_SIZE; grows at launches (KernelObj::stackBytes)
+  size_t printfFifoLimit = 1 << 20, mallocHeapLimit = 8 << 20;
   CUcontext handle() { return reinterpret_cast<CUcontext>(this); }
 };
 
@@ -361,6 +370,8 @@ bool allIdle();
 
 CUcontext currentContext();
 Context* currentCtx();                  // null when none is current (or it was destroyed)
+// A launch of `k` in `ctx` grows its CU_LIMIT_STACK_SIZE to the kernel's need.
+void growStackFor(Context* ctx, const KernelObj& k);
 Context* lookupContext(CUcontext h);    // null unless a live context
 Stream* legacyStreamOf(Context* ctx);   // creates it on first use
 Stream* threadPerThreadStream();        // of the current context (null: none current)

@@ -37,6 +37,10 @@ typedef enum SimKernelFamily {
  * Returns NULL on bad arguments (an effect kernel whose first 3 params are not 8 bytes). */
 CUfunction simKernelCreate(const char* name, SimKernelFamily family, unsigned nparams,
                            const size_t* sizes, const size_t* aligns);
+/* Stack per thread the kernel needs: each launch of it (eager, or of a graph
+ * holding it) grows its context's CU_LIMIT_STACK_SIZE to at least this, as
+ * the driver does at launch. Returns 0, or -1 for an unknown kernel. */
+int simKernelSetStackBytes(CUfunction kernel, size_t bytes);
 /* Packed layout the simulator uses for a kernel (also for opaque kernels). */
 size_t simKernelParamBytes(CUfunction kernel);
 int simKernelParamLayout(CUfunction kernel, unsigned index, size_t* offset, size_t* size);

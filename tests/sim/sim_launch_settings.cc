@@ -1,0 +1,167 @@
+// sim_launch_settings: settings that launches change, or that change launches,
+// around a loop graft replays.
+//   stack    each iteration lowers CU_LIMIT_STACK_SIZE to 1024, launches six
+//            kernels, one of which needs a 1536-byte stack (the driver grows
+//            the limit at its launch), and reads the limit back: 1536, as
+//            eagerly, which a launch still held by graft would leave at 1024.
+//   attr     each iteration raises a kernel's dynamic shared memory allowance
+//            to 64 KiB, launches it with 64 KiB among four other kernels and
+//            lowers the allowance to 48 KiB again: every launch was made under
+//            64 KiB, so each must run (a held launch issued after the lowering
+//            would be refused).
+//   same     the allowance set to the value it already has before every
+//            launch of that kernel, as libraries do: a call that changes
+//            nothing, which must not end graft's graphs.
+// Values are read back every 10 iterations (exit 1 on a wrong value or a
+// failed call).
+//   sim_launch_settings [--expect-graphs]
+// --expect-graphs: at least 80 % of the `same` part's kernels ran from graphs,
+// in under one graph launch per 3 iterations, and at least half of the
+// `stack` part's kernels.
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+
+#include "sim_api.h"
+#include "sim_driver_loader.h"
+
+namespace {
+
+constexpr int kIterations = 60;
+
+struct Counts {
+  uint64_t graph = 0, eager = 0, launches = 0;  // effects from graphs, eager effects, graph launches
+};
+Counts countsSince(const SimCounters& before) {
+  SimCounters c{};
+  simCounters(&c);
+  return {c.effectsGraph - before.effectsGraph, c.effectsEager - before.effectsEager,
+          c.graphLaunches - before.graphLaunches};
+}
+
+bool readBack(const simtest::DriverApi& cu, CUstream s, const char* part, int it, CUdeviceptr d, uint64_t want) {
+  uint64_t got = 0;
+  SIM_CHECK(cu.cuStreamSynchronize(s));
+  SIM_CHECK(cu.cuMemcpyDtoH(&got, d, 8));
+  if (got == want) return true;
+  std::printf("sim_launch_settings: %s, iteration %d: value %llu, expected %llu\n", part, it,
+              (unsigned long long)got, (unsigned long long)want);
+  return false;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool expectGraphs = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--expect-graphs") == 0) {
+      expectGraphs = true;
+    } else {
+      std::printf("usage: sim_launch_settings [--expect-graphs]\n");
+      return 2;
+    }
+  }
+  simtest::Driver drv;
+  CUcontext ctx;
+  if (int rc = simtest::startProgram("sim_launch_settings", &drv, &ctx)) return rc;
+  auto& cu = drv.plain;
+  CUstream s;
+  SIM_CHECK(cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CUfunction add = simtest::libraryKernel3("sim_add_settings");
+  CUfunction deep = simtest::libraryKernel3("sim_add_deep_stack");
+  CUfunction big = simtest::libraryKernel3("sim_add_big_shared");
+  if (simKernelSetStackBytes(deep, 1536) != 0) {
+    std::printf("sim_launch_settings: simKernelSetStackBytes failed\n");
+    return 1;
+  }
+  CUdeviceptr x = simtest::zeroedBuffer(cu), y = simtest::zeroedBuffer(cu), z = simtest::zeroedBuffer(cu);
+  int bad = 0;
+
+  // stack
+  SimCounters before{};
+  simCounters(&before);
+  uint64_t hx = 0, hy = 0, hz = 0;
+  for (int it = 1; it <= kIterations; ++it) {
+    SIM_CHECK(cu.cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 1024));
+    SIM_CHECK(simtest::launchAdd(cu, add, y, x, 1, s));
+    SIM_CHECK(simtest::launchAdd(cu, add, z, y, 2, s));
+    SIM_CHECK(simtest::launchAdd(cu, deep, x, z, uint64_t(it), s));
+    SIM_CHECK(simtest::launchAdd(cu, add, y, x, 3, s));
+    SIM_CHECK(simtest::launchAdd(cu, add, z, y, 4, s));
+    SIM_CHECK(simtest::launchAdd(cu, add, x, z, 5, s));
+    hy = hx + 1, hz = hy + 2, hx = hz + it, hy = hx + 3, hz = hy + 4, hx = hz + 5;
+    size_t stack = 0;
+    SIM_CHECK(cu.cuCtxGetLimit(&stack, CU_LIMIT_STACK_SIZE));
+    if (stack != 1536) {
+      if (bad++ < 5)
+        std::printf("sim_launch_settings: stack, iteration %d: the stack limit reads %zu after the launch that "
+                    "needs 1536, expected 1536\n", it, stack);
+    }
+    if (it % 10 == 0 && !readBack(cu, s, "stack", it, x, hx)) ++bad;
+  }
+  const Counts stackCounts = countsSince(before);
+
+  // attr
+  for (int it = 1; it <= kIterations; ++it) {
+    SIM_CHECK(cu.cuFuncSetAttribute(big, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 65536));
+    SIM_CHECK(simtest::launchAdd(cu, add, y, x, 1, s));
+    SIM_CHECK(simtest::launchAdd(cu, add, z, y, 2, s));
+    uint64_t k = uint64_t(it);
+    void* args[] = {&x, &z, &k};
+    SIM_CHECK(cu.cuLaunchKernel(big, 1, 1, 1, 1, 1, 1, 65536, s, args, nullptr));  // x = z + it
+    SIM_CHECK(simtest::launchAdd(cu, add, y, x, 3, s));
+    SIM_CHECK(simtest::launchAdd(cu, add, x, y, 4, s));
+    // Lowered through either call (the runtime sets a CUkernel's attributes).
+    if (it % 2)
+      SIM_CHECK(cu.cuFuncSetAttribute(big, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 49152));
+    else
+      SIM_CHECK(cu.cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 49152,
+                                        reinterpret_cast<CUkernel>(big), 0));
+    hy = hx + 1, hz = hy + 2, hx = hz + it, hy = hx + 3, hx = hy + 4;
+    if (it % 10 == 0 && !readBack(cu, s, "attr", it, x, hx)) ++bad;
+  }
+
+  // same
+  simCounters(&before);
+  SIM_CHECK(cu.cuFuncSetAttribute(big, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 65536));
+  for (int it = 1; it <= 3 * kIterations; ++it) {
+    SIM_CHECK(simtest::launchAdd(cu, add, y, x, 1, s));
+    SIM_CHECK(simtest::launchAdd(cu, add, z, y, 2, s));
+    SIM_CHECK(cu.cuFuncSetAttribute(big, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 65536));
+    uint64_t k = uint64_t(it);
+    void* args[] = {&x, &z, &k};
+    SIM_CHECK(cu.cuLaunchKernel(big, 1, 1, 1, 1, 1, 1, 65536, s, args, nullptr));  // x = z + it
+    SIM_CHECK(simtest::launchAdd(cu, add, y, x, 3, s));
+    SIM_CHECK(simtest::launchAdd(cu, add, x, y, 4, s));
+    hy = hx + 1, hz = hy + 2, hx = hz + it, hy = hx + 3, hx = hy + 4;
+    if (it % 10 == 0 && !readBack(cu, s, "same", it, x, hx)) ++bad;
+  }
+  SIM_CHECK(cu.cuCtxSynchronize());
+  const Counts sameCounts = countsSince(before);
+
+  std::printf("sim_launch_settings: stack part: kernels from graphs %llu, eager %llu; same part: %llu, %llu, "
+              "in %llu graph launches\n",
+              (unsigned long long)stackCounts.graph, (unsigned long long)stackCounts.eager,
+              (unsigned long long)sameCounts.graph, (unsigned long long)sameCounts.eager,
+              (unsigned long long)sameCounts.launches);
+  if (bad || simtest::failedCalls()) {
+    std::printf("sim_launch_settings: %d wrong values, %d failed calls\n", bad, simtest::failedCalls());
+    return 1;
+  }
+  if (expectGraphs && (sameCounts.graph * 10 < (sameCounts.graph + sameCounts.eager) * 8 ||
+                       stackCounts.graph * 2 < stackCounts.graph + stackCounts.eager)) {
+    std::printf("sim_launch_settings: too few kernels from graphs\n");
+    return 1;
+  }
+  // A setting that changes nothing does not cut graphs: the loop's runs
+  // between read-backs (10 iterations, 60 kernels) take a few pieces each,
+  // under one launch per 3 iterations; cut at each such call, they take about
+  // one per iteration.
+  if (expectGraphs && sameCounts.launches >= uint64_t(kIterations)) {
+    std::printf("sim_launch_settings: the same part took %llu graph launches for %d iterations\n",
+                (unsigned long long)sameCounts.launches, 3 * kIterations);
+    return 1;
+  }
+  std::printf("sim_launch_settings: every value and limit right\n");
+  return 0;
+}
