@@ -1356,6 +1356,7 @@ def run_interleaved(args, w, run_step, modes, first, warmup_s, used_peak):
     issue = {m: [] for m in modes}      # ... up to the return of the last step (no final sync)
     tails = {m: [] for m in modes}      # ms the final sync waited
     medians = {m: [] for m in modes}    # median step
+    records = {m: [] for m in modes}    # median time in record_loss (loss.item(): the sync)
     i = first
     for c in range(args.cycles):
         order = modes[c % len(modes):] + modes[:c % len(modes)]
@@ -1369,11 +1370,13 @@ def run_interleaved(args, w, run_step, modes, first, warmup_s, used_peak):
             i += 1
             torch.cuda.synchronize()
             step_ms = []
+            record_ms = []
             t0 = time.perf_counter()
             for _ in range(args.block):
                 ts = time.perf_counter()
                 run_step(i)
                 step_ms.append((time.perf_counter() - ts) * 1e3)
+                record_ms.append(w.last_record_ms)
                 i += 1
             t_issued = time.perf_counter()
             torch.cuda.synchronize()
@@ -1383,6 +1386,8 @@ def run_interleaved(args, w, run_step, modes, first, warmup_s, used_peak):
             tails[m].append(round((t_done - t_issued) * 1e3, 5))
             s = sorted(step_ms)
             medians[m].append(round(s[len(s) // 2], 5))
+            r = sorted(record_ms)
+            records[m].append(round(r[len(r) // 2], 5))
     set_mode(b"graph")
     torch.cuda.synchronize()
     w.loss_lines()
@@ -1399,7 +1404,7 @@ def run_interleaved(args, w, run_step, modes, first, warmup_s, used_peak):
         "block": args.block, "warmup": args.warmup, "syncs_every_step": w.syncs,
         "interleaved": medians if w.syncs else issue,
         "interleaved_wall": per_mode, "interleaved_issue": issue, "interleaved_median": medians,
-        "interleaved_tail_ms": tails,
+        "interleaved_tail_ms": tails, "interleaved_record_ms": records,
         "warmup_s": warmup_s, "device_used_peak_bytes": max(used_peak, device_used()),
         "torch": torch.__version__, "device_name": torch.cuda.get_device_name(0),
         "graft_preloaded": "libgraft" in os.environ.get("LD_PRELOAD", ""),
@@ -1518,7 +1523,10 @@ def main():
     torch.cuda.reset_peak_memory_stats()
 
     def run_step(i):
-        w.record_loss(i, step_fn(i))
+        loss = step_fn(i)
+        ts = time.perf_counter()
+        w.record_loss(i, loss)
+        w.last_record_ms = (time.perf_counter() - ts) * 1e3  # the per-step sync, where there is one
 
     # warmup (includes torch.compile's compilation and graft's recording)
     t0 = time.perf_counter()
