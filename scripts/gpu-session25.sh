@@ -10,6 +10,10 @@
 #   OUT=dir [VARIANTS="lib[:NAME=V,...] ..."] [ROUNDS=N] [CASES=a,b] scripts/gpu-session25.sh BUILD sync
 #       workloads.py --interleave eager/floor/match/graft per variant, one
 #       process each, rounds interleaved; the time inside loss.item() per mode
+#   OUT=dir [CASES=a,b] scripts/gpu-session25.sh BUILD rtlayer
+#       bench/runtime_swallow.c (built here with gcc) before libgraft.so:
+#       eager, graft's floor (launches dropped at the driver), the floor with
+#       the CUDA runtime's launch entries dropped too, and graft, interleaved
 # Tables last.
 B=${1:-.gpu/build}; PART=${2:-traps}; O=/tmp/s25-$PART; rm -rf $O; mkdir -p $O
 BA=$(cd "$B" && pwd)
@@ -30,10 +34,32 @@ elif [ "$PART" = losses ]; then
   for c in ${CASES//,/ }; do
     python3 -c "import json,sys; r=json.load(open('$O/losses/$c.graft.stats.json'))['ops']['by_class']; print('| $c |', r.get('setting', 0), '|', r.get('barrier', 0), '|')" 2>/dev/null || echo "| $c | ? | ? |"
   done
+elif [ "$PART" = rtlayer ]; then
+  gcc -O2 -shared -fPIC -o $O/runtime_swallow.so bench/runtime_swallow.c -ldl || exit 1
+  TL=$(python3 -c "import torch,os;print(os.path.join(os.path.dirname(torch.__file__),'lib'))")
+  echo "libtorch_cuda.so imports: $(nm -D --undefined-only $TL/libtorch_cuda.so | grep -io '[_a-z]*cudaLaunch[a-z_]*' | sort -u | tr '\n' ' ')"
+  for c in $(echo ${CASES:-mlp,gpt,mlp_item} | tr , ' '); do
+    LD_PRELOAD=$O/runtime_swallow.so:$BA/src/libgraft.so GRAFT_MODE=graph GRAFT_BENCH_SWITCH=1 GRAFT_LOG_LEVEL=warn \
+      GRAFT_SUMMARY=0 timeout 300 python3 $W $c --interleave passthrough,swallow,rtswallow,graph --cycles 30 --block 5 \
+      --warmup 40 --json $O/$c.json 2>&1 | tail -2
+  done
+  python3 - $O <<'PY'
+import json, sys, glob, os, statistics as S
+print("| case | eager ms | floor (driver) | floor (runtime too) | graft | runtime's share of the gap | graft's share removed (driver floor) | (runtime floor) |")
+print("|---|---|---|---|---|---|---|---|")
+for f in sorted(glob.glob(sys.argv[1] + "/*.json")):
+    I = json.load(open(f))["interleaved"]
+    e, d, r, g = (I[k] for k in ("passthrough", "swallow", "rtswallow", "graph"))
+    n = len(e)
+    share = lambda a, b, fl: 100 * S.median([(a[i] - b[i]) / (e[i] - fl[i]) for i in range(n)])
+    print("| %s | %.3f | %.3f | %.3f | %.3f | %.0f %% | %.0f %% | %.0f %% |" % (
+        os.path.basename(f)[:-5], S.median(e), S.median(d), S.median(r), S.median(g), share(d, r, d), share(e, g, d),
+        share(e, g, r)))
+PY
 elif [ "$PART" = sync ]; then
   J=$O/json; mkdir -p $J
   for r in $(seq 1 ${ROUNDS:-3}); do
-    for c in ${CASES:-mlp_item}; do
+    for c in $(echo ${CASES:-mlp_item} | tr , " "); do
       for v in ${VARIANTS:-libgraft.so}; do
         lib=${v%%:*}; envs=""; [ "$lib" != "$v" ] && envs="${v#*:}" && envs="${envs//,/ }"
         env $envs LD_PRELOAD=$BA/src/$lib GRAFT_MODE=graph GRAFT_BENCH_SWITCH=1 GRAFT_LOG_LEVEL=warn GRAFT_SUMMARY=0 \

@@ -16,6 +16,14 @@
 //             all of it, also for a branch that does not end the graph;
 //   control   none of this reaches a non-blocking stream (shows that the
 //             probe can tell both outcomes apart).
+// And what the driver checks once a kernel's dynamic shared memory allowance
+// is lowered below what a graph's kernel node asks for (src/hook/interpose.cc,
+// kernel attributes):
+//   allowance_update_refused    updating that node is refused, so graft lets
+//                               queued launches that update such a node reach
+//                               the driver before the program's call;
+//   allowance_launch_unchecked  launching the graph is not, so queued launches
+//                               without such an update need not wait.
 // Each fact is probed with a kernel that spins until the host writes a mapped
 // flag: the probed event must still be pending while the kernel spins.
 //
@@ -28,6 +36,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
+#include <utility>
 
 #define CK(x)                                                                           \
   do {                                                                                  \
@@ -79,6 +88,44 @@ bool pendingWhileSpinning(F setup) {
     std::exit(2);
   }
   return q == cudaErrorNotReady;
+}
+
+__global__ void useShared(int* out, int n) {
+  extern __shared__ int buf[];
+  buf[threadIdx.x] = int(threadIdx.x) + n;
+  __syncthreads();
+  if (threadIdx.x == 0) out[0] += buf[0];
+}
+
+// The two allowance facts (see the top): {update refused, launch unchecked}.
+std::pair<bool, bool> allowanceFacts() {
+  int* out;
+  CK(cudaMalloc(&out, 4));
+  cudaStream_t s = stream(cudaStreamNonBlocking);
+  CK(cudaFuncSetAttribute(useShared, cudaFuncAttributeMaxDynamicSharedMemorySize, 65536));
+  cudaGraph_t graph;
+  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  useShared<<<1, 32, 65536, s>>>(out, 1);
+  CK(cudaStreamEndCapture(s, &graph));
+  cudaGraphExec_t exec;
+  CK(cudaGraphInstantiate(&exec, graph, 0));
+  cudaGraphNode_t node;
+  size_t n = 1;
+  CK(cudaGraphGetNodes(graph, &node, &n));
+  cudaKernelNodeParams params;
+  CK(cudaGraphKernelNodeGetParams(node, &params));
+  CK(cudaFuncSetAttribute(useShared, cudaFuncAttributeMaxDynamicSharedMemorySize, 8192));
+  const bool launched = cudaGraphLaunch(exec, s) == cudaSuccess && cudaStreamSynchronize(s) == cudaSuccess;
+  int v = 2;
+  void* args[] = {&out, &v};
+  params.kernelParams = args;
+  const bool refused = cudaGraphExecKernelNodeSetParams(exec, node, &params) != cudaSuccess;
+  cudaGetLastError();
+  CK(cudaGraphExecDestroy(exec));
+  CK(cudaGraphDestroy(graph));
+  CK(cudaFuncSetAttribute(useShared, cudaFuncAttributeMaxDynamicSharedMemorySize, 65536));
+  CK(cudaFree(out));
+  return {refused, launched};
 }
 
 // A graph of a spinning kernel, alone or beside an independent empty branch.
@@ -211,6 +258,13 @@ int main() {
     asserted += f.expect >= 0;
     std::printf("%-48s %s (probed %s while the kernel spun)\n", f.name,
                 f.expect < 0 ? "observed" : ok ? "holds" : "DOES NOT HOLD", f.pending ? "pending" : "complete");
+  }
+  const auto [updateRefused, launchUnchecked] = allowanceFacts();
+  for (const auto& [name, holds] : {std::pair{"allowance_update_refused", updateRefused},
+                                    std::pair{"allowance_launch_unchecked", launchUnchecked}}) {
+    wrong += !holds;
+    ++asserted;
+    std::printf("%-48s %s\n", name, holds ? "holds" : "DOES NOT HOLD");
   }
   std::printf("driver_facts: %d of %d hold\n", asserted - wrong, asserted);
   return wrong ? 1 : 0;
