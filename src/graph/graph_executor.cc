@@ -720,8 +720,9 @@ bool GraphExecutor::queuedLaunchNeedsSharedMem(CUfunction a, CUfunction b, uint3
     const LaunchJob& job = worker_->job(i);
     for (const uint32_t k : job.patchOps) {
       const CUDA_KERNEL_NODE_PARAMS& p = job.graph->kernelBase[k];
-      const CUfunction f = p.func ? p.func : reinterpret_cast<CUfunction>(p.kern);
-      if (f && (f == a || f == b) && p.sharedMemBytes > sharedMem) return true;
+      const CUfunction kern = reinterpret_cast<CUfunction>(p.kern);
+      const bool named = (p.func && (p.func == a || p.func == b)) || (kern && (kern == a || kern == b));
+      if (named && p.sharedMemBytes > sharedMem) return true;
     }
   }
   return false;

@@ -362,8 +362,46 @@ bool kernelParamsOf(const OpDesc& op, std::span<const uint32_t> offsets, std::ve
   return true;
 }
 
+namespace {
+
+// A launch the driver refused that asks for more dynamic shared memory than
+// its kernel allows now: the program asked for it under a larger allowance and
+// lowered it since, while graft held the launch or queued its graph (graft
+// issues what it holds before a lowering it sees refuse a held launch, but a
+// launch re-issued after its graph failed, or named by another handle of the
+// kernel, can still meet the lower value). Launched again with the allowance
+// raised to what it asks for, then put back; `launch` is not called when the
+// allowance is not the reason (or in a capture, which the refusal ended).
+template <typename Launch>
+CUresult launchUnderAllowance(CUfunction f, unsigned sharedMem, CUstream stream, Launch launch) {
+  constexpr CUfunction_attribute kAllowance = CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+  const auto get = real<ApiId::k_cuFuncGetAttribute_2020>();
+  const auto set = real<ApiId::k_cuFuncSetAttribute_9000>();
+  const auto capturing = real<ApiId::k_cuStreamIsCapturing_10000>();
+  int allowed = 0;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (!get || !set || get(&allowed, kAllowance, f) != CUDA_SUCCESS || sharedMem <= unsigned(allowed) ||
+      (capturing && capturing(stream, &status) == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE))
+    return CUDA_ERROR_INVALID_VALUE;
+  if (set(f, kAllowance, int(sharedMem)) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
+  const CUresult r = launch();
+  set(f, kAllowance, allowed);
+  return r;
+}
+
+}  // namespace
+
 CUresult issueOp(const OpDesc& op, CUstream stream, const KernelRegistry& kernels,
                  std::vector<void*>& paramPointers) {
+  const CUresult r = issueOpOnce(op, stream, kernels, paramPointers);
+  if (r != CUDA_ERROR_INVALID_VALUE || op.kind != OpKind::Kernel || kernelShapeOf(op).sharedMem == 0) return r;
+  const KernelShape& ks = kernelShapeOf(op);
+  return launchUnderAllowance(reinterpret_cast<CUfunction>(ks.func), ks.sharedMem, stream,
+                              [&] { return issueOpOnce(op, stream, kernels, paramPointers); });
+}
+
+CUresult issueOpOnce(const OpDesc& op, CUstream stream, const KernelRegistry& kernels,
+                     std::vector<void*>& paramPointers) {
   const ApiId api = ApiId(op.api);
   switch (op.kind) {
     case OpKind::Kernel: {

@@ -170,8 +170,14 @@ EventShape eventShapeOf(const core::OpDesc& op);
 // Issues a recorded graphable op on `stream` (the op's own stream, or a capture
 // stream), through the same driver function the program used. `paramPointers`
 // is scratch of at least the kernel's parameter count. Returns the driver status.
+// A kernel the driver refuses for asking more dynamic shared memory than its
+// kernel allows now (lowered since the program's call) is launched again under
+// the allowance it asks for, outside a capture (see op_codec.cc).
 CUresult issueOp(const core::OpDesc& op, CUstream stream, const KernelRegistry& kernels,
                  std::vector<void*>& paramPointers);
+// issueOp without that second try.
+CUresult issueOpOnce(const core::OpDesc& op, CUstream stream, const KernelRegistry& kernels,
+                     std::vector<void*>& paramPointers);
 
 // Fills `pointers` (kernelParams form) or `extra` (buffer form) for a recorded
 // kernel op; returns false when the layout is unknown.

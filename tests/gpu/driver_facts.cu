@@ -114,12 +114,19 @@ std::pair<bool, bool> allowanceFacts() {
   CK(cudaGraphGetNodes(graph, &node, &n));
   cudaKernelNodeParams params;
   CK(cudaGraphKernelNodeGetParams(node, &params));
-  CK(cudaFuncSetAttribute(useShared, cudaFuncAttributeMaxDynamicSharedMemorySize, 8192));
-  const bool launched = cudaGraphLaunch(exec, s) == cudaSuccess && cudaStreamSynchronize(s) == cudaSuccess;
   int v = 2;
   void* args[] = {&out, &v};
   params.kernelParams = args;
-  const bool refused = cudaGraphExecKernelNodeSetParams(exec, node, &params) != cudaSuccess;
+  // Control: under the allowance the node was captured with, the update is taken.
+  const bool updatedBefore = cudaGraphExecKernelNodeSetParams(exec, node, &params) == cudaSuccess;
+  CK(cudaMemset(out, 0, 4));
+  CK(cudaFuncSetAttribute(useShared, cudaFuncAttributeMaxDynamicSharedMemorySize, 8192));
+  int ran = 0;
+  const bool launched = cudaGraphLaunch(exec, s) == cudaSuccess && cudaStreamSynchronize(s) == cudaSuccess &&
+                        cudaMemcpy(&ran, out, 4, cudaMemcpyDeviceToHost) == cudaSuccess && ran == 2;
+  v = 3;
+  const cudaError_t update = cudaGraphExecKernelNodeSetParams(exec, node, &params);
+  const bool refused = updatedBefore && update == cudaErrorInvalidValue;
   cudaGetLastError();
   CK(cudaGraphExecDestroy(exec));
   CK(cudaGraphDestroy(graph));

@@ -12,9 +12,15 @@
 //   same     the allowance set to the value it already has before every
 //            launch of that kernel, as libraries do: a call that changes
 //            nothing, which must not end graft's graphs.
+//   failed   (--failed, alone) the attr loop with the same arguments every
+//            iteration (no node update, so nothing is issued or waited for at
+//            the lowering) and a query of an idle stream after it; run with
+//            SIM_FAIL=cuGraphLaunch:N:1, a graph launch that fails on graft's
+//            launch thread is re-issued eagerly after the lowering, and its
+//            64 KiB launch must still run.
 // Values are read back every 10 iterations (exit 1 on a wrong value or a
 // failed call).
-//   sim_launch_settings [--expect-graphs]
+//   sim_launch_settings [--expect-graphs] [--failed]
 // --expect-graphs: at least 80 % of the `same` part's kernels ran from graphs,
 // in under one graph launch per 3 iterations, and at least half of the
 // `stack` part's kernels.
@@ -52,12 +58,14 @@ bool readBack(const simtest::DriverApi& cu, CUstream s, const char* part, int it
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool expectGraphs = false;
+  bool expectGraphs = false, failed = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--expect-graphs") == 0) {
       expectGraphs = true;
+    } else if (std::strcmp(argv[i], "--failed") == 0) {
+      failed = true;
     } else {
-      std::printf("usage: sim_launch_settings [--expect-graphs]\n");
+      std::printf("usage: sim_launch_settings [--expect-graphs] [--failed]\n");
       return 2;
     }
   }
@@ -76,6 +84,32 @@ int main(int argc, char** argv) {
   }
   CUdeviceptr x = simtest::zeroedBuffer(cu), y = simtest::zeroedBuffer(cu), z = simtest::zeroedBuffer(cu);
   int bad = 0;
+  if (failed) {
+    CUstream idle;
+    SIM_CHECK(cu.cuStreamCreate(&idle, CU_STREAM_NON_BLOCKING));
+    uint64_t hx = 0, hy = 0, hz = 0;
+    for (int it = 1; it <= kIterations; ++it) {
+      SIM_CHECK(cu.cuFuncSetAttribute(big, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 65536));
+      SIM_CHECK(simtest::launchAdd(cu, add, y, x, 1, s));
+      SIM_CHECK(simtest::launchAdd(cu, add, z, y, 2, s));
+      uint64_t k = 7;
+      void* args[] = {&x, &z, &k};
+      SIM_CHECK(cu.cuLaunchKernel(big, 1, 1, 1, 1, 1, 1, 65536, s, args, nullptr));  // x = z + 7
+      SIM_CHECK(simtest::launchAdd(cu, add, y, x, 3, s));
+      SIM_CHECK(simtest::launchAdd(cu, add, x, y, 4, s));
+      SIM_CHECK(cu.cuFuncSetAttribute(big, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 49152));
+      cu.cuStreamQuery(idle);  // graft drains its launch thread before asking the driver
+      hy = hx + 1, hz = hy + 2, hx = hz + 7, hy = hx + 3, hx = hy + 4;
+      if (it % 10 == 0 && !readBack(cu, s, "failed", it, x, hx)) ++bad;
+    }
+    SIM_CHECK(cu.cuCtxSynchronize());
+    if (bad || simtest::failedCalls()) {
+      std::printf("sim_launch_settings: %d wrong values, %d failed calls\n", bad, simtest::failedCalls());
+      return 1;
+    }
+    std::printf("sim_launch_settings: failed part: every value right\n");
+    return 0;
+  }
 
   // stack
   SimCounters before{};
