@@ -391,6 +391,9 @@ namespace {
 constexpr uint32_t kSegmentTryWindow = 64;
 constexpr uint32_t kDropAfterMismatches = 16;
 constexpr size_t kCostlyMismatchOps = 4;
+// Graft rests with graphs live when they carried fewer than 1 in this many of
+// the ops of a window of GRAFT_DORMANT_AFTER_OPS recorded ops.
+constexpr uint64_t kRestBelowGraphShare = 32;
 }  // namespace
 
 void Engine::resolveHeld(EagerCause cause, const OpDesc* trigger) {
@@ -817,11 +820,28 @@ void Engine::recordEagerOp(const OpDesc& op, bool boundary) {
   if (ops_total_ - interleave_.startOps >= kInterleaveWindowOps) restIfThreadsInterleave();
 }
 
-void Engine::restIfNothingRepeats() {
+void Engine::startRecordingWindow() {
   recorded_since_build_ = 0;
-  if (segments_.live() != 0 || !held_.empty()) return;
+  window_via_graph_start_ = stats_.opsViaGraph;
+}
+
+void Engine::restIfNothingRepeats() {
+  // (opsViaGraph falls when a graph launch failed: counted as none then.)
+  const uint64_t viaGraph = stats_.opsViaGraph - std::min(stats_.opsViaGraph, window_via_graph_start_);
+  const uint64_t recorded = recorded_since_build_;
+  startRecordingWindow();
+  if (!held_.empty()) return;
+  // Graphs that carried under 1 in kRestBelowGraphShare of the window's ops
+  // (a short run repeated once, in a program whose shapes change every step)
+  // only cost their matching and false starts: rest as if there were none.
+  const bool graphsIdle = viaGraph * kRestBelowGraphShare < recorded;
+  if (segments_.live() != 0 && !graphsIdle) return;
   rest(EagerCause::Dormant);
-  if (rests_++ == 0)
+  if (rests_++ == 0 && segments_.live() != 0)
+    GRAFT_INFO("graphs carried {} of the last {} ops, which did not repeat: resting (only counting) for the "
+               "next {} ops, then looking again (GRAFT_DORMANT_AFTER_OPS)", viaGraph, viaGraph + recorded,
+               4 * dormant_after_ops_);
+  else if (rests_ == 1)
     GRAFT_INFO("no op sequence worth a graph repeated in {} ops: resting (only counting) for the next {} "
                "ops, then looking again (GRAFT_DORMANT_AFTER_OPS)", dormant_after_ops_, 4 * dormant_after_ops_);
   else
@@ -860,7 +880,7 @@ void Engine::endRestIfThreadsCalm() {
 }
 
 void Engine::rest(EagerCause cause) {
-  recorded_since_build_ = 0;
+  startRecordingWindow();
   dormant_until_ = ops_total_ + 4 * dormant_after_ops_;
   rest_cause_ = cause;
   // What runs during the rest is not seen: no period may span it.
@@ -1241,7 +1261,7 @@ void Engine::buildPiece(const OpBuffer& ops, size_t begin, size_t end, uint64_t 
   seg->tokenHash = hashCombine(h.value ^ kSegmentSalt, h.length);
   Segment* stored = segments_.add(std::move(seg));
   ++stats_.graphsBuilt;
-  recorded_since_build_ = 0;
+  startRecordingWindow();
   GRAFT_DEBUG("segment #{}: graph of {} ops, first {} (after {} ops)", stored->id, stored->length(),
               executor_.describe(first), ops_total_);
 }

@@ -241,6 +241,7 @@ class Engine {
   void issueHeldEagerly(const OpDesc& op, EagerCause cause);
   void recordEagerOp(const OpDesc& op, bool boundary);
   void restIfNothingRepeats();
+  void startRecordingWindow();
   // At the end of each window of kInterleaveWindowOps ops: rests when the
   // window had a switch between threads at least every kOpsPerThreadSwitch
   // ops and less than half of its ops went through graphs; or a switch at
@@ -355,6 +356,7 @@ class Engine {
   Mismatch last_mismatch_;
   uint64_t dormant_after_ops_ = 0;      // effective EngineConfig::dormantAfterOps (0: never)
   uint64_t recorded_since_build_ = 0;   // ops recorded since a segment was last built or a rest ended
+  uint64_t window_via_graph_start_ = 0; // stats_.opsViaGraph when recorded_since_build_ was last reset
   uint64_t dormant_until_ = 0;          // ops_total_ at which the current rest ends (see dormant())
   uint64_t rests_ = 0;
   EagerCause rest_cause_ = EagerCause::Dormant;  // of the current or last rest

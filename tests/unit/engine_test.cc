@@ -1225,21 +1225,52 @@ TEST(Engine, ALoopThatStartsDuringARestIsReplayedOnceTheRestEnds) {
   h.expectEquivalent();
 }
 
-TEST(Engine, GraftNeverRestsWhileItHasAGraph) {
+TEST(Engine, GraftKeepsMatchingWhileItsGraphsCarryOps) {
   core::EngineConfig c = Harness::defaultConfig();
   c.maxPeriod = 64;
   c.dormantAfterOps = 256;
   Harness h(c);
   for (int it = 0; it < 10; ++it) iteration(h, 40, it);
   ASSERT_GE(h.exec.builds, 1);
-  // Long stretches of new shapes between loop iterations: the graph still
-  // exists, so every op keeps going through the engine.
+  // Stretches of new shapes between loop iterations: the graph carries a
+  // sixth of the ops, so every op keeps going through the engine.
   uint64_t shape = 0;
-  for (int round = 0; round < 4; ++round) {
-    nonRepeating(h, 600, shape);
+  for (int round = 0; round < 12; ++round) {
+    nonRepeating(h, 200, shape);
     iteration(h, 40, 99);
   }
   EXPECT_EQ(h.dormantOps, 0u);
+  EXPECT_GE(h.viaGraph(), size_t(12 * 40));
+  h.expectEquivalent();
+}
+
+TEST(Engine, GraftRestsWhenItsGraphsCarryAlmostNothing) {
+  // A short run repeated once and got a graph, then the program's shapes
+  // change every step (a mixture of experts): matching and false starts on
+  // that graph only cost, so graft rests as if it had none, then looks again.
+  core::EngineConfig c = Harness::defaultConfig();
+  c.maxPeriod = 64;
+  c.dormantAfterOps = 256;
+  Harness h(c);
+  for (int it = 0; it < 10; ++it) iteration(h, 40, it);
+  ASSERT_GE(h.exec.builds, 1);
+  const size_t viaGraphBefore = h.viaGraph();
+  // The first window of 256 recorded ops began at the build and saw the
+  // replays; the next one sees none.
+  uint64_t shape = 0;
+  size_t fed = 0;
+  while (!h.engine.dormant() && fed < 2000) {
+    nonRepeating(h, 1, shape);
+    ++fed;
+  }
+  EXPECT_TRUE(h.engine.dormant());
+  EXPECT_LE(fed, size_t(2 * 256));
+  nonRepeating(h, 4 * 256, shape);
+  EXPECT_EQ(h.dormantOps, size_t(4 * 256)) << "a rest of 4 x GRAFT_DORMANT_AFTER_OPS ops";
+  EXPECT_FALSE(h.engine.dormant());
+  // The loop comes back: its graph, still live, replays it again.
+  for (int it = 0; it < 10; ++it) iteration(h, 40, it);
+  EXPECT_GE(h.viaGraph(), viaGraphBefore + size_t(8 * 40));
   h.expectEquivalent();
 }
 
