@@ -6,14 +6,23 @@
                                  [--profile-json FILE --profile-steps P]
 
 CASE: mlp mlp_item gpt amp sidestream lastbatch partgraph gemm cnn lstm dynamic accum
-      inductor_mlp inductor_gpt sdpa ddp vit diffusion gan expandable decode loader
-      (or "list")
+      inductor_mlp inductor_gpt sdpa ddp vit diffusion gan expandable decode loader serve
+      rngstate timing emptycache pinned recordstream condstep moe graphed clipskip
+      pipeline2 ddp2 (or "list")
 
 --steps N is the total number of training steps; the first W (--warmup) are untimed.
 --losses writes one line per step: the loss as float32 bits in hex ("%08x"); lastbatch
 appends " eval=<hex>" on steps that ran an eval pass, lstm and diffusion " item=<hex>"
 every 10th step, accum and diffusion " ema=<checksum>" on the last step, gan " d=<hex>"
-(the discriminator's loss) and decode " tok=<ids>" (the tokens it read) on every step.
+(the discriminator's loss) and decode " tok=<ids>" (the tokens it read) on every step,
+serve " cls=<classes>" (the classes it read) on every step, graphed " eval=<hex>" every
+25th step, timing " t=ok" every 10th step (its timing events' elapsed times were finite
+and in order; " t=bad" if not: never a time), emptycache " mem=<allocated>/<reserved>"
+(torch.cuda.memory_allocated() and memory_reserved(), bytes) on every step, pinned
+" host=<hex>" (the loss as the host read it back through pinned memory), condstep
+" b=h|p|s" (the branch the step took: hard, plain, skip), moe " n=<counts>" (tokens per
+expert) and clipskip " s=<hex> n=<hex>" (the loss scale after update, the gradient norm)
+on every step.
 decode is inference, not training: its "loss" is the sum of the chosen tokens' logits.
 No-sync cases keep the losses in a preallocated GPU tensor and read them after the loop.
 expandable runs with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, which main() sets
@@ -51,24 +60,31 @@ os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 # a ViT with clipping and a cosine schedule; diffusion training with GroupNorm, a transposed
 # conv and a weight EMA; a GAN's two alternating optimizers; the expandable-segments
 # allocator (cuMemMap/cuMemUnmap) with empty_cache; inference: KV-cache decoding with a
-# sync per token; a DataLoader with worker processes and a pin-memory thread).
+# sync per token; a DataLoader with worker processes and a pin-memory thread); then odd but
+# legal patterns a tool that holds launches back could get wrong (the RNG state set by hand,
+# timing events read back, empty_cache under churn, pinned buffers rewritten after an event,
+# record_stream between streams, branches on a value read back, mixture-of-experts shapes
+# read back, make_graphed_callables, GradScaler skips with clipping).
 ISSUE_CASES = ["mlp", "mlp_item", "gpt", "amp", "sidestream", "lastbatch", "partgraph", "gemm"]
 OTHER_CASES = ["cnn", "lstm", "dynamic", "accum", "inductor_mlp", "inductor_gpt", "sdpa", "ddp",
-               "vit", "diffusion", "gan", "expandable", "decode", "loader", "serve", "pipeline2", "ddp2"]
+               "vit", "diffusion", "gan", "expandable", "decode", "loader", "serve",
+               "rngstate", "timing", "emptycache", "pinned", "recordstream", "condstep", "moe", "graphed",
+               "clipskip", "pipeline2", "ddp2"]
 # Cases that need two GPUs: with one, workloads.py exits 77 for them (check_losses.py
 # reports them skipped and goes on).
 TWO_GPU_CASES = ("pipeline2", "ddp2")
 CASES = ISSUE_CASES + OTHER_CASES
-# Loops whose host reads results that steer what it launches next (sizes from nonzero):
-# the floor and match modes drop kernels, so those reads are garbage and the loop breaks.
-# Benchmarks time them eager against graft only.
+# Loops whose host reads results that steer what it launches next (sizes from nonzero, moe's
+# expert counts, condstep's branch): the floor and match modes drop kernels, so those reads
+# are garbage and the loop breaks or takes other branches. Benchmarks time them eager
+# against graft only.
 # Not decode: it reads a token per step, but only to keep it; what it launches is steered by
 # its host-side position counter alone. The token goes back to the model through a
 # persistent GPU buffer that a dropped copy leaves holding the last valid ids (a fresh
 # argmax output would hold garbage ids after a floor block, and the embedding would fault
 # on them), and the KV cache it attends over is masked past the position, so a floor
 # block costs it correct values, never a fault or a different launch sequence.
-GARBAGE_SENSITIVE_CASES = ("dynamic",)
+GARBAGE_SENSITIVE_CASES = ("dynamic", "moe", "condstep")
 HANDGRAPH_CASES = ("mlp", "mlp_item", "gpt")
 COMPILE_CASES = ("mlp", "mlp_item", "gpt", "gemm")
 # The only change torch.compile(mode="reduce-overhead") needs to run these loops (DESIGN.md §1).
@@ -1254,6 +1270,450 @@ class ServeWorkload(Workload):
         return super().loss_lines()
 
 
+# --------------------------------------------------------------------------- odd but legal
+# Patterns real scripts have now and then, chosen for what a tool that holds launches back
+# and replays them as graphs could get wrong: the RNG state moved by hand, timing events
+# read back, the cache emptied right after work on a freed block, pinned host buffers
+# rewritten once an event says a copy is done, tensors handed between streams with
+# record_stream, steps whose ops depend on a value read back, expert shapes set by
+# counts read back, the program's own graphed forward and backward, and optimizer steps
+# skipped on overflow.
+
+class RNGStateWorkload(ClassifierWorkload):
+    """The MLP with dropout (0.2) and Gaussian input noise drawn from the default CUDA
+    generator, whose state the loop moves by hand as resume and debugging code does:
+    torch.cuda.set_rng_state() every 11th step restores the state that
+    torch.cuda.get_rng_state() saved on the last multiple of 7 (the dropout masks and the
+    noise of that earlier step come again: the Philox offsets the kernels get go back),
+    and torch.cuda.manual_seed() every 50th step (a new seed, the offset back to 0). The
+    batch generator's own state (torch.Generator.get_state/set_state) is saved every 13th
+    step and restored 12 steps later, which then sees that earlier batch again. AdamW
+    (foreach). No sync in the loop."""
+
+    def setup(self, mode="eager"):
+        self.model = MLP(self.din, self.hidden, self.nout, layers=6, dropout=0.2).to(self.dev)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
+        self.fwd = self.model
+        self.rng_saved = torch.cuda.get_rng_state(self.dev)
+        self.gen_saved = self.gen.get_state()
+
+    def step(self, i):
+        if i % 50 == 49:
+            torch.cuda.manual_seed(7000 + i)
+        if i % 11 == 10:
+            torch.cuda.set_rng_state(self.rng_saved, self.dev)
+        if i % 7 == 0:
+            self.rng_saved = torch.cuda.get_rng_state(self.dev)
+        if i % 13 == 0:
+            self.gen_saved = self.gen.get_state()
+        elif i % 13 == 12:
+            self.gen.set_state(self.gen_saved)
+        x, y = self.batch_for(i)
+        x = x + 0.1 * torch.randn(x.shape, device=self.dev)    # the default generator
+        self.opt.zero_grad(set_to_none=False)
+        loss = F.cross_entropy(self.model(x), y)
+        loss.backward()
+        self.opt.step()
+        return loss
+
+
+class TimingWorkload(ClassifierWorkload):
+    """The MLP timed as training scripts log step times: every step creates three
+    torch.cuda.Event(enable_timing=True) and records them before the forward pass, after
+    it and after the optimizer step; every 10th step the loop waits for the newest of them
+    (Event.synchronize() on one such step, a busy-wait on Event.query() on the next, as
+    asynchronous loggers poll), reads elapsed_time() between the pending events and drops
+    them (cuEventDestroy; the driver may give the same handles to the next step's events).
+    Only whether the times are finite and in order (the forward pass within its step,
+    each step after the one before) reaches the line (" t=ok" or " t=bad"), never a time."""
+
+    read_every = 10
+
+    def setup(self, mode="eager"):
+        super().setup()
+        self.pending = []
+
+    def step(self, i):
+        x, y = self.batch_for(i)
+        ev = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
+        ev[0].record()
+        self.opt.zero_grad(set_to_none=False)
+        loss = F.cross_entropy(self.model(x), y)
+        ev[1].record()
+        loss.backward()
+        self.opt.step()
+        ev[2].record()
+        self.pending.append(ev)
+        if i % self.read_every == self.read_every - 1:
+            newest = ev[2]
+            if (i // self.read_every) % 2 == 0:
+                newest.synchronize()
+            else:
+                while not newest.query():
+                    pass
+            ok, prev_end = True, None
+            for e0, e1, e2 in self.pending:
+                t_fwd, t_step = e0.elapsed_time(e1), e0.elapsed_time(e2)
+                ok = ok and math.isfinite(t_step) and 0.0 <= t_fwd <= t_step
+                if prev_end is not None:
+                    ok = ok and prev_end.elapsed_time(e0) >= 0.0
+                prev_end = e2
+            self.extra[i] = "t=ok" if ok else "t=bad"
+            self.pending = []
+        return loss
+
+
+class EmptyCacheWorkload(ClassifierWorkload):
+    """The MLP (with dropout) and AdamW under the default caching allocator (segments from
+    cudaMalloc, given back with cudaFree), churned: every 5th step a 64 MiB temporary (a
+    segment of its own, and its square, another) is filled from the generator, reduced into
+    the recorded loss and freed at once; every 7th step torch.cuda.empty_cache() follows
+    right there and gives every unused segment back (on steps that had a temporary, its
+    segment just after its kernels were issued), so the step's activations come from new
+    segments, possibly at other addresses. torch.cuda.memory_allocated() and
+    memory_reserved() are read every step and appended to the line
+    (" mem=<allocated>/<reserved>", bytes: the allocator's own counts, which follow from
+    the program's allocations alone)."""
+
+    big_mib = 64
+
+    def setup(self, mode="eager"):
+        self.model = MLP(self.din, self.hidden, self.nout, layers=8, dropout=0.1).to(self.dev)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
+        self.fwd = self.model
+
+    def step(self, i):
+        aux = None
+        if i % 5 == 4:
+            tmp = torch.empty(self.big_mib * 2 ** 20 // 4, device=self.dev)
+            tmp.normal_(generator=self.gen)
+            aux = tmp.square().mean()
+            del tmp
+        if i % 7 == 6:
+            torch.cuda.empty_cache()
+        loss = super().step(i).detach()
+        self.extra[i] = "mem=%d/%d" % (torch.cuda.memory_allocated(self.dev), torch.cuda.memory_reserved(self.dev))
+        return loss if aux is None else loss + 1e-3 * aux
+
+
+class PinnedWorkload(ClassifierWorkload):
+    """Batches made on the host into two pinned buffers in turn (double buffering), as
+    hand-written prefetchers do: during step i the host waits (Event.synchronize()) for
+    the event recorded after the last copy out of the buffer it is about to rewrite
+    (issued two steps before), writes batch i+1 into it (CPU normal_ and random_ from a
+    generator seeded with the step number) and copies it to the GPU with
+    .to(non_blocking=True) on the compute stream ahead of step i's own work, recording the
+    event after the copy. The loss goes back the same way: copied non_blocking into one of
+    two pinned slots, an event recorded after it, and read by the host during the next step
+    after that event's synchronize(); the value read is appended to the line
+    (" host=<hex>", the loss itself when every wait held). AdamW (foreach)."""
+
+    def setup(self, mode="eager"):
+        super().setup()
+        self.host_gen = torch.Generator()
+        self.xh = [torch.empty(self.batch, self.din, pin_memory=True) for _ in range(2)]
+        self.yh = [torch.empty(self.batch, dtype=torch.long, pin_memory=True) for _ in range(2)]
+        self.lh = [torch.empty((), pin_memory=True) for _ in range(2)]
+        self.copied = [torch.cuda.Event() for _ in range(2)]   # the copy out of buffer k is done
+        self.landed = [torch.cuda.Event() for _ in range(2)]   # the loss is in slot k
+        self.next = self.prefetch(0)
+
+    def prefetch(self, i):
+        k = i % 2
+        self.copied[k].synchronize()   # returns at once for an event never recorded
+        self.host_gen.manual_seed(50000 + i)
+        self.xh[k].normal_(generator=self.host_gen)
+        self.yh[k].random_(0, self.nout, generator=self.host_gen)
+        x = self.xh[k].to(self.dev, non_blocking=True)
+        y = self.yh[k].to(self.dev, non_blocking=True)
+        self.copied[k].record()
+        return x, y
+
+    def read_back(self, i):
+        k = i % 2
+        self.landed[k].synchronize()
+        self.extra[i] = "host=" + f32_hex(self.lh[k].item())
+
+    def step(self, i):
+        x, y = self.next
+        self.next = self.prefetch(i + 1)
+        self.opt.zero_grad(set_to_none=False)
+        loss = F.cross_entropy(self.model(x), y)
+        loss.backward()
+        self.opt.step()
+        self.lh[i % 2].copy_(loss.detach(), non_blocking=True)
+        self.landed[i % 2].record()
+        if i > 0:
+            self.read_back(i - 1)
+        return loss
+
+    def loss_lines(self):
+        if self.steps - 1 not in self.extra:
+            self.read_back(self.steps - 1)
+        return super().loss_lines()
+
+
+class RecordStreamWorkload(ClassifierWorkload):
+    """Distillation with the teacher on a side stream (high priority): on two steps of
+    three the side stream waits for the compute stream (wait_stream), runs a frozen teacher
+    MLP on the batch and softens its logits, the compute stream waits for the side stream,
+    and the tensors are handed over with record_stream(): the batch, made on the compute
+    stream, as used on the side stream, the soft targets, made on the side stream, as
+    used on the compute stream; both are dropped after use (del), so the caching allocator
+    records events at those frees and queries them before it hands the blocks out again.
+    Every third step skips the side stream: the teacher runs on the compute stream. The
+    student's loss: cross-entropy plus the KL divergence to the soft targets; AdamW."""
+
+    def setup(self, mode="eager"):
+        super().setup()
+        self.teacher = MLP(self.din, self.hidden, self.nout, layers=4).to(self.dev)
+        self.teacher.requires_grad_(False)
+        self.teacher.eval()
+        self.side = torch.cuda.Stream(priority=-1)
+
+    def soft_targets(self, x):
+        with torch.no_grad():
+            return F.softmax(self.teacher(x) / 2.0, dim=-1)
+
+    def step(self, i):
+        main = torch.cuda.current_stream()
+        x, y = self.batch_for(i)
+        if i % 3 != 2:
+            self.side.wait_stream(main)
+            with torch.cuda.stream(self.side):
+                soft = self.soft_targets(x)
+            x.record_stream(self.side)
+            main.wait_stream(self.side)
+            soft.record_stream(main)
+        else:
+            soft = self.soft_targets(x)
+        self.opt.zero_grad(set_to_none=False)
+        logits = self.model(x)
+        loss = F.cross_entropy(logits, y) + F.kl_div(F.log_softmax(logits / 2.0, dim=-1), soft,
+                                                     reduction="batchmean")
+        del soft, x
+        loss.backward()
+        self.opt.step()
+        return loss
+
+
+class CondStepWorkload(ClassifierWorkload):
+    """Host-side branching on a value read back in the middle of the step, as loops with
+    hard-example or loss-spike logic do: after the forward pass loss.item() is compared
+    with a running average of the earlier losses (host floats). Above 1.01 times it, the
+    "hard" branch: an L2 penalty over the weight matrices joins the loss before backward,
+    and after the optimizer step comes a second forward, backward and step on the same
+    batch; below 0.99 times it, "skip": no backward, no optimizer step; otherwise one plain
+    step. Which ops a step issues thus depends on the data, deterministically, in no fixed
+    period. The MLP with dropout, AdamW (foreach); " b=h", " b=p" or " b=s" on every line."""
+
+    syncs = True
+
+    def setup(self, mode="eager"):
+        self.model = MLP(self.din, self.hidden, self.nout, layers=6, dropout=0.1).to(self.dev)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
+        self.fwd = self.model
+        self.weights = [p for p in self.model.parameters() if p.dim() > 1]
+        self.avg = None
+
+    def step(self, i):
+        x, y = self.batch_for(i)
+        self.opt.zero_grad(set_to_none=False)
+        loss = F.cross_entropy(self.model(x), y)
+        v = loss.item()                                 # the sync the branch hangs on
+        avg = v if self.avg is None else self.avg
+        self.avg = 0.9 * avg + 0.1 * v
+        if v > 1.01 * avg:
+            branch = "h"
+            reg = sum(w.square().sum() for w in self.weights)
+            (loss + 1e-4 * reg).backward()
+            self.opt.step()
+            self.opt.zero_grad(set_to_none=False)
+            F.cross_entropy(self.model(x), y).backward()
+            self.opt.step()
+        elif v < 0.99 * avg:
+            branch = "s"
+        else:
+            branch = "p"
+            loss.backward()
+            self.opt.step()
+        self.extra[i] = "b=" + branch
+        return loss
+
+
+class MoEWorkload(Workload):
+    """A mixture-of-experts layer with top-2 routing: a router (Linear, softmax) scores 8
+    expert MLPs for each of 256 tokens, torch.topk picks two per token, their gate values
+    renormalised; the 512 (token, expert) pairs are sorted by expert (torch.sort, stable),
+    the tokens per expert are counted on the GPU and read to the host with .tolist() every
+    step (a sync whose values set the shapes of everything after it), the tokens are
+    gathered with index_select, each expert runs on its slice (an expert that got no token
+    is skipped and gets no gradient, so the optimizer's parameter list changes too), and
+    the gated outputs are summed back per token with index_add (deterministic under
+    use_deterministic_algorithms). The labels come from a fixed random projection, so the
+    routing moves as the model learns; a load-balancing term joins the loss; AdamW
+    (foreach) with zero_grad(set_to_none=True). The counts end every line (" n=a,b,...")."""
+
+    syncs = True
+    tokens, din, d, experts, nout = 256, 64, 128, 8, 10
+
+    def setup(self, mode="eager"):
+        d = self.d
+        self.model = nn.ModuleDict({
+            "inp": nn.Linear(self.din, d),
+            "router": nn.Linear(d, self.experts, bias=False),
+            "experts": nn.ModuleList([nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
+                                      for _ in range(self.experts)]),
+            "head": nn.Linear(d, self.nout)}).to(self.dev)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
+        self.ids = torch.arange(self.experts, device=self.dev)
+        self.label_proj = torch.randn(self.din, self.nout, device=self.dev, generator=self.gen)
+        self.counts = {}
+
+    def step(self, i):
+        m = self.model
+        x = torch.randn(self.tokens, self.din, device=self.dev, generator=self.gen)
+        y = (x @ self.label_proj).argmax(dim=-1)
+        self.opt.zero_grad(set_to_none=True)
+        h = F.gelu(m["inp"](x))                                      # N, d
+        probs = F.softmax(m["router"](h), dim=-1)                    # N, E
+        gate, expert = probs.topk(2, dim=-1)                         # N, 2
+        gate = gate / gate.sum(dim=-1, keepdim=True)
+        flat = expert.reshape(-1)                                    # 2N: token t's pairs at 2t, 2t+1
+        order = torch.sort(flat, stable=True).indices                # the pairs grouped by expert
+        token = order // 2
+        counts = (flat.unsqueeze(1) == self.ids).sum(dim=0)          # E, on the GPU
+        sizes = counts.tolist()                                      # the sync; shapes from here on
+        xs = h.index_select(0, token)                                # 2N, d in expert order
+        outs, start = [], 0
+        for e, n in enumerate(sizes):
+            if n:
+                outs.append(m["experts"][e](xs.narrow(0, start, n)))
+            start += n
+        w = gate.reshape(-1).index_select(0, order).unsqueeze(1)
+        mixed = torch.zeros_like(h).index_add(0, token, torch.cat(outs) * w)
+        logits = m["head"](h + mixed)
+        balance = self.experts * (counts.float() / flat.numel() * probs.mean(dim=0)).sum()
+        loss = F.cross_entropy(logits, y) + 0.01 * balance
+        loss.backward()
+        self.opt.step()
+        self.counts[i] = sizes
+        return loss
+
+    def loss_lines(self):
+        for i, n in self.counts.items():
+            self.extra[i] = "n=" + ",".join(str(c) for c in n)
+        return super().loss_lines()
+
+
+class GraphedWorkload(ClassifierWorkload):
+    """Partial-network capture by the program itself, with
+    torch.cuda.make_graphed_callables: the front and the back of an MLP (each with dropout,
+    all trainable) are graphed together (one memory pool; a forward and a backward graph
+    each, replayed every step by their autograd function after the inputs are copied into
+    the graphs' static buffers), with an eager LayerNorm between them, and the loss, the
+    accumulation of the graphs' static gradients into .grad and AdamW (foreach,
+    zero_grad(set_to_none=True)) eager around them. Dropout inside the graphs draws from
+    the default generator through PyTorch's graph-safe Philox state (seed and offset
+    written to device tensors by kernels just before each replay). Unlike partgraph, the
+    graphed part trains, has a backward graph and random numbers. Every 25th step an eval
+    pass (eval mode: the modules run their ordinary eager forward, dropout off) under
+    no_grad; its loss is appended (" eval=<hex>")."""
+
+    eval_every = 25
+    neval = 256
+
+    def setup(self, mode="eager"):
+        h = self.hidden
+        front = nn.Sequential(nn.Linear(self.din, h), nn.ReLU(), nn.Dropout(0.1),
+                              nn.Linear(h, h), nn.ReLU()).to(self.dev)
+        self.mid = nn.LayerNorm(h).to(self.dev)
+        back = nn.Sequential(nn.Linear(h, h), nn.GELU(), nn.Dropout(0.1), nn.Linear(h, self.nout)).to(self.dev)
+        x0 = torch.randn(self.batch, self.din, device=self.dev, generator=self.gen)
+        h0 = torch.randn(self.batch, h, device=self.dev, generator=self.gen).requires_grad_()
+        # Returns the same modules, their forward replaced by the graphs' (in training mode).
+        self.front, self.back = torch.cuda.make_graphed_callables((front, back), ((x0,), (h0,)))
+        self.model = nn.ModuleList([self.front, self.mid, self.back])
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
+        self.Xe = torch.randn(self.neval, self.din, device=self.dev, generator=self.gen)
+        self.Ye = torch.randint(0, self.nout, (self.neval,), device=self.dev, generator=self.gen)
+        self.eval_buf = torch.zeros(self.steps // self.eval_every + 1, dtype=torch.float32, device=self.dev)
+        self.eval_steps = []
+
+    def forward(self, x):
+        return self.back(self.mid(self.front(x)))
+
+    def step(self, i):
+        x, y = self.batch_for(i)
+        self.opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(self.forward(x), y)
+        loss.backward()
+        self.opt.step()
+        if (i + 1) % self.eval_every == 0:
+            self.model.eval()
+            with torch.no_grad():
+                self.eval_buf[len(self.eval_steps)].copy_(F.cross_entropy(self.forward(self.Xe), self.Ye))
+            self.eval_steps.append(i)
+            self.model.train()
+        return loss
+
+    def loss_lines(self):
+        if self.eval_steps:
+            for s, h in zip(self.eval_steps, tensor_hexes(self.eval_buf[:len(self.eval_steps)])):
+                self.extra[s] = "eval=" + h
+        return super().loss_lines()
+
+
+class ClipSkipWorkload(ClassifierWorkload):
+    """float16 autocast with a GradScaler whose initial scale (2**40) is far too large and
+    that grows again quickly (growth_interval 4): the first steps overflow until the scale
+    has backed off, and afterwards a step overflows whenever the scale has grown past what
+    the gradients bear, so every few steps the optimizer step is skipped. Clipping in the
+    documented order: scaler.unscale_(opt), clip_grad_norm_(error_if_nonfinite=False; an
+    overflowed step's norm is inf or nan and its gradients are scaled by what follows from
+    it), scaler.step(opt) (skipped when unscale_ found an inf: a sync), scaler.update(),
+    then a LambdaLR schedule (linear warmup, halved every 100 steps) stepping every step,
+    skipped or not. The scale after update (get_scale(), a sync) and the gradient norm end
+    every line (" s=<hex> n=<hex>"). The MLP without dropout, AdamW (foreach)."""
+
+    syncs = True
+
+    def setup(self, mode="eager"):
+        self.model = MLP(self.din, self.hidden, self.nout, layers=6).to(self.dev)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
+        self.fwd = self.model
+        kw = dict(init_scale=2.0 ** 40, growth_factor=2.0, backoff_factor=0.5, growth_interval=4)
+        try:
+            self.scaler = torch.amp.GradScaler("cuda", **kw)
+        except (AttributeError, TypeError):
+            self.scaler = torch.cuda.amp.GradScaler(**kw)
+        self.sched = torch.optim.lr_scheduler.LambdaLR(
+            self.opt, lambda s: min(1.0, (s + 1) / 20.0) * 0.5 ** (s // 100))
+        self.norm_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.scales = {}
+
+    def step(self, i):
+        x, y = self.batch_for(i)
+        self.opt.zero_grad(set_to_none=True)
+        with torch.autocast(device_type="cuda", dtype=torch.float16):
+            loss = F.cross_entropy(self.model(x), y)
+        self.scaler.scale(loss).backward()
+        self.scaler.unscale_(self.opt)
+        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0, error_if_nonfinite=False)
+        self.scaler.step(self.opt)
+        self.scaler.update()
+        self.sched.step()
+        self.norm_buf[i].copy_(norm.detach())
+        self.scales[i] = self.scaler.get_scale()
+        return loss.float()
+
+    def loss_lines(self):
+        norms = tensor_hexes(self.norm_buf)
+        for i, s in self.scales.items():
+            self.extra[i] = "s=%s n=%s" % (f32_hex(s), norms[i])
+        return super().loss_lines()
+
+
 WORKLOADS = {
     "mlp": ClassifierWorkload,
     "mlp_item": MLPItem,
@@ -1278,6 +1738,15 @@ WORKLOADS = {
     "decode": DecodeWorkload,
     "loader": LoaderWorkload,
     "serve": ServeWorkload,
+    "rngstate": RNGStateWorkload,
+    "timing": TimingWorkload,
+    "emptycache": EmptyCacheWorkload,
+    "pinned": PinnedWorkload,
+    "recordstream": RecordStreamWorkload,
+    "condstep": CondStepWorkload,
+    "moe": MoEWorkload,
+    "graphed": GraphedWorkload,
+    "clipskip": ClipSkipWorkload,
     "pipeline2": Pipeline2Workload,
     "ddp2": DDP2Workload,
 }
