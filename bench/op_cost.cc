@@ -4,7 +4,7 @@
 // then times ITERS iterations of OPS kernel launches followed by a stream
 // synchronize. Run it with and without LD_PRELOAD=libgraft.so; the difference
 // per op is graft's cost. Prints: ns_per_op=<median over 5 repetitions>.
-//   op_cost [OPS] [ITERS] [--vary] [--big N] [--thrash KB [--stride B] [--huge]] [--code KB] [--distinct] [--calls] [--mark]
+//   op_cost [OPS] [ITERS] [--vary] [--big N] [--thrash KB [--stride B] [--huge]] [--code KB] [--distinct] [--novel] [--calls] [--mark]
 // --vary: one parameter of every eighth kernel changes every iteration (as
 // RNG offsets and optimizer scalars do in a training step). --big N: every
 // N-th of the 64 kernels has a 4 KiB parameter (multi-tensor-apply style). --thrash KB: between two
@@ -26,6 +26,10 @@
 // --distinct: every launch of an iteration is of its own kernel (by default
 // 64 kernels repeat, so pieces of a replay look alike and several candidates
 // stay live: more ops take the general path than in a real step).
+// --novel: the launches' grid sizes change every iteration, so no sequence
+// repeats and every op takes graft's learning path (recording, the period
+// detector), as in a program whose shapes change every step before graft
+// rests (GRAFT_DORMANT_AFTER_OPS; set it high to time the learning path only).
 // --calls: also prints calls_ns_per_op, the time inside the launch calls
 // alone (TSC-timed around each call; the thrash and the loop are left out),
 // which isolates graft's per-op cost under --thrash.
@@ -61,6 +65,7 @@ int main(int argc, char** argv) {
   size_t thrashStride = 4096 + 64;
   size_t codeBytes = 0;
   bool distinct = false;
+  bool novel = false;
   for (int i = 3; i < argc; ++i) {
     if (std::strcmp(argv[i], "--vary") == 0) vary = true;
     else if (std::strcmp(argv[i], "--mark") == 0) mark = true;
@@ -70,6 +75,7 @@ int main(int argc, char** argv) {
     else if (std::strcmp(argv[i], "--thrash") == 0 && i + 1 < argc) thrashBytes = size_t(std::atol(argv[++i])) << 10;
     else if (std::strcmp(argv[i], "--stride") == 0 && i + 1 < argc) thrashStride = size_t(std::atol(argv[++i]));
     else if (std::strcmp(argv[i], "--distinct") == 0) distinct = true;
+    else if (std::strcmp(argv[i], "--novel") == 0) novel = true;
     else if (std::strcmp(argv[i], "--code") == 0 && i + 1 < argc) codeBytes = size_t(std::atol(argv[++i])) << 10;
   }
   const size_t poolBytes = size_t(256) << 20;
@@ -172,7 +178,8 @@ int main(int argc, char** argv) {
         const int varying = vary && k % 8 == 0;
         unsigned aux;
         const unsigned long long c0 = calls ? __rdtscp(&aux) : 0;
-        launch(kernels[k], 1 + k % 4, 1, 1, 128, 1, 1, 0, nullptr,
+        const unsigned grid = novel ? 1 + unsigned(((size_t(rep) * iters + it) * ops + k) % 1000003) : 1 + k % 4;
+        launch(kernels[k], grid, 1, 1, 128, 1, 1, 0, nullptr,
                isBig(k) ? bigParams[varying] : params[varying], nullptr);
         if (calls) callTicks += __rdtscp(&aux) - c0;
       }

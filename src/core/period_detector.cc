@@ -18,16 +18,18 @@ PeriodDetector::PeriodDetector(uint32_t warmup, uint32_t maxPeriod)
   ring_.resize(nextPow2(uint64_t(maxPeriod) + kGram + 1));
   ring_mask_ = ring_.size() - 1;
   ops_before_.resize(ring_.size());
-  gram_keys_.resize(nextPow2(uint64_t(maxPeriod) * 4 + 64));
-  gram_pos_.resize(gram_keys_.size());
-  gram_mask_ = gram_keys_.size() - 1;
+  // Buckets for four grams of the longest period each: a bucket overflows
+  // (and loses its oldest gram) only when some hold twice their share.
+  const uint64_t buckets = nextPow2((uint64_t(maxPeriod) * 4 + 64) / kGramWays);
+  grams_.resize(buckets);
+  gram_mask_ = buckets - 1;
 }
 
 void PeriodDetector::reset() {
   pushed_ = 0;
   ops_pushed_ = 0;
   last_boundary_ = 0;
-  std::fill(gram_pos_.begin(), gram_pos_.end(), 0);
+  std::fill(grams_.begin(), grams_.end(), GramBucket{});
   num_candidates_ = 0;
 }
 
@@ -58,40 +60,61 @@ PeriodDetector::Confirmation PeriodDetector::push(uint64_t tokenHash, uint64_t o
   }
   num_candidates_ = kept;
 
-  // New candidate from the last kGram tokens.
-  if (i + 1 >= kGram) {
-    uint64_t gram = 0x6a09e667f3bcc909ull;
-    for (uint32_t k = 0; k < kGram; ++k) gram = hashCombine(gram, at(i - k));
-    if (gram == 0) gram = 1;
-    uint64_t slot = mix64(gram) & gram_mask_;
-    for (uint64_t probe = 0; probe < 8; ++probe, slot = (slot + 1) & gram_mask_) {
-      if (gram_pos_[slot] == 0 || gram_keys_[slot] == gram) break;
+  // New candidate from the gram (kGram tokens) that ended at the previous
+  // token: its bucket was prefetched then, while the program ran on.
+  if (i >= kGram) {
+    const uint64_t mixed = pending_gram_;
+    GramEntry* bucket = grams_[mixed & gram_mask_].ways;
+    const uint32_t tag = uint32_t(mixed >> 32);
+    const uint32_t now = uint32_t(i) == 0 ? 1 : uint32_t(i);  // (the gram's last position) + 1
+    // This gram's entry, else an empty one, else the oldest.
+    GramEntry* entry = nullptr;
+    GramEntry* oldest = bucket;
+    for (size_t w = 0; w < kGramWays; ++w) {
+      GramEntry& e = bucket[w];
+      if (e.pos != 0 && e.tag == tag) {
+        entry = &e;
+        break;
+      }
+      if (oldest->pos != 0 && (e.pos == 0 || uint32_t(now - e.pos) > uint32_t(now - oldest->pos))) oldest = &e;
     }
-    if (gram_pos_[slot] != 0 && gram_keys_[slot] == gram) {
-      const uint64_t previous = gram_pos_[slot] - 1;
-      const uint64_t period = i - previous;
-      if (period >= 1 && period <= max_period_) {
-        bool known = false;
-        for (size_t c = 0; c < num_candidates_; ++c) known |= candidates_[c].period == period;
-        if (!known) {
-          Candidate fresh{static_cast<uint32_t>(period), kGram, 0};
-          if (num_candidates_ < kMaxCandidates) {
-            candidates_[num_candidates_++] = fresh;
-          } else {
-            // Replace the weakest unreported candidate.
-            size_t weakest = kMaxCandidates;
-            for (size_t c = 0; c < num_candidates_; ++c) {
-              if (candidates_[c].reports) continue;
-              if (weakest == kMaxCandidates || candidates_[c].run < candidates_[weakest].run)
-                weakest = c;
-            }
-            if (weakest != kMaxCandidates) candidates_[weakest] = fresh;
+    // Positions are kept modulo 2^32: `period` is exact for an entry written
+    // in the last 2^32 tokens; an older one (or another gram's) may propose
+    // a wrong period, which the tokens turn down: a candidate starts with a
+    // run of kGram + 1, the gram and this token (the ring holds max_period_ +
+    // kGram + 1 tokens).
+    const uint32_t period = entry ? now - entry->pos : 0;
+    bool repeats = period >= 1 && period <= max_period_ && i >= period + kGram;
+    for (uint32_t k = 0; repeats && k <= kGram; ++k) repeats = at(i - k) == at(i - k - period);
+    if (repeats) {
+      bool known = false;
+      for (size_t c = 0; c < num_candidates_; ++c) known |= candidates_[c].period == period;
+      if (!known) {
+        Candidate fresh{period, kGram + 1, 0};
+        if (num_candidates_ < kMaxCandidates) {
+          candidates_[num_candidates_++] = fresh;
+        } else {
+          // Replace the weakest unreported candidate.
+          size_t weakest = kMaxCandidates;
+          for (size_t c = 0; c < num_candidates_; ++c) {
+            if (candidates_[c].reports) continue;
+            if (weakest == kMaxCandidates || candidates_[c].run < candidates_[weakest].run) weakest = c;
           }
+          if (weakest != kMaxCandidates) candidates_[weakest] = fresh;
         }
       }
     }
-    gram_keys_[slot] = gram;
-    gram_pos_[slot] = i + 1;
+    if (!entry) {
+      entry = oldest;
+      entry->tag = tag;
+    }
+    entry->pos = now;
+  }
+  if (i + 1 >= kGram) {
+    uint64_t gram = 0x6a09e667f3bcc909ull;
+    for (uint32_t k = 0; k < kGram; ++k) gram = hashCombine(gram, at(i - k));
+    pending_gram_ = mix64(gram);
+    __builtin_prefetch(&grams_[pending_gram_ & gram_mask_], 1);
   }
 
   Confirmation confirmed;

@@ -2,7 +2,7 @@
 // O(1) per token.
 //
 // Candidate periods come from an n-gram index (the last position each run of
-// kGram tokens was seen); each candidate keeps the length of its current run
+// kGram tokens was seen, lossy: see GramEntry); each candidate keeps the length of its current run
 // (consecutive positions i with token[i] == token[i - period]). A candidate is
 // confirmed when its run covers `warmup` identical instances of the period,
 // i.e. run >= (warmup - 1) * period (at least one period). A confirmed
@@ -75,9 +75,22 @@ class PeriodDetector {
   uint64_t last_boundary_ = 0;  // position + 1 of the last boundary token; 0: none
   uint64_t ring_mask_;
   uint64_t pushed_ = 0;
-  std::vector<uint64_t> gram_keys_;
-  std::vector<uint64_t> gram_pos_;  // position + 1; 0 = empty
-  uint64_t gram_mask_;
+  // The n-gram index: buckets of kGramWays 8-byte entries, one cache line
+  // each, so a token reads one line of it. An entry holds 32 bits of the
+  // gram's hash and the low 32 bits of its position + 1 (0: empty); a full
+  // bucket gives up its oldest entry. A lost entry only delays a candidate,
+  // and one that names a wrong position is turned down by the tokens.
+  static constexpr size_t kGramWays = 8;
+  struct GramEntry {
+    uint32_t tag = 0;
+    uint32_t pos = 0;
+  };
+  struct alignas(64) GramBucket {
+    GramEntry ways[kGramWays];
+  };
+  std::vector<GramBucket> grams_;
+  uint64_t pending_gram_ = 0;  // the hash of the gram that ends at the last token pushed
+  uint64_t gram_mask_;  // bucket index mask
   std::array<Candidate, kMaxCandidates> candidates_{};
   size_t num_candidates_ = 0;
 };
