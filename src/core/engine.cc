@@ -783,6 +783,28 @@ void Engine::forgetRecordedCode() {
     GRAFT_INFO("the program unloaded code: {} graphs dropped; graft learns its loop again", dropped);
 }
 
+size_t Engine::forgetSegmentsWith(const std::function<bool(const OpDesc&)>& usesUnloaded) {
+  flushAll();
+  size_t dropped = 0;
+  for (const auto& s : segments_.all()) {
+    bool uses = false;
+    for (size_t k = 0; k < s->ops.size() && !uses; ++k) uses = usesUnloaded(s->ops.view(k));
+    if (!uses) continue;
+    if (s->graph) {
+      executor_.destroy(s->graph);
+      s->graph = nullptr;
+      ++dropped;
+    }
+    segments_.retire(s.get());
+    // Built again when its run repeats only if it paid off: code a library
+    // loads and unloads every step would otherwise cost a build each time.
+    if (s->replays >= kReplaysBeforeUnloadToRebuild) built_runs_.erase(s->runKey);
+  }
+  last_mismatch_ = {};
+  num_candidates_ = 0;
+  return dropped;
+}
+
 void Engine::stopReplay() {
   flushAll();
   config_.replay = false;

@@ -17,6 +17,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -182,6 +183,16 @@ class Engine {
   // forgotten, since a kernel handle seen before may now name another kernel.
   // Replay resumes once the loop repeats again. Allocates; not on the hot path.
   void forgetRecordedCode();
+  // The program unloads code that only some kernels came from, right after a
+  // host barrier: every segment with an op `usesUnloaded` says yes to is
+  // retired and its graph destroyed (its run is built again if it repeats,
+  // with the kernels loaded then, when it had paid off: see below); the
+  // other graphs and what graft learned stay. Returns the number of graphs destroyed. Allocates; not on the hot
+  // path.
+  size_t forgetSegmentsWith(const std::function<bool(const OpDesc&)>& usesUnloaded);
+  // A segment dropped for unloaded code after fewer replays than this is not
+  // built again for the same run of ops.
+  static constexpr uint64_t kReplaysBeforeUnloadToRebuild = 4;
   // Stops replaying for good (e.g. graft can no longer see every op): issues
   // everything held; from now on every op is issued eagerly and only counted.
   void stopReplay();

@@ -62,7 +62,8 @@ GRAFT_COLD KernelInfo* KernelRegistry::resolve(CUfunction f) {
   const char* name = nullptr;
   auto kernelName = real<ApiId::k_cuKernelGetName_12030>();
   auto funcName = real<ApiId::k_cuFuncGetName_12030>();
-  if (!(kernelName && kernelName(&name, reinterpret_cast<CUkernel>(f)) == CUDA_SUCCESS && name)) {
+  const bool libraryKernel = kernelName && kernelName(&name, reinterpret_cast<CUkernel>(f)) == CUDA_SUCCESS && name;
+  if (!libraryKernel) {
     name = nullptr;
     if (!(funcName && funcName(&name, f) == CUDA_SUCCESS && name)) name = nullptr;
   }
@@ -119,6 +120,23 @@ GRAFT_COLD KernelInfo* KernelRegistry::resolve(CUfunction f) {
                "both failed); it runs eagerly in sequence",
                info->name);
   }
+  // Whose code it is (KernelRegistry::handlesOfCode).
+  if (auto getLibrary = real<ApiId::k_cuKernelGetLibrary_12050>(); getLibrary && libraryKernel) {
+    CUlibrary library = nullptr;
+    if (getLibrary(&library, reinterpret_cast<CUkernel>(f)) == CUDA_SUCCESS && library) {
+      info->owner = reinterpret_cast<uint64_t>(library);
+      info->ownerIsLibrary = true;
+    }
+  }
+  if (auto getModule = real<ApiId::k_cuFuncGetModule_11000>(); getModule && !info->owner) {
+    CUmodule module = nullptr;
+    if (getModule(&module, f) == CUDA_SUCCESS && module) info->owner = reinterpret_cast<uint64_t>(module);
+  }
+  if (auto current = real<ApiId::k_cuCtxGetCurrent_4000>()) {
+    CUcontext ctx = nullptr;
+    if (current(&ctx) == CUDA_SUCCESS) info->ctx = reinterpret_cast<uint64_t>(ctx);
+  }
+  if (entries_->shortLived.count(info->name)) info->eager = core::EagerCause::ReloadedCode;
   if (matchesEagerPrefix(info->name, entries_->eagerPrefixes)) {
     info->eager = core::EagerCause::EagerKernel;
     GRAFT_DEBUG("kernel {}: matches a GRAFT_EAGER_KERNELS prefix; it runs eagerly", info->name);
@@ -158,6 +176,56 @@ std::vector<std::pair<std::string, uint64_t>> KernelRegistry::ranked(uint64_t Ke
     return a.second != b.second ? a.second > b.second : a.first < b.first;
   });
   return v;
+}
+
+std::vector<uint64_t> KernelRegistry::handlesOfCode(uint64_t code, bool library) const {
+  uint64_t libraryModule = 0, currentCtx = 0;
+  if (library) {
+    CUmodule m = nullptr;
+    if (auto getModule = real<ApiId::k_cuLibraryGetModule_12000>();
+        getModule && getModule(&m, reinterpret_cast<CUlibrary>(code)) == CUDA_SUCCESS)
+      libraryModule = reinterpret_cast<uint64_t>(m);
+    CUcontext ctx = nullptr;
+    if (auto current = real<ApiId::k_cuCtxGetCurrent_4000>(); current && current(&ctx) == CUDA_SUCCESS)
+      currentCtx = reinterpret_cast<uint64_t>(ctx);
+  }
+  std::vector<uint64_t> handles;
+  for (const auto& [h, k] : entries_->kernels) {
+    bool ends;
+    if (k->owner == 0) ends = true;  // unplaced: may be any code's
+    else if (k->ownerIsLibrary) ends = library && k->owner == code;
+    else if (!library) ends = k->owner == code;
+    else ends = k->owner == libraryModule || k->ctx != currentCtx;
+    if (ends) handles.push_back(h);
+  }
+  return handles;
+}
+
+void KernelRegistry::retire(const std::vector<uint64_t>& handles, bool unloaded) {
+  if (handles.empty()) return;
+  for (uint64_t h : handles) {
+    auto it = entries_->kernels.find(h);
+    if (it == entries_->kernels.end()) continue;
+    if (unloaded && it->second->launches < kShortLivedLaunches) {
+      if (entries_->shortLived.insert(it->second->name).second)
+        GRAFT_DEBUG("kernel {}: its code is unloaded after {} launches; when loaded again it runs eagerly",
+                    it->second->name, it->second->launches);
+    } else if (unloaded) {
+      entries_->shortLived.erase(it->second->name);
+    }
+    KernelInfo& r = entries_->retired[it->second->name];
+    r.launches += it->second->launches;
+    r.patches += it->second->patches;
+    entries_->kernels.erase(it);
+  }
+  // The open-addressing index is made again from the entries left.
+  index_.clear();
+  for (const auto& [h, k] : entries_->kernels) {
+    if (h != 0) {
+      addToIndex(k.get());  // into an empty index: adds every entry
+      break;
+    }
+  }
 }
 
 void KernelRegistry::retireAll() {

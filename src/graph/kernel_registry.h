@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/hot_arena.h"
@@ -46,6 +47,12 @@ struct alignas(64) KernelInfo {
   // For the report.
   uint64_t patches = 0;  // graph node updates of this kernel's launches
   std::string name;
+  // Where the code came from (cuKernelGetLibrary for a library kernel,
+  // cuFuncGetModule for a function; 0: the driver did not say), and the
+  // context current when the handle was resolved: what an unload retires.
+  uint64_t owner = 0;
+  bool ownerIsLibrary = false;
+  uint64_t ctx = 0;
 };
 
 // The kernel's own name inside a C++-mangled symbol: "ncclDevKernel_Generic"
@@ -88,6 +95,18 @@ class KernelRegistry {
   // entry is resolved again on next use (no KernelInfo is held across calls);
   // the old launch counts stay in the report, merged by name.
   void retireAll();
+  // The handles an unload of this module (or library) may end: its own
+  // kernels, those whose code the driver could not place, and for a library
+  // also the functions of its module in the current context and every
+  // function resolved in another context (the library may have modules
+  // there too). Calls the driver; call before the unload itself.
+  std::vector<uint64_t> handlesOfCode(uint64_t code, bool library) const;
+  // Forgets these handles as retireAll does all of them (counts kept by
+  // name); each is resolved again on next use. `unloaded`: their code is
+  // being unloaded; a kernel launched fewer than kShortLivedLaunches times
+  // in its code's life runs eagerly when loaded again (ReloadedCode).
+  void retire(const std::vector<uint64_t>& handles, bool unloaded = false);
+  static constexpr uint64_t kShortLivedLaunches = 16;
 
  private:
   KernelInfo* resolve(CUfunction f);
@@ -124,6 +143,8 @@ class KernelRegistry {
     std::unordered_map<uint64_t, core::HotPtr<KernelInfo>> kernels;
     std::unordered_map<std::string, KernelInfo> retired;  // counts only, by kernel name
     std::vector<std::string> eagerPrefixes;
+    // Names of kernels whose code was unloaded after few launches of theirs.
+    std::unordered_set<std::string> shortLived;
   };
   std::unique_ptr<Entries> entries_ = std::make_unique<Entries>();
 };

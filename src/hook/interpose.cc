@@ -651,6 +651,17 @@ inline bool settingNeedsHeldIssued(const core::Engine& engine, const SettingChan
   return refused;
 }
 
+// What an UNLOADS call ends (Runtime::codeUnloading).
+template <ApiId Id, typename... A>
+UnloadedCode unloadedCode(A... a) {
+  if constexpr (Id == ApiId::k_cuModuleUnload_2000)
+    return {UnloadedCode::Module, reinterpret_cast<uint64_t>(firstOf<CUmodule>(a...))};
+  else if constexpr (Id == ApiId::k_cuLibraryUnload_12000)
+    return {UnloadedCode::Library, reinterpret_cast<uint64_t>(firstOf<CUlibrary>(a...))};
+  else
+    return {};
+}
+
 // A call that may end a context (trait ENDS_CONTEXT) names it by handle
 // (cuCtxDestroy) or as a device's primary one (cuDevicePrimaryCtxReset,
 // cuDevicePrimaryCtxRelease): the per-thread streams' proxies in it, taken
@@ -722,7 +733,7 @@ template <ApiId Id, int PT, typename Real, typename... A>
       {
         auto lock = rt.engine().lock();
         rt.engine().hostBarrier(barrierHash<Id>(a...));
-        if constexpr (info.traits & trait::UNLOADS) rt.codeUnloading();
+        if constexpr (info.traits & trait::UNLOADS) rt.codeUnloading(unloadedCode<Id>(a...));
       }
       beforePerThreadCall<PT>(info.klass == ApiClass::Copy || info.klass == ApiClass::Set, a...);
       if constexpr (info.traits & trait::ENDS_CONTEXT) {

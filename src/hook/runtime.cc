@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <mutex>
@@ -242,13 +243,33 @@ void Runtime::noteUnwrapped(std::string_view name, int requestedVersion) {
   engine_->stopReplay();
 }
 
-void Runtime::codeUnloading() {
+void Runtime::codeUnloading(UnloadedCode code) {
   if (exiting_) {
     engine_->stopReplay();
     kernels_.retireAll();
-  } else {
-    engine_->forgetRecordedCode();
+    return;
   }
+  if (code.kind == UnloadedCode::Everything) {
+    engine_->forgetRecordedCode();
+    return;
+  }
+  // Only this code's kernels (and any graft cannot place) may get new
+  // meanings: graphs with them go, the rest stay, and learning goes on (a
+  // library that loads and unloads code as it goes, like cuFFT's plans, no
+  // longer resets graft every time).
+  std::vector<uint64_t> handles = kernels_.handlesOfCode(code.handle, code.kind == UnloadedCode::Library);
+  std::sort(handles.begin(), handles.end());
+  size_t dropped = 0;
+  if (!handles.empty()) {
+    dropped = engine_->forgetSegmentsWith([&](const core::OpDesc& op) {
+      return op.kind == core::OpKind::Kernel &&
+             std::binary_search(handles.begin(), handles.end(), graph::kernelShapeOf(op).func);
+    });
+  }
+  executor_->countPatches();  // (by the handles' current names)
+  kernels_.retire(handles, /*unloaded=*/true);
+  GRAFT_DEBUG("the program unloads {} {:#x}: {} kernel handles forgotten, {} graphs with them dropped",
+              code.kind == UnloadedCode::Library ? "library" : "module", code.handle, handles.size(), dropped);
 }
 
 void Runtime::writeExitReport() {

@@ -27,6 +27,13 @@
 
 namespace graft::hook {
 
+// What an UNLOADS call ends: a module, a library, or (kind Everything: a
+// context, or a call graft forwards without decoding it) all code.
+struct UnloadedCode {
+  enum Kind { Everything, Module, Library } kind = Everything;
+  uint64_t handle = 0;
+};
+
 class Runtime {
  public:
   // The options snapshot (valid from library load on).
@@ -74,9 +81,11 @@ class Runtime {
 
   // The program is about to unload code or destroy a context (an UNLOADS
   // function, wrapped or forwarded), after the host barrier before it: graft
-  // forgets every graph and what it learned per kernel, or, at teardown, stops
-  // replaying without touching its graphs. Call with engine().lock() held.
-  void codeUnloading();
+  // forgets the graphs with kernels of that code and what it learned of those
+  // kernels (of every kernel, for Everything), or, at teardown, stops
+  // replaying without touching its graphs. Calls the driver (before the
+  // unload: the handles are still valid). Call with engine().lock() held.
+  void codeUnloading(UnloadedCode code = UnloadedCode{});
 
   void writeExitReport();
   // Set (under the engine lock) once the exit report is written.

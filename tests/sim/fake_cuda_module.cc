@@ -1,6 +1,7 @@
 // fake_cuda_module.cc - simulated modules and libraries: cuModuleLoadData(Ex),
 // cuModuleGetFunction, cuModuleUnload, cuLibraryLoadData, cuLibraryGetKernel,
-// cuLibraryUnload.
+// cuLibraryUnload, and which code a kernel came from: cuFuncGetModule,
+// cuKernelGetLibrary, cuLibraryGetModule.
 //
 // An "image" is NUL-terminated text naming the kernels it contains and their
 // parameter sizes in bytes (natural alignment, as simKernelCreate):
@@ -26,7 +27,11 @@
 //    launch / instantiate with CUDA_ERROR_INVALID_HANDLE. The KernelObj itself
 //    stays allocated (graph nodes and trace entries point at it).
 //  - Simplification: modules are not bound to a context (any context may launch
-//    their functions).
+//    their functions). A library's "module" (cuLibraryGetModule, and
+//    cuFuncGetModule of its kernels, whose handles are also their functions) is
+//    the library's handle. Kernels made by simKernelCreate belong to one
+//    built-in module (functions) or one built-in library (library kernels),
+//    which are never unloaded.
 #include <array>
 #include <cctype>
 #include <cstdlib>
@@ -52,6 +57,7 @@ struct ModuleState {
   std::set<size_t> freeModuleSlots;
   size_t nextModuleSlot = 0;
   std::unordered_map<void*, ModuleObj> modules;   // live modules and libraries
+  std::unordered_map<void*, void*> owner;         // kernel handle -> its live module or library
   std::vector<std::unique_ptr<KernelObj>> retired;  // unloaded kernels, kept allocated
 };
 
@@ -181,6 +187,7 @@ CUresult loadImpl(void** handleOut, const void* image, bool library) {
     void* h = kernelSlots[slot].data();
     mod.kernels.emplace_back(obj->name, h);
     state().kernels.emplace(h, std::move(obj));
+    m.owner[h] = modHandle;
   }
   m.modules[modHandle] = std::move(mod);
   *handleOut = modHandle;
@@ -217,9 +224,25 @@ CUresult unloadImpl(Lock& lk, void* modHandle, bool library, const char* api) {
       st.kernels.erase(k);
     }
     m.freeKernelSlots.insert(kernelSlotOf(h));
+    m.owner.erase(h);
   }
   m.modules.erase(it);
   m.freeModuleSlots.insert(moduleSlotOf(modHandle));
+  return CUDA_SUCCESS;
+}
+
+// The built-in module and library of simKernelCreate's kernels.
+char builtinModule, builtinLibrary;
+
+// The module or library `h` came from, for a live kernel of `family` (either
+// family when 0).
+CUresult ownerOf(void* h, int family, void** out) {
+  if (!out) return CUDA_ERROR_INVALID_VALUE;
+  KernelObj* k = lookupKernel(static_cast<CUfunction>(h));
+  if (!k || (family && k->family != family)) return CUDA_ERROR_INVALID_HANDLE;
+  auto it = ms().owner.find(h);
+  if (it != ms().owner.end()) *out = it->second;
+  else *out = k->family == SIM_KERNEL_LIBRARY ? static_cast<void*>(&builtinLibrary) : &builtinModule;
   return CUDA_SUCCESS;
 }
 
@@ -265,6 +288,25 @@ CUresult CUDAAPI cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_o
 CUresult CUDAAPI cuLibraryGetKernel(CUkernel* pKernel, CUlibrary library, const char* name) {
   SIM_ENTRY("cuLibraryGetKernel", 0);
   return getImpl(reinterpret_cast<void**>(pKernel), library, name, true);
+}
+
+CUresult CUDAAPI cuFuncGetModule(CUmodule* hmod, CUfunction hfunc) {
+  SIM_ENTRY("cuFuncGetModule", kNoSticky);
+  return ownerOf(hfunc, 0, reinterpret_cast<void**>(hmod));
+}
+
+CUresult CUDAAPI cuKernelGetLibrary(CUlibrary* pLib, CUkernel kernel) {
+  SIM_ENTRY("cuKernelGetLibrary", kNoSticky);
+  return ownerOf(kernel, SIM_KERNEL_LIBRARY, reinterpret_cast<void**>(pLib));
+}
+
+CUresult CUDAAPI cuLibraryGetModule(CUmodule* pMod, CUlibrary library) {
+  SIM_ENTRY("cuLibraryGetModule", kNeedCtx);
+  if (!pMod) return CUDA_ERROR_INVALID_VALUE;
+  auto it = ms().modules.find(library);
+  if (it == ms().modules.end() || !it->second.library) return CUDA_ERROR_INVALID_HANDLE;
+  *pMod = reinterpret_cast<CUmodule>(library);
+  return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuLibraryUnload(CUlibrary library) {
