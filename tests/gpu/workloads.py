@@ -8,6 +8,7 @@
 CASE: mlp mlp_item gpt amp sidestream lastbatch partgraph gemm cnn lstm dynamic accum
       inductor_mlp inductor_gpt sdpa ddp vit diffusion gan expandable decode loader serve
       rngstate timing emptycache pinned recordstream condstep moe graphed clipskip
+      fno linalg lbfgs plateau swa parametrize sparse gnn pageable setstream
       pipeline2 ddp2 (or "list")
 
 --steps N is the total number of training steps; the first W (--warmup) are untimed.
@@ -22,7 +23,15 @@ and in order; " t=bad" if not: never a time), emptycache " mem=<allocated>/<rese
 " host=<hex>" (the loss as the host read it back through pinned memory), condstep
 " b=h|p|s" (the branch the step took: hard, plain, skip), moe " n=<counts>" (tokens per
 expert) and clipskip " s=<hex> n=<hex>" (the loss scale after update, the gradient norm)
-on every step.
+on every step; fno " spec=<hex>" (its spectral loss term), linalg " ev=<hex> info=<n>"
+(the smallest eigenvalue, the summed LAPACK info codes), lbfgs " ev=<n>" (closure
+evaluations), plateau " lr=<float.hex> b=s|r|-" (the learning rate after the step; a
+snapshot of the best weights, a restore of them, neither), parametrize " sigma=<hex>" (a
+spectral norm estimate; " eval=<hex>" added every 20th step), sparse " nnz=<n>" (distinct
+rows in the sparse gradient), gnn " e=<n>" (edges after deduplication) and pageable
+" host=<hex>" (the loss read through pageable memory) on every step; swa " swa=<hex>" (the
+averaged model's eval loss) every 25th step of its averaging phase and setstream
+" q=<hex>" (the loss read after polling Stream.query()) every 10th step.
 decode is inference, not training: its "loss" is the sum of the chosen tokens' logits.
 No-sync cases keep the losses in a preallocated GPU tensor and read them after the loop.
 expandable runs with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, which main() sets
@@ -64,12 +73,18 @@ os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 # legal patterns a tool that holds launches back could get wrong (the RNG state set by hand,
 # timing events read back, empty_cache under churn, pinned buffers rewritten after an event,
 # record_stream between streams, branches on a value read back, mixture-of-experts shapes
-# read back, make_graphed_callables, GradScaler skips with clipping).
+# read back, make_graphed_callables, GradScaler skips with clipping); then CUDA libraries and
+# PyTorch features those leave out (cuFFT with an evicting plan cache and complex weights,
+# cuSOLVER factorizations, L-BFGS's closure, ReduceLROnPlateau with weight restores, SWA with
+# update_bn, parametrizations, sparse gradients with SparseAdam and cuSPARSE, scatter and
+# unique in a GNN) and two more odd loops (pageable host buffers reused as soon as a
+# non_blocking copy returns, set_stream with a capturable optimizer and Stream.query()).
 ISSUE_CASES = ["mlp", "mlp_item", "gpt", "amp", "sidestream", "lastbatch", "partgraph", "gemm"]
 OTHER_CASES = ["cnn", "lstm", "dynamic", "accum", "inductor_mlp", "inductor_gpt", "sdpa", "ddp",
                "vit", "diffusion", "gan", "expandable", "decode", "loader", "serve",
                "rngstate", "timing", "emptycache", "pinned", "recordstream", "condstep", "moe", "graphed",
-               "clipskip", "pipeline2", "ddp2"]
+               "clipskip", "fno", "linalg", "lbfgs", "plateau", "swa", "parametrize", "sparse", "gnn",
+               "pageable", "setstream", "pipeline2", "ddp2"]
 # Cases that need two GPUs: with one, workloads.py exits 77 for them (check_losses.py
 # reports them skipped and goes on).
 TWO_GPU_CASES = ("pipeline2", "ddp2")
@@ -84,7 +99,11 @@ CASES = ISSUE_CASES + OTHER_CASES
 # argmax output would hold garbage ids after a floor block, and the embedding would fault
 # on them), and the KV cache it attends over is masked past the position, so a floor
 # block costs it correct values, never a fault or a different launch sequence.
-GARBAGE_SENSITIVE_CASES = ("dynamic", "moe", "condstep")
+# linalg (the info checks raise), lbfgs (the line search), plateau (snapshots and restores),
+# swa (n_averaged and num_batches_tracked), parametrize (matrix_exp's degree), sparse
+# (coalesce's count) and gnn (unique's count) steer their launches by values read back too.
+GARBAGE_SENSITIVE_CASES = ("dynamic", "moe", "condstep", "linalg", "lbfgs", "plateau", "swa",
+                           "parametrize", "sparse", "gnn")
 HANDGRAPH_CASES = ("mlp", "mlp_item", "gpt")
 COMPILE_CASES = ("mlp", "mlp_item", "gpt", "gemm")
 # The only change torch.compile(mode="reduce-overhead") needs to run these loops (DESIGN.md §1).
@@ -389,10 +408,49 @@ def build_models():
                 x = b(x, pos, mask, kc, vc)
             return self.head(self.ln_f(x[:, -1]))            # B, vocab
 
+    class SpectralConv1d(nn.Module):
+        """A Fourier layer's spectral convolution: rfft over the last dimension, the lowest
+        `modes` frequencies mixed across channels by complex weights (an einsum, which runs
+        as a complex batched GEMM), the other frequencies zeroed, irfft back to the input's
+        length (whatever it is: the weights do not depend on it)."""
+
+        def __init__(self, cin, cout, modes):
+            super().__init__()
+            self.cout, self.modes = cout, modes
+            self.w = nn.Parameter(torch.randn(cin, cout, modes, dtype=torch.cfloat) / (cin * cout))
+
+        def forward(self, x):                                               # B, C, N (float32)
+            n = x.shape[-1]
+            xf = torch.fft.rfft(x)                                          # B, C, N/2+1 (complex64)
+            out = torch.zeros(x.shape[0], self.cout, n // 2 + 1, dtype=torch.cfloat, device=x.device)
+            out[:, :, :self.modes] = torch.einsum("bix,iox->box", xf[:, :, :self.modes], self.w)
+            return torch.fft.irfft(out, n=n)
+
+    class FNO1d(nn.Module):
+        """A 1-D Fourier neural operator: the input function and the grid lifted to `width`
+        channels, Fourier layers (spectral convolution plus a pointwise Conv1d), a projection
+        back to one value per grid point."""
+
+        def __init__(self, width=32, modes=12, layers=3):
+            super().__init__()
+            self.lift = nn.Linear(2, width)
+            self.spec = nn.ModuleList([SpectralConv1d(width, width, modes) for _ in range(layers)])
+            self.pw = nn.ModuleList([nn.Conv1d(width, width, 1) for _ in range(layers)])
+            self.proj = nn.Sequential(nn.Linear(width, 64), nn.GELU(), nn.Linear(64, 1))
+
+        def forward(self, u, grid):                                         # B, N and N
+            x = self.lift(torch.stack([u, grid.expand_as(u)], dim=-1)).transpose(1, 2)  # B, W, N
+            for k, (s, p) in enumerate(zip(self.spec, self.pw)):
+                x = s(x) + p(x)
+                if k < len(self.spec) - 1:
+                    x = F.gelu(x)
+            return self.proj(x.transpose(1, 2)).squeeze(-1)                 # B, N
+
     globals()["SDPAGPT"] = SDPAGPT
     globals()["ViT"] = ViT
     globals()["TinyUNet"] = TinyUNet
     globals()["KVDecoder"] = KVDecoder
+    globals()["FNO1d"] = FNO1d
     return MLP, GPT, SmallResNet, LSTMLM
 
 
@@ -1714,6 +1772,601 @@ class ClipSkipWorkload(ClassifierWorkload):
         return super().loss_lines()
 
 
+# --------------------------------------------------------------------------- libraries and odd loops
+# CUDA libraries and PyTorch features the cases above leave out (cuFFT and its plan cache,
+# complex tensors, cuSOLVER, cuSPARSE and sparse gradients, scatter and unique, optimizers
+# that evaluate the model several times a step, weight averaging, parametrizations whose
+# kernels depend on values read back), and odd but legal loops: pageable host buffers
+# rewritten as soon as a non_blocking copy out of them returns, the current stream set
+# without a context manager, a stream polled with query().
+
+class TaskWorkload(ClassifierWorkload):
+    """mlp's batches with labels that follow from the inputs (the argmax of a fixed random
+    projection), so the loss falls as the model learns, unlike mlp's random labels."""
+
+    def label_setup(self):
+        self.label_proj = torch.randn(self.din, self.nout, device=self.dev, generator=self.gen)
+
+    def batch_for(self, i):
+        x = torch.randn(self.batch, self.din, device=self.dev, generator=self.gen)
+        return x, (x @ self.label_proj).argmax(dim=-1)
+
+
+class FNOWorkload(Workload):
+    """A 1-D Fourier neural operator learning the heat equation's solution operator (random
+    Fourier series in, their coefficients damped by exp(-k^2 t) out) at a resolution that
+    changes every 5 steps among 64, 96 and 128 grid points: cuFFT R2C and C2R transforms in
+    forward and backward, complex64 weights mixed by a complex batched GEMM (einsum), Adam
+    (foreach) over complex and real parameters. The loss adds a spectral term (the error's
+    rfft, squared magnitude weighted by frequency) to the MSE. PyTorch's cuFFT plan cache
+    is cut to 4 plans, fewer than the three resolutions need, so plans are evicted and made
+    again as the resolution changes (cufftDestroy, cufftMakePlanMany: the library's own
+    allocations and copies in the middle of a step), and it is cleared every 50 steps.
+    The spectral term ends every line (" spec=<hex>"). No sync in the loop."""
+
+    batch, K, t, resolutions, switch_every, plan_cache, clear_every = 32, 8, 0.05, (64, 96, 128), 5, 4, 50
+
+    def setup(self, mode="eager"):
+        self.model = FNO1d(width=32, modes=12, layers=3).to(self.dev)
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=1e-3, foreach=True)
+        self.plans = torch.backends.cuda.cufft_plan_cache[self.dev.index]
+        self.plans.max_size = self.plan_cache
+        k = torch.arange(1, self.K + 1, dtype=torch.float32, device=self.dev)
+        self.coef_scale = (1.0 / k).repeat(2)                            # smoother inputs
+        self.decay = torch.exp(-k.square() * self.t).repeat(2)           # sin and cos of each k
+        self.grids = {}
+        for n in self.resolutions:
+            x = torch.arange(n, dtype=torch.float32, device=self.dev) * (2 * math.pi / n)
+            basis = torch.cat([torch.sin(k[:, None] * x), torch.cos(k[:, None] * x)])   # 2K, n
+            freq_w = 1.0 + torch.arange(n // 2 + 1, dtype=torch.float32, device=self.dev) / self.K
+            self.grids[n] = (basis, x / (2 * math.pi), freq_w)
+        self.spec_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+
+    def step(self, i):
+        n = self.resolutions[(i // self.switch_every) % len(self.resolutions)]
+        basis, grid, freq_w = self.grids[n]
+        a = torch.randn(self.batch, 2 * self.K, device=self.dev, generator=self.gen) * self.coef_scale
+        u = a @ basis
+        target = (a * self.decay) @ basis
+        self.opt.zero_grad(set_to_none=True)
+        pred = self.model(u, grid)
+        err = torch.fft.rfft(pred - target, norm="ortho")                # B, n/2+1 complex
+        spec = (torch.view_as_real(err).square().sum(-1) * freq_w).mean()
+        loss = F.mse_loss(pred, target) + 0.1 * spec
+        loss.backward()
+        self.opt.step()
+        if i % self.clear_every == self.clear_every - 1:
+            self.plans.clear()
+        self.spec_buf[i].copy_(spec.detach())
+        return loss
+
+    def loss_lines(self):
+        for i, h in enumerate(tensor_hexes(self.spec_buf)):
+            self.extra[i] = "spec=" + h
+        return super().loss_lines()
+
+
+class LinalgWorkload(Workload):
+    """Dense linear algebra through cuSOLVER and cuBLAS in every step (cuSOLVER chosen with
+    preferred_linalg_library, so MAGMA's hybrid CPU paths stay out): a Gaussian-process
+    head on learned, normalised features. The kernel matrix K (128x128, learned amplitude
+    and noise) is factored with linalg.cholesky_ex (its info stays on the GPU) on two steps
+    of three and with linalg.cholesky on the third (which reads info back: a sync);
+    cholesky_solve gives K^-1 y, the log-determinant comes from L's diagonal, and the
+    negative log marginal likelihood joins the predictive MSE on query points. A
+    least-squares fit of the targets through linalg.qr, four 32x32 systems solved at once
+    with linalg.solve_ex (LU, no check) and a penalty on the log eigenvalues of the
+    features' covariance from linalg.eigvalsh (which checks its info: a sync) join the loss;
+    all are differentiated. Adam (foreach). The smallest eigenvalue and the summed info
+    codes (solve_ex's, and cholesky_ex's on its steps) end every line (" ev=<hex>
+    info=<n>"; both written to GPU buffers every step and read after the loop)."""
+
+    syncs = True
+    n, nq, din, feat, blocks = 128, 64, 16, 32, 4
+    checked_every = 3
+
+    def setup(self, mode="eager"):
+        try:
+            torch.backends.cuda.preferred_linalg_library("cusolver")
+        except (AttributeError, RuntimeError) as e:  # informational: the default stays
+            print("workloads: linalg: preferred_linalg_library('cusolver') failed: %s" % e)
+        self.feat_net = MLP(self.din, 128, self.feat, layers=3).to(self.dev)
+        self.log_noise = nn.Parameter(torch.full((), -2.0, device=self.dev))
+        self.log_amp = nn.Parameter(torch.zeros((), device=self.dev))
+        self.opt = torch.optim.Adam(list(self.feat_net.parameters()) + [self.log_noise, self.log_amp],
+                                    lr=1e-3, foreach=True)
+        self.proj = torch.randn(self.din, 4, device=self.dev, generator=self.gen)
+        self.eye_n = torch.eye(self.n, device=self.dev)
+        self.eye_f = torch.eye(self.feat, device=self.dev)
+        self.ev_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.info_buf = torch.zeros(self.steps, dtype=torch.int32, device=self.dev)
+        self.checked = set()
+
+    def target(self, x):
+        return torch.sin(x @ self.proj).sum(dim=-1, keepdim=True)
+
+    def step(self, i):
+        x = torch.randn(self.n, self.din, device=self.dev, generator=self.gen)
+        xq = torch.randn(self.nq, self.din, device=self.dev, generator=self.gen)
+        y = self.target(x) + 0.05 * torch.randn(self.n, 1, device=self.dev, generator=self.gen)
+        yq = self.target(xq)
+        self.opt.zero_grad(set_to_none=True)
+        phi = F.normalize(self.feat_net(x), dim=-1)                      # n, feat; unit rows
+        phq = F.normalize(self.feat_net(xq), dim=-1)
+        amp = 2.0 * torch.sigmoid(self.log_amp)                         # bounded: K stays well conditioned
+        K = amp * (phi @ phi.T) + (F.softplus(self.log_noise) + 1e-2) * self.eye_n
+        if i % self.checked_every == self.checked_every - 1:
+            L = torch.linalg.cholesky(K)                                 # reads info back: a sync
+            self.checked.add(i)
+            info = None
+        else:
+            L, info = torch.linalg.cholesky_ex(K)                        # info stays on the GPU
+        alpha = torch.cholesky_solve(y, L)                               # K^-1 y
+        nll = 0.5 * (y * alpha).sum() + L.diagonal().log().sum()
+        mean = amp * (phq @ phi.T) @ alpha
+        Q, _ = torch.linalg.qr(phi)                                      # reduced: n x feat
+        lsq = F.mse_loss(Q @ (Q.T @ y), y)
+        B = phi.reshape(self.blocks, self.n // self.blocks, self.feat)   # 4 x 32 x 32
+        A = B @ B.mT + self.eye_f
+        sol, sinfo = torch.linalg.solve_ex(A, B.mean(dim=2, keepdim=True))
+        cov = phi.T @ phi / self.n + 1e-3 * self.eye_f
+        ev = torch.linalg.eigvalsh(cov)                                  # checks its info: a sync
+        loss = (nll / self.n + F.mse_loss(mean, yq) + 0.1 * lsq + 0.01 * ev.log().square().mean()
+                + 1e-3 * sol.square().mean())
+        loss.backward()
+        self.opt.step()
+        self.ev_buf[i].copy_(ev[0].detach())
+        codes = sinfo.sum() if info is None else sinfo.sum() + info
+        self.info_buf[i].copy_(codes)
+        return loss
+
+    def loss_lines(self):
+        evs = tensor_hexes(self.ev_buf)
+        infos = self.info_buf.tolist()
+        for i in range(self.steps):
+            self.extra[i] = "ev=%s info=%d" % (evs[i], infos[i])
+        return super().loss_lines()
+
+
+class LBFGSWorkload(Workload):
+    """Full-batch style regression with torch.optim.LBFGS and a closure: every step the
+    optimizer calls the closure (zero_grad, forward, backward) as often as its strong-Wolfe
+    line search and its inner iterations (at most 4) need, reading values back to the host
+    to decide (float(loss), the gradient's max norm against tolerance_grad, directional
+    derivatives, cubic interpolation on the host), so the number of forward and backward
+    passes a step issues, and the step lengths passed to the kernels, depend on the data.
+    The MLP (tanh targets from a fixed projection, 256 samples a step, MSE); the loss is the
+    first closure evaluation's; the number of closure calls ends every line (" ev=<n>")."""
+
+    syncs = True
+    batch, din, hidden = 256, 32, 64
+
+    def setup(self, mode="eager"):
+        self.model = MLP(self.din, self.hidden, 1, layers=3).to(self.dev)
+        self.opt = torch.optim.LBFGS(self.model.parameters(), lr=1.0, max_iter=4, history_size=8,
+                                     line_search_fn="strong_wolfe")
+        self.w = torch.randn(self.din, 8, device=self.dev, generator=self.gen) / math.sqrt(self.din)
+        self.evals = {}
+
+    def step(self, i):
+        x = torch.randn(self.batch, self.din, device=self.dev, generator=self.gen)
+        y = torch.tanh(x @ self.w).sum(dim=-1, keepdim=True)
+        count = [0]
+
+        def closure():
+            count[0] += 1
+            self.opt.zero_grad(set_to_none=True)
+            loss = F.mse_loss(self.model(x), y)
+            loss.backward()
+            return loss
+
+        loss = self.opt.step(closure)
+        self.evals[i] = count[0]
+        return loss
+
+    def loss_lines(self):
+        for i, n in self.evals.items():
+            self.extra[i] = "ev=%d" % n
+        return super().loss_lines()
+
+
+class PlateauWorkload(TaskWorkload):
+    """ReduceLROnPlateau driven from the host: every step reads the loss back with .item()
+    (the sync), keeps a moving average of it in a host float and passes that to
+    scheduler.step(); after 6 steps without a 0.1% improvement the scheduler multiplies
+    the learning rate (a Python float, so a kernel argument) by 0.7, with a cooldown of 4
+    steps, down to 1e-5. The loop keeps the weights of the best step so far (state_dict
+    clones: device-to-device copies, made only on steps that improved) and loads them back
+    into the model (load_state_dict: copies into the live parameters) whenever the learning
+    rate was cut, so which copies a step issues depends on the losses read. Adam with
+    amsgrad, one parameter at a time (foreach=False). The learning rate after the step and
+    what the step did (s: snapshot, r: restore, -: neither) end every line
+    (" lr=<float.hex> b=s|r|-")."""
+
+    syncs = True
+
+    def setup(self, mode="eager"):
+        self.model = MLP(self.din, self.hidden, self.nout, layers=4).to(self.dev)
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=1e-3, amsgrad=True, foreach=False)
+        self.fwd = self.model
+        self.sched = torch.optim.lr_scheduler.ReduceLROnPlateau(
+            self.opt, mode="min", factor=0.7, patience=6, threshold=0.001, cooldown=4, min_lr=1e-5)
+        self.label_setup()
+        self.best_state = None
+        self.avg = None
+
+    def step(self, i):
+        x, y = self.batch_for(i)
+        self.opt.zero_grad(set_to_none=False)
+        loss = F.cross_entropy(self.model(x), y)
+        loss.backward()
+        self.opt.step()
+        v = loss.item()                                                  # the sync
+        self.avg = v if self.avg is None else 0.9 * self.avg + 0.1 * v
+        best, lr = self.sched.best, self.opt.param_groups[0]["lr"]
+        self.sched.step(self.avg)
+        mark = "-"
+        if self.sched.best < best:
+            self.best_state = {k: t.detach().clone() for k, t in self.model.state_dict().items()}
+            mark = "s"
+        new_lr = self.opt.param_groups[0]["lr"]
+        if new_lr != lr and self.best_state is not None:
+            self.model.load_state_dict(self.best_state)
+            mark = "r"
+        self.extra[i] = "lr=%s b=%s" % (float(new_lr).hex(), mark)
+        return loss
+
+
+class SWAWorkload(TaskWorkload):
+    """Stochastic weight averaging as torch.optim.swa_utils does it: an MLP with BatchNorm1d
+    trained with SGD (momentum, weight decay, foreach) under CosineAnnealingLR for the first
+    third of the steps, then under SWALR (created at that step), with
+    AveragedModel.update_parameters() after every later step (it reads n_averaged back twice
+    to decide whether to copy or average: syncs; then a foreach running average, and the
+    model's BatchNorm buffers copied over). Every 25th step of the averaging
+    phase swa_utils.update_bn() recomputes the averaged model's BatchNorm statistics over 4
+    fixed batches (reset_running_stats, momentum None: each BatchNorm reads
+    num_batches_tracked back with float() on every batch, a sync), and the averaged model is
+    evaluated in eval mode; its loss is appended on those steps (" swa=<hex>")."""
+
+    eval_every = 25
+    neval = 256
+
+    def setup(self, mode="eager"):
+        from torch.optim import swa_utils
+        self.swa = swa_utils
+        h = self.hidden
+        self.model = nn.Sequential(nn.Linear(self.din, h), nn.BatchNorm1d(h), nn.ReLU(),
+                                   nn.Linear(h, h), nn.BatchNorm1d(h), nn.ReLU(),
+                                   nn.Linear(h, self.nout)).to(self.dev)
+        self.fwd = self.model
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4,
+                                   foreach=True)
+        self.swa_start = max(1, self.steps // 3)
+        self.sched = torch.optim.lr_scheduler.CosineAnnealingLR(self.opt, T_max=self.swa_start)
+        self.swa_model = self.swa.AveragedModel(self.model)
+        self.swa_sched = None
+        self.label_setup()
+        self.bn_batches = [torch.randn(self.batch, self.din, device=self.dev, generator=self.gen)
+                           for _ in range(4)]
+        self.Xe = torch.randn(self.neval, self.din, device=self.dev, generator=self.gen)
+        self.Ye = (self.Xe @ self.label_proj).argmax(dim=-1)
+        self.eval_buf = torch.zeros(self.steps // self.eval_every + 1, dtype=torch.float32, device=self.dev)
+        self.eval_steps = []
+
+    def step(self, i):
+        x, y = self.batch_for(i)
+        self.opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(self.model(x), y)
+        loss.backward()
+        self.opt.step()
+        if i < self.swa_start:
+            self.sched.step()
+            return loss
+        if self.swa_sched is None:
+            self.swa_sched = self.swa.SWALR(self.opt, swa_lr=0.02, anneal_epochs=10)
+        self.swa_model.update_parameters(self.model)
+        self.swa_sched.step()
+        if (i - self.swa_start) % self.eval_every == self.eval_every - 1:
+            self.swa.update_bn(self.bn_batches, self.swa_model)
+            self.swa_model.eval()
+            with torch.no_grad():
+                self.eval_buf[len(self.eval_steps)].copy_(F.cross_entropy(self.swa_model(self.Xe), self.Ye))
+            self.eval_steps.append(i)
+            self.swa_model.train()
+        return loss
+
+    def loss_lines(self):
+        if self.eval_steps:
+            for s, h in zip(self.eval_steps, tensor_hexes(self.eval_buf[:len(self.eval_steps)])):
+                self.extra[s] = "swa=" + h
+        return super().loss_lines()
+
+
+class ParametrizeWorkload(TaskWorkload):
+    """Weights computed from other tensors every forward pass, by
+    torch.nn.utils.parametrizations: weight_norm on the first layer (the fused _weight_norm
+    kernels), spectral_norm on the second and the last (a power iteration on every
+    training-mode forward pass that updates the _u and _v buffers in place under no_grad,
+    two iterations on the last), and orthogonal on a square middle layer (matrix_exp of a
+    skew-symmetric matrix: PyTorch reads the matrix's norm back to pick the degree of its
+    Taylor approximation and the number of squarings, a sync whose value sets how many
+    GEMMs the forward pass, and the matrix_exp of a doubled block matrix in backward,
+    launch; the norm grows as the layer trains, so the launch sequence changes along the
+    run). AdamW (foreach) over the parametrizations' originals. Every 20th step an eval pass
+    (eval mode: no power iteration) under parametrize.cached(). The spectral norm estimate
+    of the second layer (u . W v, from its buffers) ends every line (" sigma=<hex>"), the
+    eval loss is appended on eval steps (" eval=<hex>")."""
+
+    syncs = True
+    hidden = 256
+    eval_every = 20
+    neval = 256
+
+    def setup(self, mode="eager"):
+        from torch.nn.utils import parametrizations as P, parametrize
+        self.parametrize = parametrize
+        h = self.hidden
+        self.l1 = P.weight_norm(nn.Linear(self.din, h))
+        self.l2 = P.spectral_norm(nn.Linear(h, h))
+        self.l3 = P.orthogonal(nn.Linear(h, h))
+        self.l4 = P.spectral_norm(nn.Linear(h, self.nout), n_power_iterations=2)
+        self.model = nn.Sequential(self.l1, nn.GELU(), self.l2, nn.GELU(), self.l3, nn.GELU(),
+                                   self.l4).to(self.dev)
+        self.fwd = self.model
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
+        self.label_setup()
+        self.Xe = torch.randn(self.neval, self.din, device=self.dev, generator=self.gen)
+        self.Ye = (self.Xe @ self.label_proj).argmax(dim=-1)
+        self.sigma_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.eval_buf = torch.zeros(self.steps // self.eval_every + 1, dtype=torch.float32, device=self.dev)
+        self.eval_steps = []
+
+    def step(self, i):
+        loss = super().step(i)
+        sn = self.l2.parametrizations.weight[0]
+        with torch.no_grad():
+            W = self.l2.parametrizations.weight.original
+            self.sigma_buf[i].copy_(torch.dot(sn._u, torch.mv(W, sn._v)))
+        if (i + 1) % self.eval_every == 0:
+            self.model.eval()
+            with torch.no_grad(), self.parametrize.cached():
+                self.eval_buf[len(self.eval_steps)].copy_(F.cross_entropy(self.model(self.Xe), self.Ye))
+            self.eval_steps.append(i)
+            self.model.train()
+        return loss
+
+    def loss_lines(self):
+        for i, h in enumerate(tensor_hexes(self.sigma_buf)):
+            self.extra[i] = "sigma=" + h
+        if self.eval_steps:
+            for s, h in zip(self.eval_steps, tensor_hexes(self.eval_buf[:len(self.eval_steps)])):
+                self.extra[s] += " eval=" + h
+        return super().loss_lines()
+
+
+class SparseWorkload(Workload):
+    """A recommender with sparse gradients and cuSPARSE: user embeddings in an
+    nn.Embedding(sparse=True) (its gradient a COO tensor whose indices are the batch's user
+    ids) stepped by torch.optim.SparseAdam (which coalesces the gradient: a sort, and a sync
+    for the number of distinct rows, so the shapes of its kernels change every step), and
+    item vectors smoothed over a fixed item-item graph by two torch.sparse.mm products with
+    the normalised adjacency (a coalesced COO matrix, 1024 items; cuSPARSE SpMM in forward,
+    the transposed matrix in backward), then a Linear, stepped by Adam (foreach). Binary
+    labels from hidden ground-truth factors (the items' smoothed over the same graph), BCE
+    with logits on user . item scores. The
+    number of distinct users in the step's gradient (read back after backward: another
+    coalesce) ends every line (" nnz=<n>")."""
+
+    syncs = True
+    users, items, d, batch, rank, links = 1024, 1024, 32, 512, 8, 6
+
+    def setup(self, mode="eager"):
+        g = torch.Generator().manual_seed(2024)
+        self.tu = torch.randn(self.users, self.rank, generator=g).to(self.dev)
+        ti = torch.randn(self.items, self.rank, generator=g)
+        src = torch.arange(self.items).repeat_interleave(self.links)
+        dst = torch.randint(0, self.items, (self.items * self.links,), generator=g)
+        loops = torch.arange(self.items)
+        idx = torch.stack([torch.cat([src, dst, loops]), torch.cat([dst, src, loops])])
+        A = torch.sparse_coo_tensor(idx, torch.ones(idx.shape[1]), (self.items, self.items)).coalesce()
+        deg = torch.sparse.sum(A, dim=1).to_dense()
+        ai, av = A.indices(), A.values()
+        av = av / (deg[ai[0]] * deg[ai[1]]).sqrt()
+        adj = torch.sparse_coo_tensor(ai, av, (self.items, self.items)).coalesce()
+        self.ti = torch.sparse.mm(adj, torch.sparse.mm(adj, ti)).to(self.dev)
+        self.adj = adj.to(self.dev).coalesce()
+        self.user = nn.Embedding(self.users, self.d, sparse=True).to(self.dev)
+        self.item_vec = nn.Parameter((0.1 * torch.randn(self.items, self.d, generator=g)).to(self.dev))
+        self.mix = nn.Linear(self.d, self.d).to(self.dev)
+        self.opt_sparse = torch.optim.SparseAdam(list(self.user.parameters()), lr=1e-2)
+        self.opt_dense = torch.optim.Adam([self.item_vec] + list(self.mix.parameters()), lr=3e-3, foreach=True)
+        self.nnz = {}
+
+    def step(self, i):
+        u = torch.randint(0, self.users, (self.batch,), device=self.dev, generator=self.gen)
+        it = torch.randint(0, self.items, (self.batch,), device=self.dev, generator=self.gen)
+        label = ((self.tu[u] * self.ti[it]).sum(dim=-1) > 0).float()
+        self.opt_sparse.zero_grad(set_to_none=True)
+        self.opt_dense.zero_grad(set_to_none=True)
+        h1 = torch.sparse.mm(self.adj, self.item_vec)
+        h2 = torch.sparse.mm(self.adj, h1)
+        rep = self.mix((self.item_vec + h1 + h2) / 3.0)
+        score = (self.user(u) * rep[it]).sum(dim=-1)
+        loss = F.binary_cross_entropy_with_logits(score, label)
+        loss.backward()
+        self.nnz[i] = self.user.weight.grad.coalesce()._nnz()
+        self.opt_sparse.step()
+        self.opt_dense.step()
+        return loss
+
+    def loss_lines(self):
+        for i, n in self.nnz.items():
+            self.extra[i] = "nnz=%d" % n
+        return super().loss_lines()
+
+
+class GNNWorkload(Workload):
+    """A two-layer message-passing network on 512 nodes whose 4096 directed edges are drawn
+    anew every step: torch.unique drops duplicate edges (a sort, and a sync for the count,
+    which sets the shapes of the step's edge tensors), torch.bincount counts in-degrees (a
+    sync on the largest index; integer atomics), messages are gathered with index_select
+    and aggregated twice per layer: summed with index_put(accumulate=True) (sorted,
+    deterministic) for a mean, and maxed with scatter_reduce(reduce="amax",
+    include_self=False), whose backward splits gradients among ties with scatter_add.
+    Node labels from a fixed projection of the node features; AdamW (foreach). The number
+    of edges after deduplication ends every line (" e=<n>")."""
+
+    syncs = True
+    nodes, din, d, nclass, edges = 512, 32, 64, 8, 4096
+
+    def setup(self, mode="eager"):
+        self.x = torch.randn(self.nodes, self.din, device=self.dev, generator=self.gen)
+        proj = torch.randn(self.din, self.nclass, device=self.dev, generator=self.gen)
+        self.y = (self.x @ proj).argmax(dim=-1)
+        self.layers = nn.ModuleList([
+            nn.ModuleDict({"msg": nn.Linear(d_in, self.d), "self": nn.Linear(d_in, self.d),
+                           "mean": nn.Linear(self.d, self.d), "max": nn.Linear(self.d, self.d)})
+            for d_in in (self.din, self.d)])
+        self.head = nn.Linear(self.d, self.nclass)
+        self.model = nn.ModuleList([self.layers, self.head]).to(self.dev)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=3e-3, weight_decay=0.01, foreach=True)
+        self.counts = {}
+
+    def step(self, i):
+        N, d = self.nodes, self.d
+        src = torch.randint(0, N, (self.edges,), device=self.dev, generator=self.gen)
+        dst = torch.randint(0, N, (self.edges,), device=self.dev, generator=self.gen)
+        key = torch.unique(src * N + dst)                    # sorted, duplicates dropped: a sync
+        src, dst = key // N, key % N
+        deg = torch.bincount(dst, minlength=N)               # a sync on the largest index
+        inv_deg = 1.0 / deg.clamp(min=1).float().unsqueeze(1)
+        idx = dst.unsqueeze(1).expand(-1, d)
+        self.opt.zero_grad(set_to_none=True)
+        h = self.x
+        for layer in self.layers:
+            msg = layer["msg"](h).index_select(0, src)                          # E', d
+            total = torch.zeros(N, d, device=self.dev).index_put((dst,), msg, accumulate=True)
+            top = torch.zeros(N, d, device=self.dev).scatter_reduce(0, idx, msg, reduce="amax",
+                                                                    include_self=False)
+            h = F.relu(layer["self"](h) + layer["mean"](total * inv_deg) + layer["max"](top))
+        loss = F.cross_entropy(self.head(h), self.y)
+        loss.backward()
+        self.opt.step()
+        self.counts[i] = key.numel()
+        return loss
+
+    def loss_lines(self):
+        for i, n in self.counts.items():
+            self.extra[i] = "e=%d" % n
+        return super().loss_lines()
+
+
+class PageableWorkload(ClassifierWorkload):
+    """Copies between the GPU and pageable (not pinned) host memory with non_blocking=True,
+    relying on what CUDA promises for them: a copy from pageable memory has read the host
+    buffer when the call returns (the driver stages it), and a copy into pageable memory
+    has landed when it returns. Every step the host fills one reusable pageable buffer with
+    half a batch (a CPU generator) and its labels (the argmax of a fixed projection,
+    computed on the host), copies the half batch into the GPU batch, fills the buffer again
+    with the other half at once and copies that too; the labels go up in one copy, their
+    host buffer zeroed right after it returns. Every 5th step the first layer's row norms are read with
+    .cpu(), the host picks the 10% smallest (a stable argsort) and writes a pruning mask
+    into a pageable buffer, copies it to the GPU non_blocking and overwrites the host
+    buffer with 0.5 at once; the mask multiplies the first layer's rows after every
+    optimizer step. The loss is copied non_blocking into a pageable 0-dim tensor and read
+    right after the call returns, with no synchronize: it ends every line (" host=<hex>").
+    A tool that defers those copies reads or writes the host buffers too late. The MLP,
+    AdamW (foreach)."""
+
+    syncs = True
+    prune_every, prune_frac = 5, 0.1
+
+    def setup(self, mode="eager"):
+        self.model = MLP(self.din, self.hidden, self.nout, layers=4).to(self.dev)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
+        self.fwd = self.model
+        self.first = self.model.net[0]
+        self.host_gen = torch.Generator().manual_seed(8642)
+        self.proj_h = torch.randn(self.din, self.nout, generator=self.host_gen)
+        self.xh = torch.empty(self.batch // 2, self.din)                # pageable
+        self.yh = torch.empty(self.batch, dtype=torch.long)
+        self.lh = torch.empty(())
+        self.mask_h = torch.ones(self.hidden)
+        self.xg = torch.empty(self.batch, self.din, device=self.dev)
+        self.yg = torch.empty(self.batch, dtype=torch.long, device=self.dev)
+        self.mask_g = torch.ones(self.hidden, device=self.dev)
+
+    def step(self, i):
+        half = self.batch // 2
+        for k in range(2):
+            self.xh.normal_(generator=self.host_gen)       # rewrites what the last copy read
+            self.yh[k * half:(k + 1) * half] = (self.xh @ self.proj_h).argmax(dim=-1)
+            self.xg[k * half:(k + 1) * half].copy_(self.xh, non_blocking=True)
+        self.yg.copy_(self.yh, non_blocking=True)
+        self.yh.zero_()
+        self.opt.zero_grad(set_to_none=False)
+        loss = F.cross_entropy(self.model(self.xg), self.yg)
+        loss.backward()
+        self.opt.step()
+        with torch.no_grad():
+            self.first.weight.mul_(self.mask_g.unsqueeze(1))
+            self.first.bias.mul_(self.mask_g)
+        if i % self.prune_every == self.prune_every - 1:
+            norms = self.first.weight.detach().norm(dim=1).cpu()
+            order = torch.argsort(norms, stable=True)
+            self.mask_h.fill_(1.0)
+            self.mask_h[order[:int(self.hidden * self.prune_frac)]] = 0.0
+            self.mask_g.copy_(self.mask_h, non_blocking=True)
+            self.mask_h.fill_(0.5)
+        self.lh.copy_(loss.detach(), non_blocking=True)    # returns once the copy has landed
+        self.extra[i] = "host=" + f32_hex(self.lh.item())
+        return loss
+
+
+class SetStreamWorkload(ClassifierWorkload):
+    """The current stream switched with torch.cuda.set_stream (no context manager) twice a
+    step: the batch is drawn on the default stream, a high-priority stream waits for it and
+    becomes current for zero_grad, the forward pass (dropout) and backward (whose kernels
+    follow the forward's stream), then a low-priority stream waits for that one and
+    becomes current for AdamW with capturable=True (step counts and bias corrections on the
+    GPU, foreach), and the default stream is made current again and waits for the
+    low-priority one. Every 10th step the loss is copied into pinned memory on the
+    low-priority stream and the host busy-waits on Stream.query() (cuStreamQuery) before it
+    reads it (" q=<hex>" on those steps). The MLP (8 layers, dropout 0.1)."""
+
+    query_every = 10
+
+    def setup(self, mode="eager"):
+        self.model = MLP(self.din, self.hidden, self.nout, layers=8, dropout=0.1).to(self.dev)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True,
+                                     capturable=True)
+        self.fwd = self.model
+        self.hi = torch.cuda.Stream(device=self.dev, priority=-1)
+        self.lo = torch.cuda.Stream(device=self.dev, priority=0)
+        self.qh = torch.empty((), pin_memory=True)
+
+    def step(self, i):
+        main = torch.cuda.current_stream(self.dev)
+        x, y = self.batch_for(i)
+        self.hi.wait_stream(main)
+        torch.cuda.set_stream(self.hi)
+        self.opt.zero_grad(set_to_none=False)
+        loss = F.cross_entropy(self.model(x), y)
+        loss.backward()
+        self.lo.wait_stream(self.hi)
+        torch.cuda.set_stream(self.lo)
+        self.opt.step()
+        if i % self.query_every == self.query_every - 1:
+            self.qh.copy_(loss.detach(), non_blocking=True)
+            while not self.lo.query():
+                pass
+            self.extra[i] = "q=" + f32_hex(self.qh.item())
+        torch.cuda.set_stream(main)
+        main.wait_stream(self.lo)
+        return loss
+
+
 WORKLOADS = {
     "mlp": ClassifierWorkload,
     "mlp_item": MLPItem,
@@ -1747,6 +2400,16 @@ WORKLOADS = {
     "moe": MoEWorkload,
     "graphed": GraphedWorkload,
     "clipskip": ClipSkipWorkload,
+    "fno": FNOWorkload,
+    "linalg": LinalgWorkload,
+    "lbfgs": LBFGSWorkload,
+    "plateau": PlateauWorkload,
+    "swa": SWAWorkload,
+    "parametrize": ParametrizeWorkload,
+    "sparse": SparseWorkload,
+    "gnn": GNNWorkload,
+    "pageable": PageableWorkload,
+    "setstream": SetStreamWorkload,
     "pipeline2": Pipeline2Workload,
     "ddp2": DDP2Workload,
 }
@@ -2059,6 +2722,7 @@ def main():
         "ms_per_step_wall": wall_ms,
         "ms_per_step_event": event_ms,
         "block_medians_ms": blocks,
+        "step_ms": [round(t, 4) for t in step_ms],
         "warmup_s": warmup_s, "setup_s": setup_s,
         "peak_mem_bytes": torch.cuda.max_memory_allocated(),
         "peak_reserved_bytes": torch.cuda.max_memory_reserved(),
