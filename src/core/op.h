@@ -64,6 +64,10 @@ enum class OpKind : uint8_t {
   X(UnseenEvent, "event_not_seen_created",                                                                 \
     "records of and waits on events graft did not see created (opened with `cuIpcOpenEventHandle`, or "    \
     "created before graft started) run eagerly, for the same reason")                                      \
+  X(AboveSharedMemAllowance, "shared_memory_above_allowance",                                             \
+    "launches asking for more dynamic shared memory than their kernel's allowance "                         \
+    "(`CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`, as the program last set it) go to the driver at "  \
+    "their position, which refuses them as it would without graft")                                        \
   X(UnknownParams, "param_sizes_unknown", "the driver could not tell a kernel's parameter layout")          \
   X(EagerKernel, "eager_kernel_prefix", "kernels named by `GRAFT_EAGER_KERNELS` (NCCL by default)")         \
   X(PerThreadStream, "per_thread_default_stream", "ops on a per-thread default stream that has no proxy stream (over 256 thread and context pairs, or the driver refused one)")                     \

@@ -136,6 +136,24 @@ GRAFT_COLD KernelInfo* KernelRegistry::resolve(CUfunction f) {
     CUcontext ctx = nullptr;
     if (current(&ctx) == CUDA_SUCCESS) info->ctx = reinterpret_cast<uint64_t>(ctx);
   }
+  // The allowance launches in this context get: a library kernel's through
+  // its function here.
+  CUfunction function = f;
+  if (auto getFunction = real<ApiId::k_cuKernelGetFunction_12000>(); libraryKernel && getFunction) {
+    CUfunction fn = nullptr;
+    if (getFunction(&fn, reinterpret_cast<CUkernel>(f)) == CUDA_SUCCESS && fn) {
+      info->function = reinterpret_cast<uint64_t>(fn);
+      function = fn;
+    } else {
+      function = nullptr;
+    }
+  }
+  if (auto getAttribute = real<ApiId::k_cuFuncGetAttribute_2020>(); getAttribute && function) {
+    int allowance = 0;
+    if (getAttribute(&allowance, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, function) == CUDA_SUCCESS &&
+        allowance >= 0)
+      info->sharedMemAllowance = uint32_t(allowance);
+  }
   if (entries_->shortLived.count(info->name)) info->eager = core::EagerCause::ReloadedCode;
   if (matchesEagerPrefix(info->name, entries_->eagerPrefixes)) {
     info->eager = core::EagerCause::EagerKernel;
@@ -225,6 +243,21 @@ void KernelRegistry::retire(const std::vector<uint64_t>& handles, bool unloaded)
       addToIndex(k.get());  // into an empty index: adds every entry
       break;
     }
+  }
+}
+
+void KernelRegistry::noteAllowance(CUfunction function, int value) {
+  const uint64_t f = reinterpret_cast<uint64_t>(function);
+  for (const auto& [h, k] : entries_->kernels)
+    if (h == f || (k->function && k->function == f)) k->sharedMemAllowance = uint32_t(std::max(value, 0));
+}
+
+void KernelRegistry::noteKernelAllowance(CUkernel kernel, CUfunction function, bool currentDevice, int value) {
+  const uint64_t kh = reinterpret_cast<uint64_t>(kernel), f = reinterpret_cast<uint64_t>(function);
+  const uint32_t v = uint32_t(std::max(value, 0));
+  for (const auto& [h, k] : entries_->kernels) {
+    if (h == kh) k->sharedMemAllowance = currentDevice ? v : std::min(k->sharedMemAllowance, v);
+    else if (currentDevice && f && (h == f || k->function == f)) k->sharedMemAllowance = v;
   }
 }
 

@@ -41,6 +41,13 @@ struct alignas(64) KernelInfo {
   uint32_t paramBytes = 0;
   uint16_t compactOffsets[kCompactParams] = {};  // == offsets, when compactCount != kNotCompact
   uint16_t compactSizes[kCompactParams] = {};    // == sizes, likewise
+  // The kernel's dynamic shared memory allowance
+  // (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) as the driver said when
+  // the handle was resolved and the program set it since (noteAllowance*);
+  // UINT32_MAX: unknown. A launch asking for more goes to the driver at its
+  // position, which refuses it (second line: read for launches with dynamic
+  // shared memory only).
+  uint32_t sharedMemAllowance = UINT32_MAX;
   // The layout of any kernel (second line).
   core::HotVector<uint32_t> sizes;
   core::HotVector<uint32_t> offsets;
@@ -53,6 +60,9 @@ struct alignas(64) KernelInfo {
   uint64_t owner = 0;
   bool ownerIsLibrary = false;
   uint64_t ctx = 0;
+  // A library kernel's function in that context (cuKernelGetFunction; 0 for
+  // a function), whose allowance its launches there get.
+  uint64_t function = 0;
 };
 
 // The kernel's own name inside a C++-mangled symbol: "ncclDevKernel_Generic"
@@ -107,6 +117,16 @@ class KernelRegistry {
   // in its code's life runs eagerly when loaded again (ReloadedCode).
   void retire(const std::vector<uint64_t>& handles, bool unloaded = false);
   static constexpr uint64_t kShortLivedLaunches = 16;
+  // The program set a kernel's dynamic shared memory allowance to `value`
+  // (and the driver took it): through cuFuncSetAttribute on `function`, or
+  // cuKernelSetAttribute on `kernel` for `device` (`function`: the kernel's
+  // function in the current context, null if unknown; `currentDevice`:
+  // whether `device` is the current context's). Entries for that handle, and
+  // library kernels whose function it is, take the new value; a kernel's
+  // entry set for another device keeps the lower of the two (its launches
+  // may go to either device).
+  void noteAllowance(CUfunction function, int value);
+  void noteKernelAllowance(CUkernel kernel, CUfunction function, bool currentDevice, int value);
 
  private:
   KernelInfo* resolve(CUfunction f);

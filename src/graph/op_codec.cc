@@ -111,6 +111,7 @@ GRAFT_FAST_LANE core::EagerCause OpEncoder::describeLaunch(CUcontext ctx, const 
                                                      const LaunchArgs& a, KernelShape* ks,
                                                      const void** buffer) {
   if (info.eager != core::EagerCause::None) return info.eager;
+  if (a.sharedMem > info.sharedMemAllowance) return core::EagerCause::AboveSharedMemAllowance;
   if (a.numAttrs > kMaxLaunchAttrs) return core::EagerCause::UnsupportedLaunch;
   std::memset(ks, 0, sizeof(*ks));
   ks->func = reinterpret_cast<uint64_t>(a.func);
@@ -182,7 +183,7 @@ GRAFT_FAST_LANE OpEncoder::Sameness OpEncoder::compareLaunch(const OpDesc& expec
                                                        const KernelInfo& info, const LaunchArgs& a,
                                                        core::Bytes* value) {
   if (a.numAttrs || a.extra || !a.kernelParams || info.eager != core::EagerCause::None ||
-      !info.layoutKnown) [[unlikely]] {
+      !info.layoutKnown || (a.sharedMem && a.sharedMem > info.sharedMemAllowance)) [[unlikely]] {
     KernelShape ks;
     const void* buffer;
     if (describeLaunch(ctx, info, a, &ks, &buffer) != core::EagerCause::None) return Sameness::Differs;

@@ -581,8 +581,14 @@ uint64_t barrierHash(A... a) {
 // which were asked for under the attribute's current value.
 struct SettingChange {
   enum Kind { None, Any, SharedMemAbove } kind = None;
-  int value = 0;              // SharedMemAbove: the new allowance
-  CUfunction funcs[2] = {};   // SharedMemAbove: the kernel's handles (a CUkernel and its function here)
+  int value = 0;              // SharedMemAbove, allowance: the new allowance
+  CUfunction funcs[2] = {};   // SharedMemAbove, allowance: the kernel's handles (a CUkernel and its function here)
+  // The dynamic shared memory allowance changes (or may: unreadable before):
+  // the kernel registry takes the new value once the driver did
+  // (KernelInfo::sharedMemAllowance). `currentDevice`: a cuKernelSetAttribute
+  // for the current context's device.
+  bool allowance = false;
+  bool currentDevice = true;
 };
 // kind None: the call changes nothing they depend on (the same value again,
 // a preference such as the carveout); SharedMemAbove: a lowered dynamic shared
@@ -618,6 +624,8 @@ SettingChange settingChange(CUfunction f, CUfunction_attribute attrib, int value
   const bool read = get && get(&current, attrib, f) == CUDA_SUCCESS;  // before `current` is passed on
   SettingChange c = settingChange(read, attrib, current, value);
   c.funcs[0] = f;
+  c.allowance = attrib == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES && (!read || value != current);
+  c.value = value;
   return c;
 }
 template <ApiId Id>
@@ -630,9 +638,19 @@ SettingChange settingChange(CUfunction_attribute attrib, int value, CUkernel ker
   // A launch names the kernel by its handle or by its function in the
   // current context (another device's launches cannot be held here).
   c.funcs[0] = reinterpret_cast<CUfunction>(kernel);
+  c.allowance = attrib == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES && (!read || value != current);
+  c.value = value;
   const auto function = real<ApiId::k_cuKernelGetFunction_12000>();
-  if (c.kind == SettingChange::SharedMemAbove && (!function || function(&c.funcs[1], kernel) != CUDA_SUCCESS))
-    c.kind = SettingChange::Any;
+  if ((c.kind == SettingChange::SharedMemAbove || c.allowance) &&
+      (!function || function(&c.funcs[1], kernel) != CUDA_SUCCESS)) {
+    c.funcs[1] = nullptr;
+    if (c.kind == SettingChange::SharedMemAbove) c.kind = SettingChange::Any;
+  }
+  if (c.allowance) {
+    CUdevice here = -1;
+    const auto getDevice = real<ApiId::k_cuCtxGetDevice_2000>();
+    c.currentDevice = getDevice && getDevice(&here) == CUDA_SUCCESS && here == device;
+  }
   return c;
 }
 // Whether the launches graft holds must be issued before the setting applies.
@@ -751,14 +769,27 @@ template <ApiId Id, int PT, typename Real, typename... A>
       // Graph launches queued on graft's launch thread update their nodes
       // under the old value too: those with such a kernel node reach the
       // driver first.
-      if (const SettingChange change = settingChange<Id>(a...); change.kind != SettingChange::None) {
+      const SettingChange change = settingChange<Id>(a...);
+      if (change.kind != SettingChange::None) {
         auto lock = rt.engine().lock();
         if (settingNeedsHeldIssued(rt.engine(), change))
           rt.engine().hostBarrier(barrierHash<Id>(a...));
         else if (rt.executor().queuedLaunchNeedsSharedMem(change.funcs[0], change.funcs[1], uint32_t(change.value)))
           rt.engine().drainLaunches();
       }
-      return realFn(a...);
+      const CUresult r = realFn(a...);
+      // Launches from now on are checked against the new allowance
+      // (OpEncoder::describeLaunch): one asking for more is refused at its
+      // call, as eagerly, not held.
+      if (r == CUDA_SUCCESS && change.allowance) {
+        auto lock = rt.engine().lock();
+        if constexpr (Id == ApiId::k_cuKernelSetAttribute_12000)
+          rt.kernels().noteKernelAllowance(reinterpret_cast<CUkernel>(change.funcs[0]), change.funcs[1],
+                                           change.currentDevice, change.value);
+        else
+          rt.kernels().noteAllowance(change.funcs[0], change.value);
+      }
+      return r;
     } else if constexpr (info.klass == ApiClass::Query) {
       const CUevent e = firstOf<CUevent>(a...);
       // A null event names nothing (not the legacy stream): the driver's error.

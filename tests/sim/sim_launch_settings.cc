@@ -12,6 +12,11 @@
 //   same     the allowance set to the value it already has before every
 //            launch of that kernel, as libraries do: a call that changes
 //            nothing, which must not end graft's graphs.
+//   refused  the attr loop, but every fifth iteration the allowance is
+//            lowered to 48 KiB before the 64 KiB launch: that launch is
+//            refused at its call (CUDA_ERROR_INVALID_VALUE) and runs not, as
+//            eagerly, although it matches the graph built from the other
+//            iterations (a graph launch does not check the allowance).
 //   failed   (--failed, alone) the attr loop with the same arguments every
 //            iteration (no node update, so nothing is issued or waited for at
 //            the lowering) and a query of an idle stream after it; run with
@@ -172,6 +177,33 @@ int main(int argc, char** argv) {
   }
   SIM_CHECK(cu.cuCtxSynchronize());
   const Counts sameCounts = countsSince(before);
+
+  // refused
+  for (int it = 1; it <= kIterations; ++it) {
+    SIM_CHECK(cu.cuFuncSetAttribute(big, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 65536));
+    SIM_CHECK(simtest::launchAdd(cu, add, y, x, 1, s));
+    SIM_CHECK(simtest::launchAdd(cu, add, z, y, 2, s));
+    const bool lowered = it % 5 == 0;
+    if (lowered && it % 2)
+      SIM_CHECK(cu.cuFuncSetAttribute(big, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 49152));
+    else if (lowered)
+      SIM_CHECK(cu.cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 49152,
+                                        reinterpret_cast<CUkernel>(big), 0));
+    uint64_t k = uint64_t(it);
+    void* args[] = {&x, &z, &k};
+    // x = z + it, or refused under the lowered allowance (and x is left alone).
+    const CUresult r = cu.cuLaunchKernel(big, 1, 1, 1, 1, 1, 1, 65536, s, args, nullptr);
+    if (r != (lowered ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS) && bad++ < 5)
+      std::printf("sim_launch_settings: refused, iteration %d: the 64 KiB launch returned %d, expected %d\n", it,
+                  int(r), int(lowered ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS));
+    SIM_CHECK(simtest::launchAdd(cu, add, y, x, 3, s));
+    SIM_CHECK(simtest::launchAdd(cu, add, x, y, 4, s));
+    SIM_CHECK(cu.cuFuncSetAttribute(big, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 49152));
+    hy = hx + 1, hz = hy + 2;
+    if (!lowered) hx = hz + uint64_t(it);
+    hy = hx + 3, hx = hy + 4;
+    if (it % 10 == 0 && !readBack(cu, s, "refused", it, x, hx)) ++bad;
+  }
 
   std::printf("sim_launch_settings: stack part: kernels from graphs %llu, eager %llu; same part: %llu, %llu, "
               "in %llu graph launches\n",
