@@ -9,6 +9,10 @@
 #       each case in one process, eager (passthrough) and graft interleaved in blocks of 5
 #       steps (workloads.py --interleave passthrough,graph): graft's step time over eager's,
 #       paired by cycle, to find cases graft slows down (noise between processes cancels)
+#   OUT=dir [CASE=fno] [STEPS=40] scripts/gpu-session26.sh BUILD unload
+#       one run under graft with GRAFT_PROFILE and the debug log: how often the program
+#       unloaded code, which kernels graft runs eagerly as reloaded code, graft's CPU time
+#       by stage and the replay counters
 #   OUT=dir scripts/gpu-session26.sh BUILD traps|losses [LIST]     as gpu-session25.sh
 # Tables last.
 B=${1:-.gpu/build}; PART=${2:-steps}; O=${OUT:-/tmp}/s26-$PART; rm -rf $O; mkdir -p $O
@@ -18,6 +22,17 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 W=tests/gpu/workloads.py
 if [ "$PART" = traps ] || [ "$PART" = losses ]; then
   OUT=${OUT:-/tmp} exec scripts/gpu-session25.sh "$B" "$PART" "$3"
+elif [ "$PART" = unload ]; then
+  c=${CASE:-fno}
+  LD_PRELOAD=$BA/src/libgraft.so GRAFT_MODE=graph GRAFT_PROFILE=1 GRAFT_STATS=$O/$c.stats.json GRAFT_LOG_LEVEL=debug \
+    GRAFT_LOG_FILE=$O/$c.debug.txt timeout 200 python3 $W $c --steps ${STEPS:-40} --warmup 5 | tail -1
+  echo "unloads: $(grep -c 'the program unloads' $O/$c.debug.txt)"
+  grep "the program unloads\|when loaded again" $O/$c.debug.txt | sed 's/0x[0-9a-f]*/X/g; s/[0-9]\+ /N /g' | sort | uniq -c |
+    sort -rn | head -8
+  python3 -c "
+import json; d=json.load(open('$O/$c.stats.json'))
+print('stages (calls, us):', {k: (v['calls'], round(v['us'])) for k, v in d['cpu_time'].items() if v['calls']})
+print('replay:', d['replay'])"
 elif [ "$PART" = scan ]; then
   for c in ${3//,/ }; do
     LD_PRELOAD=$BA/src/libgraft.so GRAFT_MODE=graph GRAFT_BENCH_SWITCH=1 GRAFT_LOG_LEVEL=warn GRAFT_SUMMARY=0 \
