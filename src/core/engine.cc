@@ -778,15 +778,18 @@ void Engine::forgetRecordedCode() {
   num_candidates_ = 0;
   detector_.reset();  // periods are confirmed from tokens after this point only
   built_runs_.clear();
+  runs_dropped_early_.clear();
   executor_.forgetKernels();
   if (dropped)
     GRAFT_INFO("the program unloaded code: {} graphs dropped; graft learns its loop again", dropped);
 }
 
-size_t Engine::forgetSegmentsWith(const std::function<bool(const OpDesc&)>& usesUnloaded) {
+size_t Engine::forgetSegmentsWith(const std::function<bool(const OpDesc&)>& usesUnloaded, bool certain) {
   flushAll();
   size_t dropped = 0;
   for (const auto& s : segments_.all()) {
+    // (A segment disabled without a graph stays so: "not built again".)
+    if (s->disabled && !s->graph) continue;
     bool uses = false;
     for (size_t k = 0; k < s->ops.size() && !uses; ++k) uses = usesUnloaded(s->ops.view(k));
     if (!uses) continue;
@@ -796,9 +799,9 @@ size_t Engine::forgetSegmentsWith(const std::function<bool(const OpDesc&)>& uses
       ++dropped;
     }
     segments_.retire(s.get());
-    // Built again when its run repeats only if it paid off: code a library
-    // loads and unloads every step would otherwise cost a build each time.
-    if (s->replays >= kReplaysBeforeUnloadToRebuild) built_runs_.erase(s->runKey);
+    const bool rebuild = !certain || s->replays >= kReplaysBeforeUnloadToRebuild ||
+                         ++runs_dropped_early_[s->runKey] < 2;
+    if (rebuild) built_runs_.erase(s->runKey);
   }
   last_mismatch_ = {};
   num_candidates_ = 0;

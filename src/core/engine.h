@@ -185,13 +185,14 @@ class Engine {
   void forgetRecordedCode();
   // The program unloads code that only some kernels came from, right after a
   // host barrier: every segment with an op `usesUnloaded` says yes to is
-  // retired and its graph destroyed (its run is built again if it repeats,
-  // with the kernels loaded then, when it had paid off: see below); the
-  // other graphs and what graft learned stay. Returns the number of graphs destroyed. Allocates; not on the hot
-  // path.
-  size_t forgetSegmentsWith(const std::function<bool(const OpDesc&)>& usesUnloaded);
-  // A segment dropped for unloaded code after fewer replays than this is not
-  // built again for the same run of ops.
+  // retired and its graph destroyed; the other graphs and what graft learned
+  // stay. Its run is built again if it repeats, with the kernels loaded
+  // then; for `certain` (the op's kernel surely was of this code, not only
+  // perhaps) only once if the graph had replayed fewer than
+  // kReplaysBeforeUnloadToRebuild times: code a library loads and unloads
+  // every step would otherwise cost a build each time. Returns the number
+  // of graphs destroyed. Allocates; not on the hot path.
+  size_t forgetSegmentsWith(const std::function<bool(const OpDesc&)>& usesUnloaded, bool certain);
   static constexpr uint64_t kReplaysBeforeUnloadToRebuild = 4;
   // Stops replaying for good (e.g. graft can no longer see every op): issues
   // everything held; from now on every op is issued eagerly and only counted.
@@ -361,6 +362,8 @@ class Engine {
   SegmentStore segments_;
   Executor& executor_;
   std::unordered_set<uint64_t> built_runs_;
+  // Runs whose graph an unload dropped before it paid off, and how often.
+  std::unordered_map<uint64_t, uint8_t> runs_dropped_early_;
 
   std::array<EventInstances, 4> candidate_events_;
   EventInstances scratch_events_;

@@ -310,6 +310,20 @@ CUcontext GraphExecutor::streamContext(core::StreamKey key) {
 core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::string* why) {
   waitForLaunches();
   const auto& ops = req.ops;
+  // A run built from ops recorded before their code was unloaded (the
+  // history outlives an unload of some code) may name a handle no kernel
+  // has now, or one another kernel got since, with another layout: never
+  // put such a handle in a graph (its launch would run freed code).
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const OpDesc& op = ops[i];
+    if (op.kind != OpKind::Kernel) continue;
+    const KernelShape& ks = kernelShapeOf(op);
+    const KernelInfo* info = kernels_.find(ks.func);
+    if (!info || (ks.paramMode == kParamsArray && info->paramBytes != op.value.size)) {
+      *why = "a kernel handle recorded before its code was unloaded";
+      return nullptr;
+    }
+  }
   CUcontext ctx = nullptr;
   for (const OpDesc& op : ops) {
     CUcontext c = runContext(op);

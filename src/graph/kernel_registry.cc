@@ -154,7 +154,8 @@ GRAFT_COLD KernelInfo* KernelRegistry::resolve(CUfunction f) {
         allowance >= 0)
       info->sharedMemAllowance = uint32_t(allowance);
   }
-  if (entries_->shortLived.count(info->name)) info->eager = core::EagerCause::ReloadedCode;
+  if (auto lives = entries_->shortLives.find(info->name); lives != entries_->shortLives.end() && lives->second >= 2)
+    info->eager = core::EagerCause::ReloadedCode;
   if (matchesEagerPrefix(info->name, entries_->eagerPrefixes)) {
     info->eager = core::EagerCause::EagerKernel;
     GRAFT_DEBUG("kernel {}: matches a GRAFT_EAGER_KERNELS prefix; it runs eagerly", info->name);
@@ -196,27 +197,42 @@ std::vector<std::pair<std::string, uint64_t>> KernelRegistry::ranked(uint64_t Ke
   return v;
 }
 
-std::vector<uint64_t> KernelRegistry::handlesOfCode(uint64_t code, bool library) const {
-  uint64_t libraryModule = 0, currentCtx = 0;
+KernelRegistry::CodeHandles KernelRegistry::handlesOfCode(uint64_t code, bool library) const {
+  CodeHandles out;
+  uint64_t currentCtx = 0;
   if (library) {
-    CUmodule m = nullptr;
-    if (auto getModule = real<ApiId::k_cuLibraryGetModule_12000>();
-        getModule && getModule(&m, reinterpret_cast<CUlibrary>(code)) == CUDA_SUCCESS)
-      libraryModule = reinterpret_cast<uint64_t>(m);
     CUcontext ctx = nullptr;
     if (auto current = real<ApiId::k_cuCtxGetCurrent_4000>(); current && current(&ctx) == CUDA_SUCCESS)
       currentCtx = reinterpret_cast<uint64_t>(ctx);
   }
-  std::vector<uint64_t> handles;
+  // The library's module in the current context, asked for only if a
+  // function of this context may be of it (asking may load the module).
+  bool moduleAsked = false;
+  uint64_t libraryModule = 0;
+  auto moduleOfLibrary = [&] {
+    if (!moduleAsked) {
+      moduleAsked = true;
+      CUmodule m = nullptr;
+      if (auto getModule = real<ApiId::k_cuLibraryGetModule_12000>();
+          getModule && getModule(&m, reinterpret_cast<CUlibrary>(code)) == CUDA_SUCCESS)
+        libraryModule = reinterpret_cast<uint64_t>(m);
+    }
+    return libraryModule;
+  };
   for (const auto& [h, k] : entries_->kernels) {
-    bool ends;
-    if (k->owner == 0) ends = true;  // unplaced: may be any code's
-    else if (k->ownerIsLibrary) ends = library && k->owner == code;
-    else if (!library) ends = k->owner == code;
-    else ends = k->owner == libraryModule || k->ctx != currentCtx;
-    if (ends) handles.push_back(h);
+    if (k->owner == 0) {
+      out.maybe.push_back(h);  // unplaced: may be any code's
+    } else if (k->ownerIsLibrary) {
+      if (library && k->owner == code) out.certain.push_back(h);
+    } else if (!library) {
+      if (k->owner == code) out.certain.push_back(h);
+    } else if (k->ctx != currentCtx) {
+      out.maybe.push_back(h);
+    } else if (moduleOfLibrary() && k->owner == libraryModule) {
+      out.certain.push_back(h);
+    }
   }
-  return handles;
+  return out;
 }
 
 void KernelRegistry::retire(const std::vector<uint64_t>& handles, bool unloaded) {
@@ -225,11 +241,12 @@ void KernelRegistry::retire(const std::vector<uint64_t>& handles, bool unloaded)
     auto it = entries_->kernels.find(h);
     if (it == entries_->kernels.end()) continue;
     if (unloaded && it->second->launches < kShortLivedLaunches) {
-      if (entries_->shortLived.insert(it->second->name).second)
-        GRAFT_DEBUG("kernel {}: its code is unloaded after {} launches; when loaded again it runs eagerly",
-                    it->second->name, it->second->launches);
+      uint8_t& lives = entries_->shortLives[it->second->name];
+      if (lives < 2 && ++lives == 2)
+        GRAFT_DEBUG("kernel {}: its code was unloaded after few launches twice in a row (the last time after "
+                    "{}); when loaded again it runs eagerly", it->second->name, it->second->launches);
     } else if (unloaded) {
-      entries_->shortLived.erase(it->second->name);
+      entries_->shortLives.erase(it->second->name);
     }
     KernelInfo& r = entries_->retired[it->second->name];
     r.launches += it->second->launches;

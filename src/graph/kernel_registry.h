@@ -16,7 +16,6 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "core/hot_arena.h"
@@ -105,16 +104,21 @@ class KernelRegistry {
   // entry is resolved again on next use (no KernelInfo is held across calls);
   // the old launch counts stay in the report, merged by name.
   void retireAll();
-  // The handles an unload of this module (or library) may end: its own
-  // kernels, those whose code the driver could not place, and for a library
-  // also the functions of its module in the current context and every
-  // function resolved in another context (the library may have modules
-  // there too). Calls the driver; call before the unload itself.
-  std::vector<uint64_t> handlesOfCode(uint64_t code, bool library) const;
+  // The handles an unload of this module (or library) ends: `certain`, its
+  // own kernels (for a library also the functions of its module in the
+  // current context); `maybe`, those whose code the driver could not place
+  // and, for a library, every function resolved in another context (the
+  // library may have modules there too). Calls the driver; call before the
+  // unload itself.
+  struct CodeHandles {
+    std::vector<uint64_t> certain, maybe;
+  };
+  CodeHandles handlesOfCode(uint64_t code, bool library) const;
   // Forgets these handles as retireAll does all of them (counts kept by
   // name); each is resolved again on next use. `unloaded`: their code is
-  // being unloaded; a kernel launched fewer than kShortLivedLaunches times
-  // in its code's life runs eagerly when loaded again (ReloadedCode).
+  // being unloaded; a kernel whose code was unloaded after fewer than
+  // kShortLivedLaunches of its launches twice in a row runs eagerly when
+  // loaded again (ReloadedCode), until its code lives longer once.
   void retire(const std::vector<uint64_t>& handles, bool unloaded = false);
   static constexpr uint64_t kShortLivedLaunches = 16;
   // The program set a kernel's dynamic shared memory allowance to `value`
@@ -163,8 +167,9 @@ class KernelRegistry {
     std::unordered_map<uint64_t, core::HotPtr<KernelInfo>> kernels;
     std::unordered_map<std::string, KernelInfo> retired;  // counts only, by kernel name
     std::vector<std::string> eagerPrefixes;
-    // Names of kernels whose code was unloaded after few launches of theirs.
-    std::unordered_set<std::string> shortLived;
+    // Kernel names, and how many times in a row their code was unloaded
+    // after few launches of theirs.
+    std::unordered_map<std::string, uint8_t> shortLives;
   };
   std::unique_ptr<Entries> entries_ = std::make_unique<Entries>();
 };

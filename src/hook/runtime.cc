@@ -257,19 +257,26 @@ void Runtime::codeUnloading(UnloadedCode code) {
   // meanings: graphs with them go, the rest stay, and learning goes on (a
   // library that loads and unloads code as it goes, like cuFFT's plans, no
   // longer resets graft every time).
-  std::vector<uint64_t> handles = kernels_.handlesOfCode(code.handle, code.kind == UnloadedCode::Library);
-  std::sort(handles.begin(), handles.end());
+  graph::KernelRegistry::CodeHandles handles = kernels_.handlesOfCode(code.handle, code.kind == UnloadedCode::Library);
   size_t dropped = 0;
-  if (!handles.empty()) {
-    dropped = engine_->forgetSegmentsWith([&](const core::OpDesc& op) {
-      return op.kind == core::OpKind::Kernel &&
-             std::binary_search(handles.begin(), handles.end(), graph::kernelShapeOf(op).func);
-    });
+  // Graphs with kernels only perhaps of this code are built again whenever
+  // their runs repeat (the code they ran may well be there still).
+  for (std::vector<uint64_t>* list : {&handles.certain, &handles.maybe}) {
+    std::sort(list->begin(), list->end());
+    if (list->empty()) continue;
+    dropped += engine_->forgetSegmentsWith(
+        [&](const core::OpDesc& op) {
+          return op.kind == core::OpKind::Kernel &&
+                 std::binary_search(list->begin(), list->end(), graph::kernelShapeOf(op).func);
+        },
+        /*certain=*/list == &handles.certain);
   }
   executor_->countPatches();  // (by the handles' current names)
-  kernels_.retire(handles, /*unloaded=*/true);
-  GRAFT_DEBUG("the program unloads {} {:#x}: {} kernel handles forgotten, {} graphs with them dropped",
-              code.kind == UnloadedCode::Library ? "library" : "module", code.handle, handles.size(), dropped);
+  kernels_.retire(handles.certain, /*unloaded=*/true);
+  kernels_.retire(handles.maybe);
+  GRAFT_DEBUG("the program unloads {} {:#x}: {} kernel handles of it forgotten, {} that may be, {} graphs with "
+              "them dropped", code.kind == UnloadedCode::Library ? "library" : "module", code.handle,
+              handles.certain.size(), handles.maybe.size(), dropped);
 }
 
 void Runtime::writeExitReport() {

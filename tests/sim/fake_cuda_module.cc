@@ -27,9 +27,9 @@
 //    launch / instantiate with CUDA_ERROR_INVALID_HANDLE. The KernelObj itself
 //    stays allocated (graph nodes and trace entries point at it).
 //  - Simplification: modules are not bound to a context (any context may launch
-//    their functions). A library's "module" (cuLibraryGetModule, and
-//    cuFuncGetModule of its kernels, whose handles are also their functions) is
-//    the library's handle. Kernels made by simKernelCreate belong to one
+//    their functions). A library's "module" (cuLibraryGetModule) is the
+//    library's handle; cuFuncGetModule refuses library kernels' handles (which
+//    the simulator also uses as their functions). Kernels made by simKernelCreate belong to one
 //    built-in module (functions) or one built-in library (library kernels),
 //    which are never unloaded.
 #include <array>
@@ -290,9 +290,11 @@ CUresult CUDAAPI cuLibraryGetKernel(CUkernel* pKernel, CUlibrary library, const 
   return getImpl(reinterpret_cast<void**>(pKernel), library, name, true);
 }
 
+// Like the other cuFunc* calls, for CUfunctions only (a library kernel's
+// handle is refused, as cuFuncGetName refuses it).
 CUresult CUDAAPI cuFuncGetModule(CUmodule* hmod, CUfunction hfunc) {
   SIM_ENTRY("cuFuncGetModule", kNoSticky);
-  return ownerOf(hfunc, 0, reinterpret_cast<void**>(hmod));
+  return ownerOf(hfunc, SIM_KERNEL_FUNCTION, reinterpret_cast<void**>(hmod));
 }
 
 CUresult CUDAAPI cuKernelGetLibrary(CUlibrary* pLib, CUkernel kernel) {
