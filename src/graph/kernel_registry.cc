@@ -154,8 +154,7 @@ GRAFT_COLD KernelInfo* KernelRegistry::resolve(CUfunction f) {
         allowance >= 0)
       info->sharedMemAllowance = uint32_t(allowance);
   }
-  if (auto lives = entries_->shortLives.find(info->name); lives != entries_->shortLives.end() && lives->second >= 2)
-    info->eager = core::EagerCause::ReloadedCode;
+  if (entries_->shortLived.count(info->name)) info->eager = core::EagerCause::ReloadedCode;
   if (matchesEagerPrefix(info->name, entries_->eagerPrefixes)) {
     info->eager = core::EagerCause::EagerKernel;
     GRAFT_DEBUG("kernel {}: matches a GRAFT_EAGER_KERNELS prefix; it runs eagerly", info->name);
@@ -241,12 +240,11 @@ void KernelRegistry::retire(const std::vector<uint64_t>& handles, bool unloaded)
     auto it = entries_->kernels.find(h);
     if (it == entries_->kernels.end()) continue;
     if (unloaded && it->second->launches < kShortLivedLaunches) {
-      uint8_t& lives = entries_->shortLives[it->second->name];
-      if (lives < 2 && ++lives == 2)
-        GRAFT_DEBUG("kernel {}: its code was unloaded after few launches twice in a row (the last time after "
-                    "{}); when loaded again it runs eagerly", it->second->name, it->second->launches);
+      if (entries_->shortLived.insert(it->second->name).second)
+        GRAFT_DEBUG("kernel {}: its code is unloaded after {} launches; when loaded again its first {} launches "
+                    "run eagerly", it->second->name, it->second->launches, kReloadedEagerLaunches);
     } else if (unloaded) {
-      entries_->shortLives.erase(it->second->name);
+      entries_->shortLived.erase(it->second->name);
     }
     KernelInfo& r = entries_->retired[it->second->name];
     r.launches += it->second->launches;

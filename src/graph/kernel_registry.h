@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/hot_arena.h"
@@ -117,9 +118,11 @@ class KernelRegistry {
   // Forgets these handles as retireAll does all of them (counts kept by
   // name); each is resolved again on next use. `unloaded`: their code is
   // being unloaded; a kernel whose code was unloaded after fewer than
-  // kShortLivedLaunches of its launches twice in a row runs eagerly when
-  // loaded again (ReloadedCode), until its code lives longer once.
+  // kShortLivedLaunches of its launches runs eagerly when loaded again
+  // (ReloadedCode), for its first kReloadedEagerLaunches launches there
+  // (OpEncoder::kernel), and no longer once its code lived longer.
   void retire(const std::vector<uint64_t>& handles, bool unloaded = false);
+  static constexpr uint64_t kReloadedEagerLaunches = 64;
   static constexpr uint64_t kShortLivedLaunches = 16;
   // The program set a kernel's dynamic shared memory allowance to `value`
   // (and the driver took it): through cuFuncSetAttribute on `function`, or
@@ -167,9 +170,8 @@ class KernelRegistry {
     std::unordered_map<uint64_t, core::HotPtr<KernelInfo>> kernels;
     std::unordered_map<std::string, KernelInfo> retired;  // counts only, by kernel name
     std::vector<std::string> eagerPrefixes;
-    // Kernel names, and how many times in a row their code was unloaded
-    // after few launches of theirs.
-    std::unordered_map<std::string, uint8_t> shortLives;
+    // Names of kernels whose code was unloaded after few launches of theirs.
+    std::unordered_set<std::string> shortLived;
   };
   std::unique_ptr<Entries> entries_ = std::make_unique<Entries>();
 };
