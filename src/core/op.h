@@ -89,9 +89,9 @@ enum class OpKind : uint8_t {
     "launches of a kernel the driver refused to put in a stream capture when graft built a graph with it "  \
     "(for example cuDNN's single-pass batch-norm kernels): from then on they run eagerly at their position") \
   X(ReloadedCode, "reloaded_code",                                                                         \
-    "launches of a kernel whose code the program unloaded after only a few launches and then loaded again " \
-    "(a library that loads code per plan or per call): they run eagerly at their position, so the graphs "  \
-    "around them outlive the next unload")                                                                  \
+    "launches of a kernel whose code the program unloaded after under 16 launches and then loaded again "  \
+    "(a library that loads code per plan or per call): its first 64 launches run eagerly at their "         \
+    "position, so the graphs around them outlive the next unload")                                          \
   X(Dormant, "dormant",                                                                                    \
     "graft had no graph and nothing had repeated for `GRAFT_DORMANT_AFTER_OPS` ops: it only counted these " \
     "ops, then looked again")                                                                              \
