@@ -261,19 +261,40 @@ void KernelRegistry::retire(const std::vector<uint64_t>& handles, bool unloaded)
   }
 }
 
-void KernelRegistry::noteAllowance(CUfunction function, int value) {
-  const uint64_t f = reinterpret_cast<uint64_t>(function);
-  for (const auto& [h, k] : entries_->kernels)
-    if (h == f || (k->function && k->function == f)) k->sharedMemAllowance = uint32_t(std::max(value, 0));
+void KernelRegistry::noteAllowanceSet(CUfunction handle, CUfunction function, bool library) {
+  const uint64_t h = reinterpret_cast<uint64_t>(handle), f = reinterpret_cast<uint64_t>(function);
+  CUcontext here = nullptr;
+  if (auto current = real<ApiId::k_cuCtxGetCurrent_4000>(); !current || current(&here) != CUDA_SUCCESS)
+    here = nullptr;
+  for (const auto& [e, k] : entries_->kernels) {
+    const bool concerned = e == h || (f && e == f) || (k->function && (k->function == h || k->function == f)) ||
+                           (library && !k->ownerIsLibrary && k->ctx != reinterpret_cast<uint64_t>(here));
+    if (concerned) k->allowanceStale = true;
+  }
 }
 
-void KernelRegistry::noteKernelAllowance(CUkernel kernel, CUfunction function, bool currentDevice, int value) {
-  const uint64_t kh = reinterpret_cast<uint64_t>(kernel), f = reinterpret_cast<uint64_t>(function);
-  const uint32_t v = uint32_t(std::max(value, 0));
-  for (const auto& [h, k] : entries_->kernels) {
-    if (h == kh) k->sharedMemAllowance = currentDevice ? v : std::min(k->sharedMemAllowance, v);
-    else if (currentDevice && f && (h == f || k->function == f)) k->sharedMemAllowance = v;
+uint32_t allowanceFor(KernelInfo& info, CUcontext ctx) {
+  const bool own = reinterpret_cast<uint64_t>(ctx) == info.ctx;
+  // (Unknown since it was resolved, and never set since: trusted, as the
+  // driver could not say.)
+  if ((own || info.sharedMemAllowance == UINT32_MAX) && !info.allowanceStale) return info.sharedMemAllowance;
+  // The kernel's function in this context: a library kernel's through
+  // cuKernelGetFunction, a function is its own.
+  CUfunction fn = reinterpret_cast<CUfunction>(info.handle);
+  if (info.ownerIsLibrary || info.function) {
+    const auto getFunction = real<ApiId::k_cuKernelGetFunction_12000>();
+    if (!getFunction || getFunction(&fn, reinterpret_cast<CUkernel>(info.handle)) != CUDA_SUCCESS) fn = nullptr;
   }
+  int value = 0;
+  const auto getAttribute = real<ApiId::k_cuFuncGetAttribute_2020>();
+  if (!fn || !getAttribute ||
+      getAttribute(&value, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, fn) != CUDA_SUCCESS || value < 0)
+    value = 0;
+  if (own) {
+    info.sharedMemAllowance = uint32_t(value);
+    info.allowanceStale = false;
+  }
+  return uint32_t(value);
 }
 
 void KernelRegistry::retireAll() {

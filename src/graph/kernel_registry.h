@@ -42,12 +42,15 @@ struct alignas(64) KernelInfo {
   uint16_t compactOffsets[kCompactParams] = {};  // == offsets, when compactCount != kNotCompact
   uint16_t compactSizes[kCompactParams] = {};    // == sizes, likewise
   // The kernel's dynamic shared memory allowance
-  // (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) as the driver said when
-  // the handle was resolved and the program set it since (noteAllowance*);
+  // (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, the value in effect for
+  // launches in `ctx`), read from the driver when the handle was resolved and
+  // again after the program changed it (`allowanceStale`, noteAllowanceSet);
   // UINT32_MAX: unknown. A launch asking for more goes to the driver at its
-  // position, which refuses it (second line: read for launches with dynamic
-  // shared memory only).
+  // position, which refuses it. Second line: read for launches with dynamic
+  // shared memory only (allowanceFor).
   uint32_t sharedMemAllowance = UINT32_MAX;
+  bool allowanceStale = false;
+  uint64_t ctx = 0;  // the context current when the handle was resolved
   // The layout of any kernel (second line).
   core::HotVector<uint32_t> sizes;
   core::HotVector<uint32_t> offsets;
@@ -59,11 +62,18 @@ struct alignas(64) KernelInfo {
   // context current when the handle was resolved: what an unload retires.
   uint64_t owner = 0;
   bool ownerIsLibrary = false;
-  uint64_t ctx = 0;
-  // A library kernel's function in that context (cuKernelGetFunction; 0 for
-  // a function), whose allowance its launches there get.
+  // A library kernel's function in `ctx` (cuKernelGetFunction; 0 for a
+  // function), whose allowance its launches there get.
   uint64_t function = 0;
 };
+
+// The dynamic shared memory allowance in effect for launches of `info`'s
+// kernel in the current context `ctx`: the cached value when it holds there
+// (or is unknown and was never set: UINT32_MAX), else the driver's answer
+// now (kept when `ctx` is the entry's); 0 when the driver does not answer
+// (the launch then goes to the driver, which decides). Calls the driver only
+// for a stale entry or another context.
+uint32_t allowanceFor(KernelInfo& info, CUcontext ctx);
 
 // The kernel's own name inside a C++-mangled symbol: "ncclDevKernel_Generic"
 // for "_Z21ncclDevKernel_Generic19ncclDevKernelArgs4K" (no namespaces,
@@ -124,16 +134,14 @@ class KernelRegistry {
   void retire(const std::vector<uint64_t>& handles, bool unloaded = false);
   static constexpr uint64_t kReloadedEagerLaunches = 64;
   static constexpr uint64_t kShortLivedLaunches = 16;
-  // The program set a kernel's dynamic shared memory allowance to `value`
-  // (and the driver took it): through cuFuncSetAttribute on `function`, or
-  // cuKernelSetAttribute on `kernel` for `device` (`function`: the kernel's
-  // function in the current context, null if unknown; `currentDevice`:
-  // whether `device` is the current context's). Entries for that handle, and
-  // library kernels whose function it is, take the new value; a kernel's
-  // entry set for another device keeps the lower of the two (its launches
-  // may go to either device).
-  void noteAllowance(CUfunction function, int value);
-  void noteKernelAllowance(CUkernel kernel, CUfunction function, bool currentDevice, int value);
+  // The program changed a dynamic shared memory allowance (the driver took
+  // it): through cuFuncSetAttribute on `handle`, or cuKernelSetAttribute on
+  // the library kernel `handle` (`function`: its function in the current
+  // context, or null). The entries it may concern read the value in effect
+  // again at their next launch with dynamic shared memory: those of these
+  // handles, those whose function they are, and, for a library kernel,
+  // functions resolved in other contexts (they may be its functions there).
+  void noteAllowanceSet(CUfunction handle, CUfunction function, bool library);
 
  private:
   KernelInfo* resolve(CUfunction f);

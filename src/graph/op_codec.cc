@@ -107,11 +107,11 @@ GRAFT_FAST_LANE static bool paramsEqual(const KernelInfo& info, void* const* par
   return true;
 }
 
-GRAFT_FAST_LANE core::EagerCause OpEncoder::describeLaunch(CUcontext ctx, const KernelInfo& info,
+GRAFT_FAST_LANE core::EagerCause OpEncoder::describeLaunch(CUcontext ctx, KernelInfo& info,
                                                      const LaunchArgs& a, KernelShape* ks,
                                                      const void** buffer) {
   if (info.eager != core::EagerCause::None) return info.eager;
-  if (a.sharedMem > info.sharedMemAllowance) return core::EagerCause::AboveSharedMemAllowance;
+  if (a.sharedMem && a.sharedMem > allowanceFor(info, ctx)) return core::EagerCause::AboveSharedMemAllowance;
   if (a.numAttrs > kMaxLaunchAttrs) return core::EagerCause::UnsupportedLaunch;
   std::memset(ks, 0, sizeof(*ks));
   ks->func = reinterpret_cast<uint64_t>(a.func);
@@ -180,10 +180,12 @@ GRAFT_FAST_LANE OpEncoder::Sameness OpEncoder::compareDescribed(const OpDesc& ex
 }
 
 GRAFT_FAST_LANE OpEncoder::Sameness OpEncoder::compareLaunch(const OpDesc& expected, CUcontext ctx,
-                                                       const KernelInfo& info, const LaunchArgs& a,
+                                                       KernelInfo& info, const LaunchArgs& a,
                                                        core::Bytes* value) {
   if (a.numAttrs || a.extra || !a.kernelParams || info.eager != core::EagerCause::None ||
-      !info.layoutKnown || (a.sharedMem && a.sharedMem > info.sharedMemAllowance)) [[unlikely]] {
+      !info.layoutKnown ||
+      (a.sharedMem && (a.sharedMem > info.sharedMemAllowance || info.allowanceStale ||
+                       reinterpret_cast<uint64_t>(ctx) != info.ctx))) [[unlikely]] {
     KernelShape ks;
     const void* buffer;
     if (describeLaunch(ctx, info, a, &ks, &buffer) != core::EagerCause::None) return Sameness::Differs;

@@ -124,7 +124,7 @@ class OpEncoder {
   // eagerly)? Decides exactly as kernel() followed by a comparison of the
   // encoded bytes would, without encoding. Counts nothing.
   enum class Sameness : uint8_t { Differs, ValueDiffers, Equal };
-  Sameness compareLaunch(const core::OpDesc& expected, CUcontext ctx, const KernelInfo& info,
+  Sameness compareLaunch(const core::OpDesc& expected, CUcontext ctx, KernelInfo& info,
                          const LaunchArgs& args, core::Bytes* value);
 
   // The op a replay expects next (Engine::expectedNext), or nullptr; the
@@ -140,7 +140,7 @@ class OpEncoder {
   // A launch's shape bytes: *ks, then its normalized attributes written into
   // the scratch after it; *buffer: the `extra` form's parameter buffer.
   // Returns why the launch must run eagerly, or EagerCause::None.
-  core::EagerCause describeLaunch(CUcontext ctx, const KernelInfo& info, const LaunchArgs& args,
+  core::EagerCause describeLaunch(CUcontext ctx, KernelInfo& info, const LaunchArgs& args,
                                   KernelShape* ks, const void** buffer);
   Sameness compareDescribed(const core::OpDesc& expected, const KernelShape& ks,
                             const KernelInfo& info, const LaunchArgs& args, const void* buffer,

@@ -584,11 +584,9 @@ struct SettingChange {
   int value = 0;              // SharedMemAbove, allowance: the new allowance
   CUfunction funcs[2] = {};   // SharedMemAbove, allowance: the kernel's handles (a CUkernel and its function here)
   // The dynamic shared memory allowance changes (or may: unreadable before):
-  // the kernel registry takes the new value once the driver did
-  // (KernelInfo::sharedMemAllowance). `currentDevice`: a cuKernelSetAttribute
-  // for the current context's device.
+  // the kernel registry reads it again once the driver took it
+  // (KernelRegistry::noteAllowanceSet).
   bool allowance = false;
-  bool currentDevice = true;
 };
 // kind None: the call changes nothing they depend on (the same value again,
 // a preference such as the carveout); SharedMemAbove: a lowered dynamic shared
@@ -615,6 +613,15 @@ inline SettingChange settingChange(bool read, CUfunction_attribute attrib, int c
               current, value);
   c.kind = SettingChange::Any;
   return c;
+}
+// The attribute a Setting call sets.
+template <ApiId Id>
+CUfunction_attribute settingAttribute(CUfunction, CUfunction_attribute attrib, int) {
+  return attrib;
+}
+template <ApiId Id>
+CUfunction_attribute settingAttribute(CUfunction_attribute attrib, int, CUkernel, CUdevice) {
+  return attrib;
 }
 template <ApiId Id>
 SettingChange settingChange(CUfunction f, CUfunction_attribute attrib, int value) {
@@ -645,11 +652,6 @@ SettingChange settingChange(CUfunction_attribute attrib, int value, CUkernel ker
       (!function || function(&c.funcs[1], kernel) != CUDA_SUCCESS)) {
     c.funcs[1] = nullptr;
     if (c.kind == SettingChange::SharedMemAbove) c.kind = SettingChange::Any;
-  }
-  if (c.allowance) {
-    CUdevice here = -1;
-    const auto getDevice = real<ApiId::k_cuCtxGetDevice_2000>();
-    c.currentDevice = getDevice && getDevice(&here) == CUDA_SUCCESS && here == device;
   }
   return c;
 }
@@ -769,26 +771,27 @@ template <ApiId Id, int PT, typename Real, typename... A>
       // Graph launches queued on graft's launch thread update their nodes
       // under the old value too: those with such a kernel node reach the
       // driver first.
+      // A change of the dynamic shared memory allowance: under the engine
+      // lock from reading the current value to noting the new one, so that
+      // graft's launches (and its own retries under a raised allowance,
+      // issueOp) and other threads' settings come before or after it whole.
+      std::unique_lock<core::EngineMutex> lock;
+      if (settingAttribute<Id>(a...) == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) lock = rt.engine().lock();
       const SettingChange change = settingChange<Id>(a...);
       if (change.kind != SettingChange::None) {
-        auto lock = rt.engine().lock();
+        if (!lock.owns_lock()) lock = rt.engine().lock();
         if (settingNeedsHeldIssued(rt.engine(), change))
           rt.engine().hostBarrier(barrierHash<Id>(a...));
         else if (rt.executor().queuedLaunchNeedsSharedMem(change.funcs[0], change.funcs[1], uint32_t(change.value)))
           rt.engine().drainLaunches();
       }
       const CUresult r = realFn(a...);
-      // Launches from now on are checked against the new allowance
-      // (OpEncoder::describeLaunch): one asking for more is refused at its
-      // call, as eagerly, not held.
-      if (r == CUDA_SUCCESS && change.allowance) {
-        auto lock = rt.engine().lock();
-        if constexpr (Id == ApiId::k_cuKernelSetAttribute_12000)
-          rt.kernels().noteKernelAllowance(reinterpret_cast<CUkernel>(change.funcs[0]), change.funcs[1],
-                                           change.currentDevice, change.value);
-        else
-          rt.kernels().noteAllowance(change.funcs[0], change.value);
-      }
+      // Launches from now on are checked against the allowance in effect
+      // (read again from the driver: a function's own value overrides its
+      // kernel's, and a kernel's is per device): one asking for more is
+      // refused at its call, as eagerly, not held.
+      if (r == CUDA_SUCCESS && change.allowance)
+        rt.kernels().noteAllowanceSet(change.funcs[0], change.funcs[1], Id == ApiId::k_cuKernelSetAttribute_12000);
       return r;
     } else if constexpr (info.klass == ApiClass::Query) {
       const CUevent e = firstOf<CUevent>(a...);
