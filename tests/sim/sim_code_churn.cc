@@ -28,18 +28,6 @@ namespace {
 constexpr int kIterations = 120;
 constexpr char kImage[] = "sim-image: sim_add_transient(8,8,8)";
 
-template <typename F>
-bool lookup(const simtest::Driver& drv, const char* name, F* out) {
-  void* p = nullptr;
-  CUdriverProcAddressQueryResult status;
-  if (drv.getProcAddress(name, &p, 13000, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &status) != CUDA_SUCCESS || !p) {
-    std::printf("sim_code_churn: cuGetProcAddress(%s) failed\n", name);
-    return false;
-  }
-  *out = reinterpret_cast<F>(p);
-  return true;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -56,16 +44,8 @@ int main(int argc, char** argv) {
   CUcontext ctx;
   if (int rc = simtest::startProgram("sim_code_churn", &drv, &ctx)) return rc;
   auto& cu = drv.plain;
-  decltype(&::cuModuleLoadData) moduleLoadData = nullptr;
-  decltype(&::cuModuleGetFunction) moduleGetFunction = nullptr;
-  decltype(&::cuModuleUnload) moduleUnload = nullptr;
-  decltype(&::cuLibraryLoadData) libraryLoadData = nullptr;
-  decltype(&::cuLibraryGetKernel) libraryGetKernel = nullptr;
-  decltype(&::cuLibraryUnload) libraryUnload = nullptr;
-  if (!lookup(drv, "cuModuleLoadData", &moduleLoadData) || !lookup(drv, "cuModuleGetFunction", &moduleGetFunction) ||
-      !lookup(drv, "cuModuleUnload", &moduleUnload) || !lookup(drv, "cuLibraryLoadData", &libraryLoadData) ||
-      !lookup(drv, "cuLibraryGetKernel", &libraryGetKernel) || !lookup(drv, "cuLibraryUnload", &libraryUnload))
-    return 2;
+  simtest::CodeApi code;
+  if (!simtest::loadCodeApi(drv, &code)) return 2;
   CUstream s;
   SIM_CHECK(cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
   CUfunction add = simtest::libraryKernel3("sim_add_persistent");
@@ -86,18 +66,18 @@ int main(int argc, char** argv) {
     CUmodule module = nullptr;
     CUlibrary library = nullptr;
     if (it % 2) {
-      SIM_CHECK(moduleLoadData(&module, kImage));
-      SIM_CHECK(moduleGetFunction(&transient, module, "sim_add_transient"));
+      SIM_CHECK(code.moduleLoadData(&module, kImage));
+      SIM_CHECK(code.moduleGetFunction(&transient, module, "sim_add_transient"));
     } else {
       CUkernel kernel = nullptr;
-      SIM_CHECK(libraryLoadData(&library, kImage, nullptr, nullptr, 0, nullptr, nullptr, 0));
-      SIM_CHECK(libraryGetKernel(&kernel, library, "sim_add_transient"));
+      SIM_CHECK(code.libraryLoadData(&library, kImage, nullptr, nullptr, 0, nullptr, nullptr, 0));
+      SIM_CHECK(code.libraryGetKernel(&kernel, library, "sim_add_transient"));
       transient = reinterpret_cast<CUfunction>(kernel);
     }
     if (simtest::failedCalls()) break;
     SIM_CHECK(simtest::launchAdd(cu, transient, y, x, uint64_t(it), s));
     hy = hx + uint64_t(it);
-    SIM_CHECK(module ? moduleUnload(module) : libraryUnload(library));
+    SIM_CHECK(module ? code.moduleUnload(module) : code.libraryUnload(library));
     for (int k = 0; k < 3; ++k) {
       SIM_CHECK(simtest::launchAdd(cu, add, x, y, 3, s));
       SIM_CHECK(simtest::launchAdd(cu, add, y, x, 4, s));

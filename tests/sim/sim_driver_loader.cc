@@ -103,6 +103,24 @@ bool tooFewFromGraphs(const char* program, const SimCounters& c, uint64_t percen
   return true;
 }
 
+bool lookupProc(const Driver& drv, const char* name, void** out) {
+  CUdriverProcAddressQueryResult status;
+  *out = nullptr;
+  if (drv.getProcAddress(name, out, 13000, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &status) == CUDA_SUCCESS && *out)
+    return true;
+  std::fprintf(stderr, "%s: cuGetProcAddress(%s) failed\n", g_program, name);
+  return false;
+}
+
+bool loadCodeApi(const Driver& drv, CodeApi* out) {
+  return lookupProc(drv, "cuModuleLoadData", &out->moduleLoadData) &&
+         lookupProc(drv, "cuModuleGetFunction", &out->moduleGetFunction) &&
+         lookupProc(drv, "cuModuleUnload", &out->moduleUnload) &&
+         lookupProc(drv, "cuLibraryLoadData", &out->libraryLoadData) &&
+         lookupProc(drv, "cuLibraryGetKernel", &out->libraryGetKernel) &&
+         lookupProc(drv, "cuLibraryUnload", &out->libraryUnload);
+}
+
 int startProgram(const char* program, Driver* drv, CUcontext* ctx) {
   g_program = program;
   std::string err;

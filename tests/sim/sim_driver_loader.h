@@ -106,6 +106,28 @@ bool tooFewFromGraphs(const char* program, const SimCounters& c, uint64_t percen
 CUresult launchAdd(const DriverApi& api, CUfunction kernel, CUdeviceptr to, CUdeviceptr from, uint64_t add,
                    CUstream stream);
 
+// One driver entry point by name (cuGetProcAddress at version 13000, legacy
+// default stream); false, after printing why, when the driver has none.
+bool lookupProc(const Driver& drv, const char* name, void** out);
+template <typename F>
+bool lookupProc(const Driver& drv, const char* name, F* out) {
+  void* p = nullptr;
+  if (!lookupProc(drv, name, &p)) return false;
+  *out = reinterpret_cast<F>(p);
+  return true;
+}
+
+// The entry points that load and unload code, for the programs that do.
+struct CodeApi {
+  decltype(&::cuModuleLoadData) moduleLoadData = nullptr;
+  decltype(&::cuModuleGetFunction) moduleGetFunction = nullptr;
+  decltype(&::cuModuleUnload) moduleUnload = nullptr;
+  decltype(&::cuLibraryLoadData) libraryLoadData = nullptr;
+  decltype(&::cuLibraryGetKernel) libraryGetKernel = nullptr;
+  decltype(&::cuLibraryUnload) libraryUnload = nullptr;
+};
+bool loadCodeApi(const Driver& drv, CodeApi* out);
+
 // The start shared by the trace-comparison programs (compare_trace.py runs
 // them): parses `--out FILE [--seed S]` and loads the driver. Returns 0, or
 // the exit code 2 after printing why (prefixed with `program`).

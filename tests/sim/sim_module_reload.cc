@@ -112,18 +112,6 @@ uint64_t makeTag(int slot, int epoch, int it, int index) {
   return (uint64_t(slot) << 56) | (uint64_t(epoch) << 32) | (uint64_t(it) << 16) | uint64_t(index);
 }
 
-template <class F>
-bool lookup(const simtest::Driver& drv, const char* name, int version, F* out) {
-  void* p = nullptr;
-  CUdriverProcAddressQueryResult status;
-  if (drv.getProcAddress(name, &p, version, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &status) != CUDA_SUCCESS || !p) {
-    std::fprintf(stderr, "sim_module_reload: cuGetProcAddress(%s, %d) failed\n", name, version);
-    return false;
-  }
-  *out = reinterpret_cast<F>(p);
-  return true;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -133,20 +121,8 @@ int main(int argc, char** argv) {
   const char* outPath = args.outPath;
   const uint64_t seed = args.seed;
   const simtest::DriverApi& cu = drv.plain;
-  decltype(&::cuModuleLoadData) moduleLoadData = nullptr;
-  decltype(&::cuModuleGetFunction) moduleGetFunction = nullptr;
-  decltype(&::cuModuleUnload) moduleUnload = nullptr;
-  decltype(&::cuLibraryLoadData) libraryLoadData = nullptr;
-  decltype(&::cuLibraryGetKernel) libraryGetKernel = nullptr;
-  decltype(&::cuLibraryUnload) libraryUnload = nullptr;
-  if (!lookup(drv, "cuModuleLoadData", 13000, &moduleLoadData) ||
-      !lookup(drv, "cuModuleGetFunction", 13000, &moduleGetFunction) ||
-      !lookup(drv, "cuModuleUnload", 13000, &moduleUnload) ||
-      !lookup(drv, "cuLibraryLoadData", 13000, &libraryLoadData) ||
-      !lookup(drv, "cuLibraryGetKernel", 13000, &libraryGetKernel) ||
-      !lookup(drv, "cuLibraryUnload", 13000, &libraryUnload)) {
-    return 2;
-  }
+  simtest::CodeApi code;
+  if (!simtest::loadCodeApi(drv, &code)) return 2;
   simSetSeed(seed);
   CUcontext ctx;
   if (!simtest::openPrimaryContext(cu, &ctx)) {
@@ -171,15 +147,15 @@ int main(int argc, char** argv) {
     CUlibrary lib = nullptr;
     std::vector<CUfunction> fn(spec.size(), nullptr);
     if (library) {
-      CHECK(libraryLoadData(&lib, imageB ? kImageB : kImageA, nullptr, nullptr, 0, nullptr, nullptr, 0));
+      CHECK(code.libraryLoadData(&lib, imageB ? kImageB : kImageA, nullptr, nullptr, 0, nullptr, nullptr, 0));
       for (size_t i = 0; i < spec.size(); ++i) {
         CUkernel k = nullptr;
-        CHECK(libraryGetKernel(&k, lib, spec[i].name));
+        CHECK(code.libraryGetKernel(&k, lib, spec[i].name));
         fn[i] = reinterpret_cast<CUfunction>(k);
       }
     } else {
-      CHECK(moduleLoadData(&mod, imageB ? kImageB : kImageA));
-      for (size_t i = 0; i < spec.size(); ++i) CHECK(moduleGetFunction(&fn[i], mod, spec[i].name));
+      CHECK(code.moduleLoadData(&mod, imageB ? kImageB : kImageA));
+      for (size_t i = 0; i < spec.size(); ++i) CHECK(code.moduleGetFunction(&fn[i], mod, spec[i].name));
     }
     if (failures) return 1;
     handlesByEpoch[epoch] = fn;
@@ -223,9 +199,9 @@ int main(int argc, char** argv) {
       }
     }
     if (library) {
-      CHECK(libraryUnload(lib));
+      CHECK(code.libraryUnload(lib));
     } else {
-      CHECK(moduleUnload(mod));
+      CHECK(code.moduleUnload(mod));
     }
   }
   CHECK(cu.cuCtxSynchronize());

@@ -35,24 +35,7 @@
 
 namespace {
 
-template <typename F>
-bool lookup(const simtest::Driver& drv, const char* name, F* out) {
-  void* p = nullptr;
-  CUdriverProcAddressQueryResult status;
-  if (drv.getProcAddress(name, &p, 13000, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &status) != CUDA_SUCCESS || !p) {
-    std::printf("sim_partial_unload: cuGetProcAddress(%s) failed\n", name);
-    return false;
-  }
-  *out = reinterpret_cast<F>(p);
-  return true;
-}
-
-decltype(&::cuModuleLoadData) moduleLoadData = nullptr;
-decltype(&::cuModuleGetFunction) moduleGetFunction = nullptr;
-decltype(&::cuModuleUnload) moduleUnload = nullptr;
-decltype(&::cuLibraryLoadData) libraryLoadData = nullptr;
-decltype(&::cuLibraryGetKernel) libraryGetKernel = nullptr;
-decltype(&::cuLibraryUnload) libraryUnload = nullptr;
+simtest::CodeApi code;
 decltype(&::cuCtxPushCurrent) ctxPush = nullptr;
 decltype(&::cuCtxPopCurrent) ctxPop = nullptr;
 
@@ -92,10 +75,8 @@ int main(int argc, char** argv) {
   CUcontext ctx;
   if (int rc = simtest::startProgram("sim_partial_unload", &drv, &ctx)) return rc;
   auto& cu = drv.plain;
-  if (!lookup(drv, "cuModuleLoadData", &moduleLoadData) || !lookup(drv, "cuModuleGetFunction", &moduleGetFunction) ||
-      !lookup(drv, "cuModuleUnload", &moduleUnload) || !lookup(drv, "cuLibraryLoadData", &libraryLoadData) ||
-      !lookup(drv, "cuLibraryGetKernel", &libraryGetKernel) || !lookup(drv, "cuLibraryUnload", &libraryUnload) ||
-      !lookup(drv, "cuCtxPushCurrent", &ctxPush) || !lookup(drv, "cuCtxPopCurrent", &ctxPop))
+  if (!simtest::loadCodeApi(drv, &code) || !simtest::lookupProc(drv, "cuCtxPushCurrent", &ctxPush) ||
+      !simtest::lookupProc(drv, "cuCtxPopCurrent", &ctxPop))
     return 2;
   CUstream s;
   SIM_CHECK(cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
@@ -146,20 +127,20 @@ int main(int argc, char** argv) {
         if (mode == "unplaced") {
           CUmodule m;
           CUfunction t;
-          SIM_CHECK(moduleLoadData(&m, "sim-image: sim_add_once(8,8,8)"));
-          SIM_CHECK(moduleGetFunction(&t, m, "sim_add_once"));
+          SIM_CHECK(code.moduleLoadData(&m, "sim-image: sim_add_once(8,8,8)"));
+          SIM_CHECK(code.moduleGetFunction(&t, m, "sim_add_once"));
           SIM_CHECK(simtest::launchAdd(cu, t, y, x, 5, s));
           hy = hx + 5;
-          SIM_CHECK(moduleUnload(m));
+          SIM_CHECK(code.moduleUnload(m));
         } else {
           SIM_CHECK(ctxPush(ctx1));
           CUlibrary l;
           CUkernel t;
           CUdeviceptr z = simtest::zeroedBuffer(cu);
-          SIM_CHECK(libraryLoadData(&l, "sim-image: sim_add_once(8,8,8)", nullptr, nullptr, 0, nullptr, nullptr, 0));
-          SIM_CHECK(libraryGetKernel(&t, l, "sim_add_once"));
+          SIM_CHECK(code.libraryLoadData(&l, "sim-image: sim_add_once(8,8,8)", nullptr, nullptr, 0, nullptr, nullptr, 0));
+          SIM_CHECK(code.libraryGetKernel(&t, l, "sim_add_once"));
           SIM_CHECK(simtest::launchAdd(cu, reinterpret_cast<CUfunction>(t), z, z, 5, nullptr));
-          SIM_CHECK(libraryUnload(l));
+          SIM_CHECK(code.libraryUnload(l));
           CUcontext popped;
           SIM_CHECK(ctxPop(&popped));
         }
@@ -173,8 +154,8 @@ int main(int argc, char** argv) {
     const char* imageB = "sim-image: sim_add_u(8,8,8)";
     CUmodule m = nullptr;
     CUfunction t = nullptr;
-    SIM_CHECK(moduleLoadData(&m, imageA));
-    SIM_CHECK(moduleGetFunction(&t, m, "sim_add_t"));
+    SIM_CHECK(code.moduleLoadData(&m, imageA));
+    SIM_CHECK(code.moduleGetFunction(&t, m, "sim_add_t"));
     const CUfunction tHandle = t;
     simCounters(&before);
     // Iteration: V, T x16 (extra), Y, unload, load, Z. The period is
@@ -194,11 +175,11 @@ int main(int argc, char** argv) {
       }
       SIM_CHECK(simtest::launchAdd(cu, p, y, x, 2, s));  // Y
       hy = hx + 2;
-      SIM_CHECK(moduleUnload(m));
+      SIM_CHECK(code.moduleUnload(m));
       // From the iteration without T on, image B: its kernel gets T's handle.
       const bool b = it >= confirmIter + 1;
-      SIM_CHECK(moduleLoadData(&m, b ? imageB : imageA));
-      SIM_CHECK(moduleGetFunction(&t, m, b ? "sim_add_u" : "sim_add_t"));
+      SIM_CHECK(code.moduleLoadData(&m, b ? imageB : imageA));
+      SIM_CHECK(code.moduleGetFunction(&t, m, b ? "sim_add_u" : "sim_add_t"));
       if (t != tHandle) std::printf("sim_partial_unload: handle not reused at iteration %d\n", it);
       SIM_CHECK(simtest::launchAdd(cu, p, x, y, 3, s));  // Z
       hx = hy + 3;
@@ -210,14 +191,14 @@ int main(int argc, char** argv) {
     CUfunction p = simtest::libraryKernel3("sim_add_persistent");
     CUmodule m = nullptr;
     CUfunction t = nullptr;
-    SIM_CHECK(moduleLoadData(&m, "sim-image: sim_add_t(8,8,8)"));
-    SIM_CHECK(moduleGetFunction(&t, m, "sim_add_t"));
+    SIM_CHECK(code.moduleLoadData(&m, "sim-image: sim_add_t(8,8,8)"));
+    SIM_CHECK(code.moduleGetFunction(&t, m, "sim_add_t"));
     simCounters(&before);
     for (int it = 1; it <= iters; ++it) {
       if (it == 6) {
-        SIM_CHECK(moduleUnload(m));
-        SIM_CHECK(moduleLoadData(&m, "sim-image: sim_add_t(8,8,8)"));
-        SIM_CHECK(moduleGetFunction(&t, m, "sim_add_t"));
+        SIM_CHECK(code.moduleUnload(m));
+        SIM_CHECK(code.moduleLoadData(&m, "sim-image: sim_add_t(8,8,8)"));
+        SIM_CHECK(code.moduleGetFunction(&t, m, "sim_add_t"));
       }
       for (int k = 0; k < 3; ++k) {
         SIM_CHECK(simtest::launchAdd(cu, p, y, x, 1, s));
