@@ -379,20 +379,50 @@ namespace {
 // kernel, can still meet the lower value). Launched again with the allowance
 // raised to what it asks for, then put back; `launch` is not called when the
 // allowance is not the reason (or in a capture, which the refusal ended).
+//
+// Where the value in effect comes from: the driver refuses cuFuncGetAttribute
+// and cuFuncSetAttribute on a library kernel's handle (CUDA_ERROR_INVALID_HANDLE
+// on the H100, tests/gpu/driver_facts.cu, kernel_handle_func_attribute), and
+// nvcc 13's launch stubs launch those. A library kernel's launches in a context
+// get its function's own value there if one was set, else the kernel's value
+// for the context's device (cuda.h, cuKernelSetAttribute). So for a library
+// kernel the kernel's value for this device is raised and put back when it is
+// the value in effect, and otherwise the function's own value is; for a
+// function, its value. Putting back the level that was raised leaves no value
+// the program did not set (a function-level value left behind would override
+// the program's later cuKernelSetAttribute calls).
 template <typename Launch>
-CUresult launchUnderAllowance(CUfunction f, unsigned sharedMem, CUstream stream, Launch launch) {
+CUresult launchUnderAllowance(CUfunction handle, unsigned sharedMem, CUstream stream, Launch launch) {
   constexpr CUfunction_attribute kAllowance = CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
   const auto get = real<ApiId::k_cuFuncGetAttribute_2020>();
   const auto set = real<ApiId::k_cuFuncSetAttribute_9000>();
   const auto capturing = real<ApiId::k_cuStreamIsCapturing_10000>();
-  int allowed = 0;
+  const auto kernelFunction = real<ApiId::k_cuKernelGetFunction_12000>();
+  const auto kernelGet = real<ApiId::k_cuKernelGetAttribute_12000>();
+  const auto kernelSet = real<ApiId::k_cuKernelSetAttribute_12000>();
+  const auto ctxDevice = real<ApiId::k_cuCtxGetDevice_2000>();
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (!get || !set || get(&allowed, kAllowance, f) != CUDA_SUCCESS || sharedMem <= unsigned(allowed) ||
-      (capturing && capturing(stream, &status) == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE))
+  if (!get || !set || (capturing && capturing(stream, &status) == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE))
     return CUDA_ERROR_INVALID_VALUE;
-  if (set(f, kAllowance, int(sharedMem)) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
+  CUfunction function = handle;
+  const auto kernel = reinterpret_cast<CUkernel>(handle);
+  const bool library = kernelFunction && kernelFunction(&function, kernel) == CUDA_SUCCESS;
+  if (!library) function = handle;
+  int allowed = 0;
+  if (get(&allowed, kAllowance, function) != CUDA_SUCCESS || sharedMem <= unsigned(allowed))
+    return CUDA_ERROR_INVALID_VALUE;
+  CUdevice device = 0;
+  int kernelValue = -1;
+  if (library && kernelGet && kernelSet && ctxDevice && ctxDevice(&device) == CUDA_SUCCESS &&
+      kernelGet(&kernelValue, kAllowance, kernel, device) == CUDA_SUCCESS && kernelValue == allowed) {
+    if (kernelSet(kAllowance, int(sharedMem), kernel, device) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
+    const CUresult r = launch();
+    kernelSet(kAllowance, allowed, kernel, device);
+    return r;
+  }
+  if (set(function, kAllowance, int(sharedMem)) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
   const CUresult r = launch();
-  set(f, kAllowance, allowed);
+  set(function, kAllowance, allowed);
   return r;
 }
 

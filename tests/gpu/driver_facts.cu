@@ -135,6 +135,35 @@ std::pair<bool, bool> allowanceFacts() {
   return {refused, launched};
 }
 
+// Observed, not asserted: what the driver answers when a library kernel's
+// handle (CUkernel, as nvcc 13's launch stubs pass) is given to cuFuncGetAttribute
+// and cuFuncSetAttribute for the dynamic shared memory allowance, and whether a
+// set through that handle changes the value cuKernelGetAttribute reads. graft's
+// retry of a launch refused over the allowance (src/graph/op_codec.cc,
+// launchUnderAllowance) reads and raises the allowance through the launch's handle.
+void observeKernelHandleAttributes() {
+  using GetFn = int (*)(int*, int, void*);
+  using SetFn = int (*)(void*, int, int);
+  using KGetFn = int (*)(int*, int, void*, int);
+  void *get = nullptr, *set = nullptr, *kget = nullptr;
+  cudaDriverEntryPointQueryResult q;
+  CK(cudaGetDriverEntryPointByVersion("cuFuncGetAttribute", &get, 12000, cudaEnableDefault, &q));
+  CK(cudaGetDriverEntryPointByVersion("cuFuncSetAttribute", &set, 12000, cudaEnableDefault, &q));
+  CK(cudaGetDriverEntryPointByVersion("cuKernelGetAttribute", &kget, 12000, cudaEnableDefault, &q));
+  cudaKernel_t kernel;
+  CK(cudaGetKernel(&kernel, useShared));
+  constexpr int kMaxDynamicShared = 8;  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+  int value = -1, after = -1, kernelValue = -1;
+  const int rget = GetFn(get)(&value, kMaxDynamicShared, kernel);
+  const int rset = SetFn(set)(kernel, kMaxDynamicShared, 4096);
+  const int rget2 = GetFn(get)(&after, kMaxDynamicShared, kernel);
+  const int rkget = KGetFn(kget)(&kernelValue, kMaxDynamicShared, kernel, 0);
+  std::printf("%-48s observed (cuFuncGetAttribute rc %d value %d; cuFuncSetAttribute(4096) rc %d; then "
+              "cuFuncGetAttribute rc %d value %d, cuKernelGetAttribute rc %d value %d)\n",
+              "kernel_handle_func_attribute", rget, value, rset, rget2, after, rkget, kernelValue);
+  CK(cudaFuncSetAttribute(useShared, cudaFuncAttributeMaxDynamicSharedMemorySize, 65536));
+}
+
 // A graph of a spinning kernel, alone or beside an independent empty branch.
 cudaGraphExec_t spinGraph(bool withSideBranch) {
   cudaStream_t cs, side;
@@ -273,6 +302,7 @@ int main() {
     ++asserted;
     std::printf("%-48s %s\n", name, holds ? "holds" : "DOES NOT HOLD");
   }
+  observeKernelHandleAttributes();
   std::printf("driver_facts: %d of %d hold\n", asserted - wrong, asserted);
   return wrong ? 1 : 0;
 }

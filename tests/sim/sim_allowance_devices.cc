@@ -22,6 +22,16 @@
 //                   cuKernelSetAttribute(.., 64 KiB, dev 0): a kernel-level
 //                   value, which the function-level one overrides;
 //   override-control the same without the cuKernelSetAttribute.
+//   retry           (run with SIM_FAIL=cuGraphLaunch:N:1 and slow graph launches)
+//                   every iteration sets the kernel-level allowance to 64 KiB
+//                   (cuKernelSetAttribute, device 0), runs the loop and lowers it
+//                   to 48 KiB, so a graph launch that fails on graft's launch
+//                   thread is re-issued eagerly under 48 KiB: graft raises the
+//                   allowance for that launch and puts it back. It must put back
+//                   the kernel-level value it raised: a function-level value
+//                   left behind overrides the next iteration's
+//                   cuKernelSetAttribute, and the 64 KiB launches after it are
+//                   refused. All 100 iterations' launches must run.
 // Exit 1 on a wrong return code or value.
 #include <dlfcn.h>
 
@@ -67,13 +77,14 @@ CUresult getProc(const simtest::Driver& drv, const char* name, void** out) {
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::printf("usage: sim_allowance_devices SHIM devices|devices-control|override|override-control\n");
+    std::printf("usage: sim_allowance_devices SHIM devices|devices-control|override|override-control|retry\n");
     return 2;
   }
   const std::string mode = argv[2];
   const bool devices = mode.rfind("devices", 0) == 0;
   const bool control = mode.find("control") != std::string::npos;
-  if (!devices && mode.rfind("override", 0) != 0) return 2;
+  const bool retry = mode == "retry";
+  if (!devices && !retry && mode.rfind("override", 0) != 0) return 2;
   simtest::Driver drv;
   if (!loadShim(argv[1], &drv)) {
     std::printf("sim_allowance_devices: loading %s failed\n", argv[1]);
@@ -96,12 +107,15 @@ int main(int argc, char** argv) {
   CUfunction add = simtest::libraryKernel3("sim_add_allow");
   CUfunction big = simtest::libraryKernel3("sim_add_allow_big");
   CUdeviceptr x = simtest::zeroedBuffer(cu), y = simtest::zeroedBuffer(cu), z = simtest::zeroedBuffer(cu);
-  if (devices) SIM_CHECK(cu.cuKernelSetAttribute(kAttr, 65536, reinterpret_cast<CUkernel>(big), loopDevice));
+  if (devices || retry) SIM_CHECK(cu.cuKernelSetAttribute(kAttr, 65536, reinterpret_cast<CUkernel>(big), loopDevice));
   else SIM_CHECK(cu.cuFuncSetAttribute(big, kAttr, 65536));
+  CUstream idle;
+  SIM_CHECK(cu.cuStreamCreate(&idle, CU_STREAM_NON_BLOCKING));
 
   uint64_t hx = 0, hy = 0, hz = 0;
   int wrongCodes = 0, wrongValues = 0;
   auto iteration = [&](const char* part, int it, bool allowed) {
+    if (retry) SIM_CHECK(cu.cuKernelSetAttribute(kAttr, 65536, reinterpret_cast<CUkernel>(big), loopDevice));
     SIM_CHECK(simtest::launchAdd(cu, add, y, x, 1, s));
     SIM_CHECK(simtest::launchAdd(cu, add, z, y, 2, s));
     uint64_t k = 7;
@@ -113,6 +127,10 @@ int main(int argc, char** argv) {
                   int(r), int(want));
     SIM_CHECK(simtest::launchAdd(cu, add, y, x, 3, s));
     SIM_CHECK(simtest::launchAdd(cu, add, x, y, 4, s));
+    if (retry) {
+      SIM_CHECK(cu.cuKernelSetAttribute(kAttr, 49152, reinterpret_cast<CUkernel>(big), loopDevice));
+      cu.cuStreamQuery(idle);  // graft drains its launch thread before asking the driver
+    }
     hy = hx + 1, hz = hy + 2;
     if (allowed) hx = hz + 7;
     hy = hx + 3, hx = hy + 4;
@@ -127,6 +145,17 @@ int main(int argc, char** argv) {
     }
   };
   for (int it = 1; it <= 60; ++it) iteration("under 64 KiB", it, true);
+  if (retry) {
+    for (int it = 61; it <= 100; ++it) iteration("under 64 KiB", it, true);
+    SIM_CHECK(cu.cuCtxSynchronize());
+    SimCounters c{};
+    simCounters(&c);
+    std::printf("sim_allowance_devices: retry: %d wrong return codes, %d wrong values, %d failed calls; kernels "
+                "from graphs %llu, eager %llu\n",
+                wrongCodes, wrongValues, simtest::failedCalls(), (unsigned long long)c.effectsGraph,
+                (unsigned long long)c.effectsEager);
+    return wrongCodes || wrongValues || simtest::failedCalls() ? 1 : 0;
+  }
 
   // Lower the allowance the loop's launches get to 48 KiB ...
   if (devices) {
