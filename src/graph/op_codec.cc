@@ -391,8 +391,10 @@ namespace {
 // function, its value. Putting back the level that was raised leaves no value
 // the program did not set (a function-level value left behind would override
 // the program's later cuKernelSetAttribute calls).
+// `info`: the registry's entry for `handle` (a library kernel has a function).
 template <typename Launch>
-CUresult launchUnderAllowance(CUfunction handle, unsigned sharedMem, CUstream stream, Launch launch) {
+CUresult launchUnderAllowance(const KernelInfo* info, CUfunction handle, unsigned sharedMem, CUstream stream,
+                              Launch launch) {
   constexpr CUfunction_attribute kAllowance = CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
   const auto get = real<ApiId::k_cuFuncGetAttribute_2020>();
   const auto set = real<ApiId::k_cuFuncSetAttribute_9000>();
@@ -406,7 +408,8 @@ CUresult launchUnderAllowance(CUfunction handle, unsigned sharedMem, CUstream st
     return CUDA_ERROR_INVALID_VALUE;
   CUfunction function = handle;
   const auto kernel = reinterpret_cast<CUkernel>(handle);
-  const bool library = kernelFunction && kernelFunction(&function, kernel) == CUDA_SUCCESS;
+  const bool library =
+      info && info->function && kernelFunction && kernelFunction(&function, kernel) == CUDA_SUCCESS && function;
   if (!library) function = handle;
   int allowed = 0;
   if (get(&allowed, kAllowance, function) != CUDA_SUCCESS || sharedMem <= unsigned(allowed))
@@ -433,7 +436,7 @@ CUresult issueOp(const OpDesc& op, CUstream stream, const KernelRegistry& kernel
   const CUresult r = issueOpOnce(op, stream, kernels, paramPointers);
   if (r != CUDA_ERROR_INVALID_VALUE || op.kind != OpKind::Kernel || kernelShapeOf(op).sharedMem == 0) return r;
   const KernelShape& ks = kernelShapeOf(op);
-  return launchUnderAllowance(reinterpret_cast<CUfunction>(ks.func), ks.sharedMem, stream,
+  return launchUnderAllowance(kernels.find(ks.func), reinterpret_cast<CUfunction>(ks.func), ks.sharedMem, stream,
                               [&] { return issueOpOnce(op, stream, kernels, paramPointers); });
 }
 

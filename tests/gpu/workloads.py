@@ -9,6 +9,7 @@ CASE: mlp mlp_item gpt amp sidestream lastbatch partgraph gemm cnn lstm dynamic 
       inductor_mlp inductor_gpt sdpa ddp vit diffusion gan expandable decode loader serve
       rngstate timing emptycache pinned recordstream condstep moe graphed clipskip
       fno linalg lbfgs plateau swa parametrize sparse gnn pageable setstream
+      ppo wgangp dpsgd offload reentrant unfreeze gpudata packed
       pipeline2 ddp2 (or "list")
 
 --steps N is the total number of training steps; the first W (--warmup) are untimed.
@@ -31,7 +32,13 @@ spectral norm estimate; " eval=<hex>" added every 20th step), sparse " nnz=<n>" 
 rows in the sparse gradient), gnn " e=<n>" (edges after deduplication) and pageable
 " host=<hex>" (the loss read through pageable memory) on every step; swa " swa=<hex>" (the
 averaged model's eval loss) every 25th step of its averaging phase and setstream
-" q=<hex>" (the loss read after polling Stream.query()) every 10th step.
+" q=<hex>" (the loss read after polling Stream.query()) every 10th step; ppo " r=<hex>"
+(the rollout's mean reward), wgangp " gp=<hex>" (the gradient penalty; " g=<hex>", the
+generator's loss, added every 5th step), dpsgd " clip=<hex>" (the mean per-sample clip
+factor), reentrant " n=<hex>" (the gradient norm) and unfreeze " lr=<hex>" (the head's
+learning rate tensor after the scheduler's step) on every step, gpudata " eval=<hex>"
+at the end of every epoch (32 steps). ppo's loss is the mean of its 8 minibatch losses,
+wgangp's the critic's.
 decode is inference, not training: its "loss" is the sum of the chosen tokens' logits.
 No-sync cases keep the losses in a preallocated GPU tensor and read them after the loop.
 expandable runs with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, which main() sets
@@ -78,13 +85,20 @@ os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 # cuSOLVER factorizations, L-BFGS's closure, ReduceLROnPlateau with weight restores, SWA with
 # update_bn, parametrizations, sparse gradients with SparseAdam and cuSPARSE, scatter and
 # unique in a GNN) and two more odd loops (pageable host buffers reused as soon as a
-# non_blocking copy returns, set_stream with a capturable optimizer and Stream.query()).
+# non_blocking copy returns, set_stream with a capturable optimizer and Stream.query());
+# then training patterns those leave out (a PPO iteration with distribution validation
+# syncs, a WGAN-GP gradient penalty through double backward, DP-SGD per-sample gradients
+# with torch.func, activations offloaded to pinned memory by save_on_cpu, reentrant
+# checkpointing under a per-step manual_seed, gradual unfreezing with tensor learning rates,
+# a GPU-resident dataset reshuffled every epoch in channels_last, packed variable-length
+# sequences with host-made masks and offsets).
 ISSUE_CASES = ["mlp", "mlp_item", "gpt", "amp", "sidestream", "lastbatch", "partgraph", "gemm"]
 OTHER_CASES = ["cnn", "lstm", "dynamic", "accum", "inductor_mlp", "inductor_gpt", "sdpa", "ddp",
                "vit", "diffusion", "gan", "expandable", "decode", "loader", "serve",
                "rngstate", "timing", "emptycache", "pinned", "recordstream", "condstep", "moe", "graphed",
                "clipskip", "fno", "linalg", "lbfgs", "plateau", "swa", "parametrize", "sparse", "gnn",
-               "pageable", "setstream", "pipeline2", "ddp2"]
+               "pageable", "setstream", "ppo", "wgangp", "dpsgd", "offload", "reentrant", "unfreeze",
+               "gpudata", "packed", "pipeline2", "ddp2"]
 # Cases that need two GPUs: with one, workloads.py exits 77 for them (check_losses.py
 # reports them skipped and goes on).
 TWO_GPU_CASES = ("pipeline2", "ddp2")
@@ -102,8 +116,12 @@ CASES = ISSUE_CASES + OTHER_CASES
 # linalg (the info checks raise), lbfgs (the line search), plateau (snapshots and restores),
 # swa (n_averaged and num_batches_tracked), parametrize (matrix_exp's degree), sparse
 # (coalesce's count) and gnn (unique's count) steer their launches by values read back too.
+# ppo (torch.distributions' argument and support validation raises on NaN), reentrant
+# (clip_grad_norm_(error_if_nonfinite=True) raises on a non-finite norm) and packed
+# (pad_packed_sequence indexes the host lengths with the unsort order read back) raise or
+# index out of range on garbage.
 GARBAGE_SENSITIVE_CASES = ("dynamic", "moe", "condstep", "linalg", "lbfgs", "plateau", "swa",
-                           "parametrize", "sparse", "gnn")
+                           "parametrize", "sparse", "gnn", "ppo", "reentrant", "packed")
 HANDGRAPH_CASES = ("mlp", "mlp_item", "gpt")
 COMPILE_CASES = ("mlp", "mlp_item", "gpt", "gemm")
 # The only change torch.compile(mode="reduce-overhead") needs to run these loops (DESIGN.md §1).
@@ -446,11 +464,40 @@ def build_models():
                     x = F.gelu(x)
             return self.proj(x.transpose(1, 2)).squeeze(-1)                 # B, N
 
+    class SwishFn(torch.autograd.Function):
+        """x * sigmoid(beta * x) with a learnable beta, written by hand as a custom autograd
+        Function: forward saves its input, the parameter and an intermediate with
+        ctx.save_for_backward (so saved-tensor hooks such as save_on_cpu pack all three),
+        backward computes both gradients itself."""
+
+        @staticmethod
+        def forward(ctx, x, beta):
+            s = torch.sigmoid(beta * x)
+            ctx.save_for_backward(x, beta, s)
+            return x * s
+
+        @staticmethod
+        def backward(ctx, g):
+            x, beta, s = ctx.saved_tensors
+            ds = s * (1.0 - s)
+            gx = g * (s + beta * x * ds)
+            gbeta = (g * x * x * ds).sum().reshape(beta.shape)
+            return gx, gbeta
+
+    class Swish(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.beta = nn.Parameter(torch.ones(1))
+
+        def forward(self, x):
+            return SwishFn.apply(x, self.beta)
+
     globals()["SDPAGPT"] = SDPAGPT
     globals()["ViT"] = ViT
     globals()["TinyUNet"] = TinyUNet
     globals()["KVDecoder"] = KVDecoder
     globals()["FNO1d"] = FNO1d
+    globals()["Swish"] = Swish
     return MLP, GPT, SmallResNet, LSTMLM
 
 
@@ -2367,6 +2414,540 @@ class SetStreamWorkload(ClassifierWorkload):
         return loss
 
 
+# --------------------------------------------------------------------------- more training patterns
+# Training loops from real scripts that the cases above leave out, each chosen for what a
+# tool that records launch sequences and replays them as graphs could get wrong: a PPO
+# iteration whose step is many shorter repeats (environment steps, minibatches) with
+# distribution-validation syncs; double backward (a gradient penalty) with a critic that
+# steps five times per generator step; per-sample gradients through torch.func with a
+# generator re-seeded every step; activations packed into pinned host memory by
+# save_on_cpu and a custom autograd Function; reentrant activation checkpointing under a
+# per-step manual_seed; gradual unfreezing with learning rates held in GPU tensors; a
+# dataset that lives on the GPU, reshuffled and re-augmented every epoch, in channels_last;
+# packed variable-length sequences with host-made offsets and padding masks.
+
+class PPOWorkload(Workload):
+    """Proximal policy optimisation on a vectorised environment that lives on the GPU (64
+    agents on a plane walking towards goals; the goal of an agent that reached it or ran
+    out of time is redrawn by torch.where, so no host branch): every step is one PPO
+    iteration, a rollout of 16 environment steps under no_grad (policy MLP,
+    torch.distributions.Categorical(logits=...) built every environment step, whose
+    argument validation reads `valid.all()` back: a sync; sample() through
+    torch.multinomial on the default generator; log_prob, whose support check is another
+    sync), generalised advantage estimation by a reversed Python loop over the 16 steps,
+    then 2 epochs of 4 minibatches over a torch.randperm (the batch generator) of the
+    1024 transitions: clipped surrogate, value loss, entropy bonus, clip_grad_norm_, Adam.
+    The launch sequence of one step is thus one long period made of 16 near-identical
+    environment steps and 8 near-identical minibatch updates, with a host sync every few
+    dozen launches: a recorder that settles on the inner period, or graphs the spans
+    between syncs, meets a different continuation at the period's end. The loss is the mean
+    of the 8 minibatch losses; the rollout's mean reward ends every line (" r=<hex>")."""
+
+    syncs = True
+    envs, horizon, actions, hidden, limit = 64, 16, 4, 64, 24
+    epochs, minibatches, gamma, lam, clip = 2, 4, 0.99, 0.95, 0.2
+    obs_dim = 7
+
+    def setup(self, mode="eager"):
+        h, N, T = self.hidden, self.envs, self.horizon
+        self.body = nn.Sequential(nn.Linear(self.obs_dim, h), nn.Tanh(), nn.Linear(h, h), nn.Tanh())
+        self.pi = nn.Linear(h, self.actions)
+        self.v = nn.Linear(h, 1)
+        self.model = nn.ModuleList([self.body, self.pi, self.v]).to(self.dev)
+        self.params = list(self.model.parameters())
+        self.opt = torch.optim.Adam(self.params, lr=3e-4, eps=1e-5, foreach=True)
+        self.moves = 0.1 * torch.tensor([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0], [0.0, -1.0]], device=self.dev)
+        self.pos = torch.zeros(N, 2, device=self.dev)
+        self.goal = torch.rand(N, 2, device=self.dev, generator=self.gen) * 2.0 - 1.0
+        self.t = torch.zeros(N, device=self.dev)
+        self.obs_buf = torch.zeros(T, N, self.obs_dim, device=self.dev)
+        self.act_buf = torch.zeros(T, N, dtype=torch.long, device=self.dev)
+        self.logp_buf = torch.zeros(T, N, device=self.dev)
+        self.val_buf = torch.zeros(T, N, device=self.dev)
+        self.rew_buf = torch.zeros(T, N, device=self.dev)
+        self.done_buf = torch.zeros(T, N, device=self.dev)
+        self.adv_buf = torch.zeros(T, N, device=self.dev)
+        self.reward_log = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+
+    def observe(self):
+        return torch.cat([self.pos, self.goal, self.goal - self.pos, (self.t / self.limit).unsqueeze(1)], dim=1)
+
+    def policy(self, obs):
+        h = self.body(obs)
+        return torch.distributions.Categorical(logits=self.pi(h)), self.v(h).squeeze(-1)
+
+    def env_step(self, a):
+        self.pos = (self.pos + self.moves[a]).clamp(-1.5, 1.5)
+        self.t = self.t + 1.0
+        dist = (self.goal - self.pos).norm(dim=1)
+        reached = dist < 0.15
+        reward = reached.float() - 0.05 * dist
+        done = reached | (self.t >= self.limit)
+        fresh = torch.rand(self.envs, 2, device=self.dev, generator=self.gen) * 2.0 - 1.0
+        self.goal = torch.where(done.unsqueeze(1), fresh, self.goal)
+        self.pos = torch.where(done.unsqueeze(1), torch.zeros_like(self.pos), self.pos)
+        self.t = torch.where(done, torch.zeros_like(self.t), self.t)
+        return reward, done.float()
+
+    def step(self, i):
+        T = self.horizon
+        with torch.no_grad():
+            for k in range(T):
+                obs = self.observe()
+                dist, value = self.policy(obs)                   # validation: a sync
+                a = dist.sample()
+                self.obs_buf[k].copy_(obs)
+                self.act_buf[k].copy_(a)
+                self.logp_buf[k].copy_(dist.log_prob(a))         # support check: a sync
+                self.val_buf[k].copy_(value)
+                r, d = self.env_step(a)
+                self.rew_buf[k].copy_(r)
+                self.done_buf[k].copy_(d)
+            last_v = self.v(self.body(self.observe())).squeeze(-1)
+            gae = torch.zeros(self.envs, device=self.dev)
+            for k in reversed(range(T)):
+                next_v = last_v if k == T - 1 else self.val_buf[k + 1]
+                nonterminal = 1.0 - self.done_buf[k]
+                delta = self.rew_buf[k] + self.gamma * next_v * nonterminal - self.val_buf[k]
+                gae = delta + self.gamma * self.lam * nonterminal * gae
+                self.adv_buf[k].copy_(gae)
+            ret = self.adv_buf + self.val_buf
+        n = T * self.envs
+        b_obs = self.obs_buf.reshape(n, self.obs_dim)
+        b_act, b_logp = self.act_buf.reshape(n), self.logp_buf.reshape(n)
+        b_adv, b_ret = self.adv_buf.reshape(n), ret.reshape(n)
+        mb = n // self.minibatches
+        total = torch.zeros((), device=self.dev)
+        for _ in range(self.epochs):
+            perm = torch.randperm(n, device=self.dev, generator=self.gen)
+            for k in range(self.minibatches):
+                idx = perm[k * mb:(k + 1) * mb]
+                dist, value = self.policy(b_obs[idx])
+                ratio = (dist.log_prob(b_act[idx]) - b_logp[idx]).exp()
+                adv = b_adv[idx]
+                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+                pg = torch.max(-adv * ratio, -adv * ratio.clamp(1.0 - self.clip, 1.0 + self.clip)).mean()
+                vloss = 0.5 * (value - b_ret[idx]).square().mean()
+                loss = pg + 0.5 * vloss - 0.01 * dist.entropy().mean()
+                self.opt.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(self.params, 0.5)
+                self.opt.step()
+                total = total + loss.detach()
+        self.reward_log[i].copy_(self.rew_buf.mean())
+        return total / (self.epochs * self.minibatches)
+
+    def loss_lines(self):
+        for i, h in enumerate(tensor_hexes(self.reward_log)):
+            self.extra[i] = "r=" + h
+        return super().loss_lines()
+
+
+class WGANGPWorkload(Workload):
+    """A Wasserstein GAN with gradient penalty (WGAN-GP) on a mixture of 8 Gaussians: every
+    step is one critic update whose loss includes the penalty on the critic's input
+    gradient at random interpolates between real and fake samples, obtained with
+    torch.autograd.grad(create_graph=True), so backward runs through a backward pass
+    (double backward of Linear, LayerNorm and LeakyReLU: kernels no first-order loop
+    launches); every 5th step (n_critic = 5) a generator update follows. Adam with betas
+    (0, 0.9) for both. The step's launch sequence has period 5, and the steps between
+    generator updates differ from those with one only at their end. The critic's loss is
+    the loss; the penalty ends every line (" gp=<hex>"), the generator's loss is appended on
+    its steps (" g=<hex>"). No sync in the loop."""
+
+    batch, zdim, dim, hidden, nmodes, n_critic, gp_weight = 128, 32, 64, 256, 8, 5, 10.0
+
+    def setup(self, mode="eager"):
+        h = self.hidden
+        self.G = nn.Sequential(nn.Linear(self.zdim, h), nn.ReLU(), nn.Linear(h, h), nn.ReLU(),
+                               nn.Linear(h, self.dim)).to(self.dev)
+        self.D = nn.Sequential(nn.Linear(self.dim, h), nn.LayerNorm(h), nn.LeakyReLU(0.2),
+                               nn.Linear(h, h), nn.LayerNorm(h), nn.LeakyReLU(0.2),
+                               nn.Linear(h, 1)).to(self.dev)
+        self.opt_g = torch.optim.Adam(self.G.parameters(), lr=1e-4, betas=(0.0, 0.9), foreach=True)
+        self.opt_d = torch.optim.Adam(self.D.parameters(), lr=1e-4, betas=(0.0, 0.9), foreach=True)
+        self.centers = 2.0 * torch.randn(self.nmodes, self.dim, device=self.dev, generator=self.gen)
+        self.gp_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.g_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.g_steps = []
+
+    def step(self, i):
+        B = self.batch
+        k = torch.randint(0, self.nmodes, (B,), device=self.dev, generator=self.gen)
+        real = self.centers.index_select(0, k) + 0.05 * torch.randn(B, self.dim, device=self.dev, generator=self.gen)
+        z = torch.randn(B, self.zdim, device=self.dev, generator=self.gen)
+        with torch.no_grad():
+            fake = self.G(z)
+        alpha = torch.rand(B, 1, device=self.dev, generator=self.gen)
+        interp = torch.lerp(fake, real, alpha).requires_grad_(True)
+        d_interp = self.D(interp)
+        grad, = torch.autograd.grad(d_interp, interp, grad_outputs=torch.ones_like(d_interp), create_graph=True)
+        gp = (grad.norm(2, dim=1) - 1.0).square().mean()
+        d_loss = self.D(fake).mean() - self.D(real).mean() + self.gp_weight * gp
+        self.opt_d.zero_grad(set_to_none=True)
+        d_loss.backward()
+        self.opt_d.step()
+        self.gp_buf[i].copy_(gp.detach())
+        if i % self.n_critic == self.n_critic - 1:
+            z2 = torch.randn(B, self.zdim, device=self.dev, generator=self.gen)
+            self.opt_g.zero_grad(set_to_none=True)
+            g_loss = -self.D(self.G(z2)).mean()
+            g_loss.backward()
+            self.opt_g.step()
+            self.g_buf[i].copy_(g_loss.detach())
+            self.g_steps.append(i)
+        return d_loss
+
+    def loss_lines(self):
+        for i, h in enumerate(tensor_hexes(self.gp_buf)):
+            self.extra[i] = "gp=" + h
+        g = tensor_hexes(self.g_buf)
+        for i in self.g_steps:
+            self.extra[i] += " g=" + g[i]
+        return super().loss_lines()
+
+
+class DPSGDWorkload(TaskWorkload):
+    """Differentially private SGD as Opacus-style code does it with torch.func: per-sample
+    gradients from vmap(grad_and_value(loss of one sample through functional_call)) (batched
+    GEMMs whose batch is the 64 samples, launched by functorch's batching rules), each
+    sample's gradient clipped to norm 1 (norms over all parameters, a clip factor per
+    sample), summed with tensordot, Gaussian noise (sigma 0.8) added from a CUDA generator
+    re-seeded with the step number every step (torch.Generator.manual_seed: the Philox seed
+    passed to the noise kernels changes every step while their offsets start again from
+    0, where other loops keep the seed and advance the offset), the noisy mean assigned to
+    .grad by hand and stepped by SGD with momentum (foreach). The MLP (4 layers, 256
+    wide). The mean clip factor ends every line (" clip=<hex>"). No sync in the loop."""
+
+    hidden = 256
+    max_norm, sigma = 1.0, 0.8
+
+    def setup(self, mode="eager"):
+        from torch.func import functional_call, grad_and_value, vmap
+        self.model = MLP(self.din, self.hidden, self.nout, layers=4).to(self.dev)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.05, momentum=0.9, foreach=True)
+        self.label_setup()
+        self.noise_gen = torch.Generator(device=self.dev)
+        model = self.model
+
+        def sample_loss(params, x, y):
+            out = functional_call(model, params, (x.unsqueeze(0),))
+            return F.cross_entropy(out, y.unsqueeze(0))
+
+        self.per_sample = vmap(grad_and_value(sample_loss), in_dims=(None, 0, 0))
+        self.clip_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+
+    def step(self, i):
+        x, y = self.batch_for(i)
+        B = x.shape[0]
+        named = list(self.model.named_parameters())
+        params = {k: p.detach() for k, p in named}
+        grads, losses = self.per_sample(params, x, y)
+        norms = torch.stack([grads[k].reshape(B, -1).norm(dim=1) for k, _ in named], dim=1).norm(dim=1)
+        factor = (self.max_norm / (norms + 1e-6)).clamp(max=1.0)
+        self.noise_gen.manual_seed(900000 + i)
+        for k, p in named:
+            g = torch.tensordot(factor, grads[k], dims=1)
+            g = g + (self.sigma * self.max_norm) * torch.randn(p.shape, device=self.dev, generator=self.noise_gen)
+            p.grad = g / B
+        self.opt.step()
+        self.clip_buf[i].copy_(factor.mean())
+        return losses.mean()
+
+    def loss_lines(self):
+        for i, h in enumerate(tensor_hexes(self.clip_buf)):
+            self.extra[i] = "clip=" + h
+        return super().loss_lines()
+
+
+class OffloadWorkload(ClassifierWorkload):
+    """Activation offloading with torch.autograd.graph.save_on_cpu(pin_memory=True) over the
+    first four of six blocks (Linear, a learnable Swish written as a custom autograd
+    Function with ctx.save_for_backward of its input, its parameter and an intermediate,
+    dropout): every tensor those blocks save for backward (inputs, weights, dropout masks,
+    the Function's three tensors) is packed into a fresh pinned host tensor from PyTorch's
+    caching host allocator and copied there from the GPU by a blocking copy (a sync per
+    saved tensor, about twenty a step), and unpacked in backward by a non_blocking copy
+    back to the GPU on the autograd thread; the pinned blocks are freed when backward
+    releases the graph, an event recorded on them, and reused next step once a query of
+    that event says the copy is done. A tool that holds the copies back, or answers the
+    event query before the GPU has run the copy, hands a pinned block out while it is still
+    being read. AdamW (foreach)."""
+
+    syncs = True
+    layers, offloaded = 6, 4
+
+    def setup(self, mode="eager"):
+        h = self.hidden
+        blocks = [nn.Sequential(nn.Linear(self.din if k == 0 else h, h), Swish(), nn.Dropout(0.1))
+                  for k in range(self.layers)]
+        self.front = nn.Sequential(*blocks[:self.offloaded])
+        self.back = nn.Sequential(*blocks[self.offloaded:], nn.Linear(h, self.nout))
+        self.model = nn.Sequential(self.front, self.back).to(self.dev)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
+        self.fwd = self.forward
+
+    def forward(self, x):
+        with torch.autograd.graph.save_on_cpu(pin_memory=True):
+            h = self.front(x)
+        return self.back(h)
+
+
+class ReentrantWorkload(GPTWorkload):
+    """The small GPT (dropout 0.1) as fairseq-style scripts train it: torch.cuda.manual_seed(
+    seed + step) at the start of every step (the Philox seed of every dropout kernel changes
+    every step, the offset starts from 0 again), bf16 autocast without a GradScaler, every
+    block wrapped in torch.utils.checkpoint.checkpoint(use_reentrant=True) (the old default
+    many scripts still pass): forward runs the blocks without a graph and stashes the CUDA
+    RNG state, and backward, on the autograd engine's device thread, forks the RNG, sets the
+    stashed state back, recomputes each block under autocast and runs a nested
+    torch.autograd.backward through it, then restores the RNG; clip_grad_value_ then
+    clip_grad_norm_(foreach=True, error_if_nonfinite=True), which reads the norm's finiteness
+    back (a sync, and a host branch on a GPU value); AdamW (foreach). The gradient norm ends
+    every line (" n=<hex>")."""
+
+    syncs = True
+    seed = 4242
+
+    def setup(self, mode="eager"):
+        from torch.utils.checkpoint import checkpoint
+        self.checkpoint = checkpoint
+        self.model = GPT(vocab=self.vocab, seq=self.seq, d=128, heads=4, layers=4, p=0.1).to(self.dev)
+        self.params = list(self.model.parameters())
+        self.opt = torch.optim.AdamW(self.params, lr=3e-4, weight_decay=0.01, foreach=True)
+        self.fwd = self.forward
+        self.norm_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+
+    def forward(self, idx):
+        m = self.model
+        T = idx.shape[1]
+        x = m.drop(m.tok(idx) + m.pos(m.positions[:T]))
+        for b in m.blocks:
+            x = self.checkpoint(b, x, use_reentrant=True, preserve_rng_state=True)
+        return m.head(m.ln_f(x))
+
+    def step(self, i):
+        torch.cuda.manual_seed(self.seed + i)
+        tok, _ = self.batch_for(i)
+        self.opt.zero_grad(set_to_none=True)
+        with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
+            logits = self.fwd(tok[:, :-1])
+        loss = F.cross_entropy(logits.float().reshape(-1, self.vocab), tok[:, 1:].reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_value_(self.params, 0.5)
+        norm = torch.nn.utils.clip_grad_norm_(self.params, 1.0, error_if_nonfinite=True, foreach=True)
+        self.opt.step()
+        self.norm_buf[i].copy_(norm.detach())
+        return loss
+
+    def loss_lines(self):
+        for i, h in enumerate(tensor_hexes(self.norm_buf)):
+            self.extra[i] = "n=" + h
+        return super().loss_lines()
+
+
+class UnfreezeWorkload(TaskWorkload):
+    """Fine-tuning with gradual unfreezing and discriminative learning rates (ULMFiT style):
+    four blocks (Linear, LayerNorm, GELU, dropout) and a head, one parameter group each,
+    each group's learning rate a 0-dim CUDA tensor (lower blocks smaller), fused AdamW
+    (which takes the learning rate by pointer) under a LambdaLR schedule whose new rates
+    reach the tensors every step (the scheduler multiplies the base-rate tensors by a
+    Python float, a kernel argument that changes every step, and fill_()s the groups'
+    tensors). At first only the head trains; every 60 steps the next block down is
+    unfrozen (requires_grad_), so backward reaches one layer deeper, one more group has
+    gradients (its AdamW state is created then, mid-run) and the fused step covers more
+    tensors: the launch sequence settles, changes for good, and settles again four
+    times. The head's learning rate after the step ends every line (" lr=<hex>"). No sync
+    in the loop."""
+
+    nblocks, phase_len = 4, 60
+
+    def setup(self, mode="eager"):
+        h = self.hidden
+        self.blocks = nn.ModuleList([
+            nn.Sequential(nn.Linear(self.din if k == 0 else h, h), nn.LayerNorm(h), nn.GELU(), nn.Dropout(0.1))
+            for k in range(self.nblocks)])
+        self.head = nn.Linear(h, self.nout)
+        self.model = nn.ModuleList([self.blocks, self.head]).to(self.dev)
+        self.label_setup()
+        groups = [{"params": list(b.parameters()),
+                   "lr": torch.tensor(2e-3 * 0.6 ** (self.nblocks - k), device=self.dev)}
+                  for k, b in enumerate(self.blocks)]
+        groups.append({"params": list(self.head.parameters()), "lr": torch.tensor(2e-3, device=self.dev)})
+        self.opt = torch.optim.AdamW(groups, lr=2e-3, weight_decay=0.01, fused=True)
+        self.sched = torch.optim.lr_scheduler.LambdaLR(
+            self.opt, lambda s: min(1.0, (s + 1) / 20.0) * 0.5 ** (s / 150.0))
+        self.phase = -1
+        self.lr_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+
+    def step(self, i):
+        phase = min(i // self.phase_len, self.nblocks)
+        if phase != self.phase:
+            self.phase = phase
+            for k, b in enumerate(self.blocks):
+                b.requires_grad_(k >= self.nblocks - phase)
+        x, y = self.batch_for(i)
+        self.opt.zero_grad(set_to_none=True)
+        h = x
+        for b in self.blocks:
+            h = b(h)
+        loss = F.cross_entropy(self.head(h), y)
+        loss.backward()
+        self.opt.step()
+        self.sched.step()
+        self.lr_buf[i].fill_(self.opt.param_groups[-1]["lr"])
+        return loss
+
+    def loss_lines(self):
+        for i, h in enumerate(tensor_hexes(self.lr_buf)):
+            self.extra[i] = "lr=" + h
+        return super().loss_lines()
+
+
+class GPUDataWorkload(Workload):
+    """A dataset kept on the GPU, as fast CIFAR-style training scripts keep theirs: 2048
+    training images (and 512 held out) made once, labels from a fixed projection of their
+    pooled pixels. At the start of every epoch (32 steps) a CUDA generator is re-seeded
+    with the epoch number, torch.randperm draws the epoch's order with it (random keys and
+    a radix sort, with its temporary storage) and the whole training set is flipped
+    horizontally at random into a new 25 MB tensor (the old one freed); every step gathers
+    its 64 images with index_select, cuts an 8x8 hole at a random place in each (cutout,
+    masks from per-sample positions) and trains a small conv net with BatchNorm in
+    channels_last memory format (cuDNN's NHWC kernels) with label smoothing and Nesterov
+    SGD (foreach); at the end of every epoch an eval pass over the held-out images
+    (eval mode, no_grad) whose loss is appended (" eval=<hex>"). The step's launch sequence
+    has a period of one step with a longer step every 32 and an eval pass after every 32nd:
+    periods that do not divide each other. No sync in the loop."""
+
+    n, neval, batch, nout, cut = 2048, 512, 64, 10, 8
+
+    def setup(self, mode="eager"):
+        cl = torch.channels_last
+        X = torch.randn(self.n + self.neval, 3, 32, 32, device=self.dev, generator=self.gen)
+        proj = torch.randn(3 * 8 * 8, self.nout, device=self.dev, generator=self.gen)
+        Y = (X.reshape(-1, 3, 8, 4, 8, 4).mean(dim=(3, 5)).flatten(1) @ proj).argmax(dim=1)
+        self.X, self.Y = X[:self.n].contiguous(memory_format=cl), Y[:self.n].contiguous()
+        self.Xe, self.Ye = X[self.n:].contiguous(memory_format=cl), Y[self.n:].contiguous()
+
+        def block(cin, cout, stride):
+            return [nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout), nn.GELU()]
+
+        self.body = nn.Sequential(*block(3, 32, 1), *block(32, 64, 2), *block(64, 64, 1),
+                                  *block(64, 128, 2), *block(128, 128, 2))
+        self.head = nn.Linear(128, self.nout)
+        self.model = nn.ModuleList([self.body, self.head]).to(self.dev)
+        self.model.to(memory_format=cl)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.05, momentum=0.9, nesterov=True,
+                                   weight_decay=5e-4, foreach=True)
+        self.epoch_gen = torch.Generator(device=self.dev)
+        self.per_epoch = self.n // self.batch
+        self.coords = torch.arange(32, device=self.dev)
+        self.eval_buf = torch.zeros(self.steps // self.per_epoch + 1, dtype=torch.float32, device=self.dev)
+        self.eval_steps = []
+
+    def forward(self, x):
+        return self.head(self.body(x).mean(dim=(2, 3)))
+
+    def step(self, i):
+        B = self.batch
+        e, k = divmod(i, self.per_epoch)
+        if k == 0:
+            self.epoch_gen.manual_seed(7000 + e)
+            self.perm = torch.randperm(self.n, device=self.dev, generator=self.epoch_gen)
+            flip = torch.rand(self.n, device=self.dev, generator=self.epoch_gen) < 0.5
+            self.Xa = torch.where(flip.view(-1, 1, 1, 1), self.X.flip(3), self.X)
+        idx = self.perm[k * B:(k + 1) * B]
+        x = self.Xa.index_select(0, idx)
+        y = self.Y.index_select(0, idx)
+        cy = torch.randint(0, 32, (B, 1, 1), device=self.dev, generator=self.epoch_gen)
+        cx = torch.randint(0, 32, (B, 1, 1), device=self.dev, generator=self.epoch_gen)
+        half = self.cut // 2
+        hole = (((self.coords.view(1, 32, 1) - cy).abs() < half)
+                & ((self.coords.view(1, 1, 32) - cx).abs() < half))
+        x = x.masked_fill(hole.unsqueeze(1), 0.0).contiguous(memory_format=torch.channels_last)
+        self.opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(self.forward(x), y, label_smoothing=0.2)
+        loss.backward()
+        self.opt.step()
+        if k == self.per_epoch - 1:
+            self.model.eval()
+            with torch.no_grad():
+                self.eval_buf[len(self.eval_steps)].copy_(F.cross_entropy(self.forward(self.Xe), self.Ye))
+            self.eval_steps.append(i)
+            self.model.train()
+        return loss
+
+    def loss_lines(self):
+        if self.eval_steps:
+            for s, h in zip(self.eval_steps, tensor_hexes(self.eval_buf[:len(self.eval_steps)])):
+                self.extra[s] = "eval=" + h
+        return super().loss_lines()
+
+
+class PackedWorkload(Workload):
+    """A text classifier over variable-length sequences as NLP scripts batch them: 32
+    sequences a step whose lengths (4 to 48) the host draws (a seeded random.Random), sent
+    to the GPU with torch.tensor(lengths, device="cuda") (a fresh pageable host buffer
+    copied every step, with its sync) to build the padding mask; an nn.Embedding with
+    max_norm (rows renormalised in place, under no_grad, inside the forward pass);
+    pack_padded_sequence(enforce_sorted=False) (the lengths sorted on the host, the order
+    copied to the GPU) into a 2-layer bidirectional cuDNN GRU with dropout, whose kernels
+    follow the host's batch sizes per time step, so the launch sequence differs from step
+    to step and never repeats whole; pad_packed_sequence (reads the unsort order back with
+    .cpu() to index the host lengths); attention pooling by nn.MultiheadAttention from a
+    learned query with key_padding_mask=the mask (need_weights left at its default: the
+    explicit baddbmm, softmax and dropout path); and a bag-of-features branch, nn.EmbeddingBag(mode="sum") with
+    per_sample_weights over 192 feature ids cut into 32 bags at offsets the host draws anew
+    every step (same count, new values, copied with torch.tensor(..., device="cuda")).
+    clip_grad_norm_, Adam (foreach)."""
+
+    syncs = True
+    batch, minlen, maxlen, vocab, d, nclass, nfeat, per_bag = 32, 4, 48, 1000, 128, 5, 4096, 6
+
+    def setup(self, mode="eager"):
+        import random
+        from torch.nn.utils import rnn as rnn_utils
+        self.rnn = rnn_utils
+        d = self.d
+        self.emb = nn.Embedding(self.vocab, d, padding_idx=0, max_norm=2.0)
+        self.gru = nn.GRU(d, d, num_layers=2, batch_first=True, bidirectional=True, dropout=0.1)
+        self.attn = nn.MultiheadAttention(2 * d, 4, dropout=0.1, batch_first=True)
+        self.bag = nn.EmbeddingBag(self.nfeat, d, mode="sum")
+        self.head = nn.Linear(3 * d, self.nclass)
+        self.model = nn.ModuleList([self.emb, self.gru, self.attn, self.bag, self.head]).to(self.dev)
+        self.query = nn.Parameter(0.02 * torch.randn(1, 1, 2 * d, device=self.dev, generator=self.gen))
+        self.params = list(self.model.parameters()) + [self.query]
+        self.opt = torch.optim.Adam(self.params, lr=2e-3, foreach=True)
+        self.host = random.Random(31337)
+        self.positions = torch.arange(self.maxlen, device=self.dev)
+
+    def step(self, i):
+        B = self.batch
+        lengths = [self.host.randint(self.minlen, self.maxlen) for _ in range(B)]
+        T = max(lengths)
+        total = B * self.per_bag
+        cuts = sorted(self.host.sample(range(1, total), B - 1))
+        lens = torch.tensor(lengths, device=self.dev)                   # host list -> GPU: a sync
+        offsets = torch.tensor([0] + cuts, device=self.dev)
+        tok = torch.randint(1, self.vocab, (B, T), device=self.dev, generator=self.gen)
+        pad = self.positions[:T].unsqueeze(0) >= lens.unsqueeze(1)     # True past each length
+        tok = tok.masked_fill(pad, 0)
+        y = (tok[:, 0] + tok[:, 1]) % self.nclass
+        feats = torch.randint(0, self.nfeat, (total,), device=self.dev, generator=self.gen)
+        fw = torch.rand(total, device=self.dev, generator=self.gen)
+        self.opt.zero_grad(set_to_none=True)
+        packed = self.rnn.pack_padded_sequence(self.emb(tok), lengths, batch_first=True, enforce_sorted=False)
+        out, _ = self.gru(packed)
+        h, _ = self.rnn.pad_packed_sequence(out, batch_first=True, total_length=T)
+        pooled, _ = self.attn(self.query.expand(B, -1, -1), h, h, key_padding_mask=pad)
+        bag = self.bag(feats, offsets, per_sample_weights=fw)
+        loss = F.cross_entropy(self.head(torch.cat([pooled.squeeze(1), bag], dim=1)), y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.params, 1.0)
+        self.opt.step()
+        return loss
+
+
 WORKLOADS = {
     "mlp": ClassifierWorkload,
     "mlp_item": MLPItem,
@@ -2410,6 +2991,14 @@ WORKLOADS = {
     "gnn": GNNWorkload,
     "pageable": PageableWorkload,
     "setstream": SetStreamWorkload,
+    "ppo": PPOWorkload,
+    "wgangp": WGANGPWorkload,
+    "dpsgd": DPSGDWorkload,
+    "offload": OffloadWorkload,
+    "reentrant": ReentrantWorkload,
+    "unfreeze": UnfreezeWorkload,
+    "gpudata": GPUDataWorkload,
+    "packed": PackedWorkload,
     "pipeline2": Pipeline2Workload,
     "ddp2": DDP2Workload,
 }
