@@ -37,7 +37,8 @@ namespace graft::core {
   X(Launch, "launch")                /* a segment's graph launch: stream joins, events */ \
   X(NodeUpdate, "node_update")       /* one executable-graph node update */               \
   X(GraphLaunchCall, "cuGraphLaunch") /* the driver's cuGraphLaunch itself */             \
-  X(Reissue, "reissue")              /* issuing one held op eagerly (the driver call) */
+  X(Reissue, "reissue")              /* issuing one held op eagerly (the driver call) */  \
+  X(DrainWait, "drain_wait")         /* waiting for queued graph launches to reach the driver */
 
 #define GRAFT_STAGE_MEMBER(name, text) name,
 enum class Stage : uint8_t { GRAFT_STAGES(GRAFT_STAGE_MEMBER) Count };

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "core/executor.h"
+#include "core/stage_clock.h"
 #include "graph/copy_kernels.h"
 #include "graph/kernel_registry.h"
 #include "graph/launch_worker.h"
@@ -163,7 +164,12 @@ class GraphExecutor final : public core::Executor {
   // Every queued launch is in the driver's queues, and every free put behind
   // them too.
   void waitForLaunches() {
-    if (launchThread() && !worker_->idle() && !worker_->drain()) takeOverAfterFailure();
+    if (launchThread() && !worker_->idle()) [[unlikely]] {
+      // What the program's thread waits (or runs the queued launches itself:
+      // their node updates and cuGraphLaunch are their own stages).
+      core::StageTimer timer(core::Stage::DrainWait);
+      if (!worker_->drain()) takeOverAfterFailure();
+    }
     if (!frees_pending_.empty()) [[unlikely]] issueFrees(frees_pending_);
   }
 
