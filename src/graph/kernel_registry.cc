@@ -196,6 +196,17 @@ std::vector<std::pair<std::string, uint64_t>> KernelRegistry::ranked(uint64_t Ke
   return v;
 }
 
+std::vector<uint64_t> KernelRegistry::handlesOfKernel(uint64_t handle) const {
+  std::vector<uint64_t> out{handle};
+  for (const auto& [h, info] : entries_->kernels) {
+    if (h == handle && info->function) out.push_back(info->function);
+    if (info->function == handle && handle) out.push_back(h);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 KernelRegistry::CodeHandles KernelRegistry::handlesOfCode(uint64_t code, bool library) const {
   CodeHandles out;
   uint64_t currentCtx = 0;

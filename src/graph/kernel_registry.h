@@ -142,6 +142,11 @@ class KernelRegistry {
   // handles, those whose function they are, and, for a library kernel,
   // functions resolved in other contexts (they may be its functions there).
   void noteAllowanceSet(CUfunction handle, CUfunction function, bool library);
+  // The handles that may name the kernel `handle` names in launches graft has
+  // seen: itself, a library kernel's functions (resolved in any context) and,
+  // for a function, the library kernels it is the function of. Sorted.
+  // Allocates; not for the per-op path.
+  std::vector<uint64_t> handlesOfKernel(uint64_t handle) const;
 
  private:
   KernelInfo* resolve(CUfunction f);

@@ -792,6 +792,13 @@ template <ApiId Id, int PT, typename Real, typename... A>
       // refused at its call, as eagerly, not held.
       if (r == CUDA_SUCCESS && change.allowance)
         rt.kernels().noteAllowanceSet(change.funcs[0], change.funcs[1], Id == ApiId::k_cuKernelSetAttribute_12000);
+      // Any other change (a required cluster shape, the permission for
+      // non-portable cluster sizes): a graph's kernel node keeps what it was
+      // made under, and a graph launch is not checked against the new value,
+      // so the graphs with this kernel go (tests/gpu/traps_odd.cu,
+      // cluster_attr_toggle).
+      if (r == CUDA_SUCCESS && change.kind == SettingChange::Any && !change.allowance)
+        rt.kernelAttributeChanged(change.funcs[0]);
       return r;
     } else if constexpr (info.klass == ApiClass::Query) {
       const CUevent e = firstOf<CUevent>(a...);

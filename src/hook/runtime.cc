@@ -279,6 +279,19 @@ void Runtime::codeUnloading(UnloadedCode code) {
               handles.certain.size(), handles.maybe.size(), dropped);
 }
 
+void Runtime::kernelAttributeChanged(CUfunction handle) {
+  if (exiting_ || !handle) return;
+  const std::vector<uint64_t> handles = kernels_.handlesOfKernel(reinterpret_cast<uint64_t>(handle));
+  const size_t dropped = engine_->forgetSegmentsWith(
+      [&](const core::OpDesc& op) {
+        return op.kind == core::OpKind::Kernel &&
+               std::binary_search(handles.begin(), handles.end(), graph::kernelShapeOf(op).func);
+      },
+      /*certain=*/false);
+  GRAFT_DEBUG("a cluster attribute of kernel {:#x} changed: {} graphs with it dropped",
+              reinterpret_cast<uint64_t>(handle), dropped);
+}
+
 void Runtime::writeExitReport() {
   core::EngineStats s;
   log::Report r;

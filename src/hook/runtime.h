@@ -86,6 +86,13 @@ class Runtime {
   // replaying without touching its graphs. Calls the driver (before the
   // unload: the handles are still valid). Call with engine().lock() held.
   void codeUnloading(UnloadedCode code = UnloadedCode{});
+  // The program changed a kernel attribute that changes what the kernel's
+  // launches do or whether the driver takes them (a required cluster shape,
+  // the permission for non-portable cluster sizes), right after a host
+  // barrier: graphs with the kernel (named by any of its handles) were made
+  // under the old value, so they are dropped, and built again when their
+  // runs repeat. Call with engine().lock() held. Allocates.
+  void kernelAttributeChanged(CUfunction handle);
 
   void writeExitReport();
   // Set (under the engine lock) once the exit report is written.
