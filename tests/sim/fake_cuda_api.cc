@@ -205,6 +205,7 @@ CUresult buildLaunch(CUfunction f, const unsigned grid[3], const unsigned block[
   std::copy(grid, grid + 3, out->grid);
   std::copy(block, block + 3, out->block);
   out->sharedMem = shmem;
+  out->clusterWidth = k->requiredClusterWidth;
   out->params.assign(k->totalBytes, 0);
   size_t n = k->sizes.size();
   if (n > 0) {
@@ -1142,26 +1143,36 @@ static int functionAttribute(CUfunction_attribute a) {
   }
 }
 
+static int kernelAttribute(const KernelObj& k, CUfunction_attribute a) {
+  if (a == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) return int(k.maxDynamicShared);
+  if (a == CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH) return int(k.requiredClusterWidth);
+  return functionAttribute(a);
+}
+
 CUresult CUDAAPI cuFuncGetAttribute(int* pi, CUfunction_attribute attrib, CUfunction hfunc) {
   SIM_ENTRY("cuFuncGetAttribute", kNoSticky);
   if (!pi || attrib < 0 || attrib >= CU_FUNC_ATTRIBUTE_MAX) return CUDA_ERROR_INVALID_VALUE;
   KernelObj* k = lookupKernel(hfunc);
   if (!k) return CUDA_ERROR_INVALID_HANDLE;
-  *pi = attrib == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES ? int(k->maxDynamicShared) : functionAttribute(attrib);
+  *pi = kernelAttribute(*k, attrib);
   return CUDA_SUCCESS;
 }
 
-// Only CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES is kept (launches
-// check it); the other settable attributes are accepted and have no effect.
+// CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES (launches check it) and
+// CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH (launches get it) are kept; the
+// other settable attributes are accepted and have no effect.
 static CUresult setFunctionAttribute(KernelObj* k, CUfunction_attribute attrib, int value) {
   switch (attrib) {
     case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
       if (value < 0 || unsigned(value) > kMaxSharedMem) return CUDA_ERROR_INVALID_VALUE;
       k->maxDynamicShared = unsigned(value);
       return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH:
+      if (value < 0 || value > 8) return CUDA_ERROR_INVALID_VALUE;
+      k->requiredClusterWidth = unsigned(value);
+      return CUDA_SUCCESS;
     case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
     case CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET:
-    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH:
     case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT:
     case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH:
     case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED:
@@ -1229,7 +1240,7 @@ CUresult CUDAAPI cuKernelGetAttribute(int* pi, CUfunction_attribute attrib, CUke
   if (!validDevice(dev)) return CUDA_ERROR_INVALID_DEVICE;
   KernelObj* k = lookupKernel(reinterpret_cast<CUfunction>(kernel));
   if (!k || k->family != SIM_KERNEL_LIBRARY) return CUDA_ERROR_INVALID_HANDLE;
-  *pi = attrib == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES ? int(k->maxDynamicShared) : functionAttribute(attrib);
+  *pi = kernelAttribute(*k, attrib);
   return CUDA_SUCCESS;
 }
 

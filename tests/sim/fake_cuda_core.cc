@@ -673,7 +673,7 @@ void execKernel(const KernelLaunch& k, const EffectSource& src) {
   }
   uint64_t v;
   std::memcpy(&v, reinterpret_cast<const void*>(srcp), 8);
-  v = ko->effect == KernelEffect::Add ? v + kval : simMix64(v ^ kval);
+  v = ko->effect == KernelEffect::Add ? v + kval + k.clusterWidth : simMix64(v ^ kval);
   std::memcpy(reinterpret_cast<void*>(dst), &v, 8);
 }
 

@@ -849,6 +849,7 @@ static CUresult execKernelSet(const char* api, CUgraphExec e, CUgraphNode h, con
   KernelLaunch k;
   if (CUresult r = buildKernelFromNodeParams(p, &k); r != CUDA_SUCCESS) return r;
   k.attrs = cur.attrs;
+  k.clusterWidth = cur.clusterWidth;
   execParams(*ex, node)->kernel = std::move(k);
   ++state().counters.execNodeParamUpdates;
   return CUDA_SUCCESS;

@@ -62,6 +62,13 @@ struct KernelObj {
   // grows its context's CU_LIMIT_STACK_SIZE to at least this, as the driver
   // does (a graph launch for each of its kernel nodes).
   size_t stackBytes = 0;
+  // CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH (cuFuncSetAttribute,
+  // cuKernelSetAttribute): every launch made while it is set gets clusters of
+  // that width, and a graph's kernel node keeps the width it was made or
+  // captured under, through node updates too (what graft must assume of the
+  // driver: tests/gpu/traps_odd.cu, cluster_attr_toggle). A sim_add kernel
+  // adds its launch's width to its result, so a test sees which width ran.
+  unsigned requiredClusterWidth = 0;
   // Module/library kernels (fake_cuda_module.cc): the handle is a slot that is
   // reused after an unload; an unloaded KernelObj stays allocated (graph nodes
   // still point at it) but is no longer reachable through any handle.
@@ -80,6 +87,7 @@ struct KernelLaunch {
   unsigned grid[3] = {1, 1, 1};
   unsigned block[3] = {1, 1, 1};
   unsigned sharedMem = 0;
+  unsigned clusterWidth = 0;  // the kernel's required cluster width when the launch was made
   std::vector<CUlaunchAttribute> attrs;
   std::vector<uint8_t> params;
 };

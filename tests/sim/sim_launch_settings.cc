@@ -23,10 +23,18 @@
 //            SIM_FAIL=cuGraphLaunch:N:1, a graph launch that fails on graft's
 //            launch thread is re-issued eagerly after the lowering, and its
 //            64 KiB launch must still run.
+//   cluster  (--cluster, alone) a loop of five launches whose middle kernel's
+//            required cluster width the program sets every 25 iterations
+//            (0, 2, 4, 1 in turn; the simulator's sim_add kernels add their
+//            launch's width to the result, and a graph node keeps the width
+//            it was made under): every launch must run with the width in
+//            effect at its call, which a graph made before the change would
+//            not give.
 // Values are read back every 10 iterations (exit 1 on a wrong value or a
 // failed call).
-//   sim_launch_settings [--expect-graphs] [--failed]
-// --expect-graphs: at least 80 % of the `same` part's kernels ran from graphs,
+//   sim_launch_settings [--expect-graphs] [--failed | --cluster]
+// --expect-graphs: at least 80 % of the `same` part's kernels ran from graphs
+// (of the cluster part's, a seventh),
 // in under one graph launch per 3 iterations, and at least half of the
 // `stack` part's kernels.
 #include <cstdint>
@@ -63,14 +71,16 @@ bool readBack(const simtest::DriverApi& cu, CUstream s, const char* part, int it
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool expectGraphs = false, failed = false;
+  bool expectGraphs = false, failed = false, cluster = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--expect-graphs") == 0) {
       expectGraphs = true;
     } else if (std::strcmp(argv[i], "--failed") == 0) {
       failed = true;
+    } else if (std::strcmp(argv[i], "--cluster") == 0) {
+      cluster = true;
     } else {
-      std::printf("usage: sim_launch_settings [--expect-graphs] [--failed]\n");
+      std::printf("usage: sim_launch_settings [--expect-graphs] [--failed | --cluster]\n");
       return 2;
     }
   }
@@ -89,6 +99,36 @@ int main(int argc, char** argv) {
   }
   CUdeviceptr x = simtest::zeroedBuffer(cu), y = simtest::zeroedBuffer(cu), z = simtest::zeroedBuffer(cu);
   int bad = 0;
+  if (cluster) {
+    CUfunction shaped = simtest::libraryKernel3("sim_add_cluster_shaped");
+    const int widths[4] = {0, 2, 4, 1};
+    uint64_t hx = 0;
+    SimCounters before{};
+    simCounters(&before);
+    for (int it = 0; it < 4 * kIterations; ++it) {
+      const int w = widths[(it / 25) % 4];
+      if (it % 25 == 0) SIM_CHECK(cu.cuFuncSetAttribute(shaped, CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH, w));
+      SIM_CHECK(simtest::launchAdd(cu, add, y, x, 1, s));
+      SIM_CHECK(simtest::launchAdd(cu, add, z, y, 2, s));
+      SIM_CHECK(simtest::launchAdd(cu, shaped, x, z, 7, s));  // x = z + 7 + width
+      SIM_CHECK(simtest::launchAdd(cu, add, y, x, 3, s));
+      SIM_CHECK(simtest::launchAdd(cu, add, x, y, 4, s));
+      hx += 1 + 2 + 7 + uint64_t(w) + 3 + 4;
+      if (it % 10 == 9 && !readBack(cu, s, "cluster", it, x, hx)) ++bad;
+    }
+    SIM_CHECK(cu.cuCtxSynchronize());
+    const Counts c = countsSince(before);
+    std::printf("sim_launch_settings: cluster part: %d wrong values; kernels from graphs %llu, eager %llu\n", bad,
+                (unsigned long long)c.graph, (unsigned long long)c.eager);
+    if (bad || simtest::failedCalls()) return 1;
+    // Each change drops the graphs with that kernel, which come back when
+    // the loop repeats (25.7 % here, with a change every 25 iterations).
+    if (expectGraphs && c.graph * 7 < c.graph + c.eager) {
+      std::printf("sim_launch_settings: cluster part: under a seventh of the kernels ran from graphs\n");
+      return 1;
+    }
+    return 0;
+  }
   if (failed) {
     CUstream idle;
     SIM_CHECK(cu.cuStreamCreate(&idle, CU_STREAM_NON_BLOCKING));
