@@ -9,7 +9,7 @@ CASE: mlp mlp_item gpt amp sidestream lastbatch partgraph gemm cnn lstm dynamic 
       inductor_mlp inductor_gpt sdpa ddp vit diffusion gan expandable decode loader serve
       rngstate timing emptycache pinned recordstream condstep moe graphed clipskip
       fno linalg lbfgs plateau swa parametrize sparse gnn pageable setstream
-      ppo wgangp dpsgd offload reentrant unfreeze gpudata packed
+      ppo wgangp dpsgd offload reentrant unfreeze gpudata
       pipeline2 ddp2 (or "list")
 
 --steps N is the total number of training steps; the first W (--warmup) are untimed.
@@ -90,15 +90,14 @@ os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 # syncs, a WGAN-GP gradient penalty through double backward, DP-SGD per-sample gradients
 # with torch.func, activations offloaded to pinned memory by save_on_cpu, reentrant
 # checkpointing under a per-step manual_seed, gradual unfreezing with tensor learning rates,
-# a GPU-resident dataset reshuffled every epoch in channels_last, packed variable-length
-# sequences with host-made masks and offsets).
+# a GPU-resident dataset reshuffled every epoch in channels_last).
 ISSUE_CASES = ["mlp", "mlp_item", "gpt", "amp", "sidestream", "lastbatch", "partgraph", "gemm"]
 OTHER_CASES = ["cnn", "lstm", "dynamic", "accum", "inductor_mlp", "inductor_gpt", "sdpa", "ddp",
                "vit", "diffusion", "gan", "expandable", "decode", "loader", "serve",
                "rngstate", "timing", "emptycache", "pinned", "recordstream", "condstep", "moe", "graphed",
                "clipskip", "fno", "linalg", "lbfgs", "plateau", "swa", "parametrize", "sparse", "gnn",
                "pageable", "setstream", "ppo", "wgangp", "dpsgd", "offload", "reentrant", "unfreeze",
-               "gpudata", "packed", "pipeline2", "ddp2"]
+               "gpudata", "pipeline2", "ddp2"]
 # Cases that need two GPUs: with one, workloads.py exits 77 for them (check_losses.py
 # reports them skipped and goes on).
 TWO_GPU_CASES = ("pipeline2", "ddp2")
@@ -117,11 +116,9 @@ CASES = ISSUE_CASES + OTHER_CASES
 # swa (n_averaged and num_batches_tracked), parametrize (matrix_exp's degree), sparse
 # (coalesce's count) and gnn (unique's count) steer their launches by values read back too.
 # ppo (torch.distributions' argument and support validation raises on NaN), reentrant
-# (clip_grad_norm_(error_if_nonfinite=True) raises on a non-finite norm) and packed
-# (pad_packed_sequence indexes the host lengths with the unsort order read back) raise or
-# index out of range on garbage.
+# (clip_grad_norm_(error_if_nonfinite=True) raises on a non-finite norm) raise on garbage.
 GARBAGE_SENSITIVE_CASES = ("dynamic", "moe", "condstep", "linalg", "lbfgs", "plateau", "swa",
-                           "parametrize", "sparse", "gnn", "ppo", "reentrant", "packed")
+                           "parametrize", "sparse", "gnn", "ppo", "reentrant")
 HANDGRAPH_CASES = ("mlp", "mlp_item", "gpt")
 COMPILE_CASES = ("mlp", "mlp_item", "gpt", "gemm")
 # The only change torch.compile(mode="reduce-overhead") needs to run these loops (DESIGN.md §1).
@@ -2423,8 +2420,7 @@ class SetStreamWorkload(ClassifierWorkload):
 # generator re-seeded every step; activations packed into pinned host memory by
 # save_on_cpu and a custom autograd Function; reentrant activation checkpointing under a
 # per-step manual_seed; gradual unfreezing with learning rates held in GPU tensors; a
-# dataset that lives on the GPU, reshuffled and re-augmented every epoch, in channels_last;
-# packed variable-length sequences with host-made offsets and padding masks.
+# dataset that lives on the GPU, reshuffled and re-augmented every epoch, in channels_last.
 
 class PPOWorkload(Workload):
     """Proximal policy optimisation on a vectorised environment that lives on the GPU (64
@@ -2884,79 +2880,6 @@ class GPUDataWorkload(Workload):
         return super().loss_lines()
 
 
-class PackedWorkload(Workload):
-    """A text classifier over variable-length sequences as NLP scripts batch them: 32
-    sequences a step whose lengths (4 to 24) the host draws (a seeded random.Random), sent
-    to the GPU with torch.tensor(lengths, device="cuda") (a fresh pageable host buffer
-    copied every step, with its sync) to build the padding mask; an nn.Embedding with
-    max_norm (rows renormalised in place, under no_grad, inside the forward pass);
-    pack_padded_sequence(enforce_sorted=False) (the lengths sorted on the host, the order
-    copied to the GPU) into a GRU (PyTorch's own, not cuDNN's), whose kernels
-    follow the host's batch sizes per time step, so the launch sequence differs from step
-    to step and never repeats whole; pad_packed_sequence (reads the unsort order back with
-    .cpu() to index the host lengths); attention pooling by nn.MultiheadAttention from a
-    learned query with key_padding_mask=the mask (need_weights left at its default: the
-    explicit baddbmm and softmax path); and a bag-of-features branch, nn.EmbeddingBag(mode="sum") with
-    per_sample_weights over 192 feature ids cut into 32 bags at offsets the host draws anew
-    every step (same count, new values, copied with torch.tensor(..., device="cuda")).
-    clip_grad_norm_, Adam (foreach)."""
-
-    syncs = True
-    batch, minlen, maxlen, vocab, d, nclass, nfeat, per_bag = 32, 4, 24, 1000, 128, 5, 4096, 6
-
-    def setup(self, mode="eager"):
-        import random
-        from torch.nn.utils import rnn as rnn_utils
-        self.rnn = rnn_utils
-        d = self.d
-        self.emb = nn.Embedding(self.vocab, d, padding_idx=0, max_norm=2.0)
-        # No dropout: with it (0.1 in the GRU and the attention) two eager runs
-        # differed from the first step on (H100, torch 2.11).
-        self.gru = nn.GRU(d, 2 * d, batch_first=True)
-        self.attn = nn.MultiheadAttention(2 * d, 4, batch_first=True)
-        self.bag = nn.EmbeddingBag(self.nfeat, d, mode="sum")
-        self.head = nn.Linear(3 * d, self.nclass)
-        self.model = nn.ModuleList([self.emb, self.gru, self.attn, self.bag, self.head]).to(self.dev)
-        self.query = nn.Parameter(0.02 * torch.randn(1, 1, 2 * d, device=self.dev, generator=self.gen))
-        self.params = list(self.model.parameters()) + [self.query]
-        self.opt = torch.optim.Adam(self.params, lr=2e-3, foreach=True)
-        self.host = random.Random(31337)
-        self.positions = torch.arange(self.maxlen, device=self.dev)
-
-    def step(self, i):
-        B = self.batch
-        lengths = [self.host.randint(self.minlen, self.maxlen) for _ in range(B)]
-        T = max(lengths)
-        total = B * self.per_bag
-        cuts = sorted(self.host.sample(range(1, total), B - 1))
-        lens = torch.tensor(lengths, device=self.dev)                   # host list -> GPU: a sync
-        offsets = torch.tensor([0] + cuts, device=self.dev)
-        tok = torch.randint(1, self.vocab, (B, T), device=self.dev, generator=self.gen)
-        pad = self.positions[:T].unsqueeze(0) >= lens.unsqueeze(1)     # True past each length
-        tok = tok.masked_fill(pad, 0)
-        y = (tok[:, 0] + tok[:, 1]) % self.nclass
-        feats = torch.randint(0, self.nfeat, (total,), device=self.dev, generator=self.gen)
-        fw = torch.rand(total, device=self.dev, generator=self.gen)
-        self.opt.zero_grad(set_to_none=True)
-        packed = self.rnn.pack_padded_sequence(self.emb(tok), lengths, batch_first=True, enforce_sorted=False)
-        # PyTorch's own GRU, not cuDNN's: with cuDNN's (2 layers, bidirectional,
-        # lengths up to 48) two eager runs differed in the last bit from step 6
-        # on (H100, torch 2.11, deterministic algorithms on). Its kernels per
-        # time step follow the batch sizes all the same (one layer, one
-        # direction and lengths up to 24, as PyTorch's own took 114 ms a step
-        # with the first shape).
-        with torch.backends.cudnn.flags(enabled=False):
-            out, _ = self.gru(packed)
-        h, _ = self.rnn.pad_packed_sequence(out, batch_first=True, total_length=T)
-        pooled, _ = self.attn(self.query.expand(B, -1, -1), h, h, key_padding_mask=pad)
-        bag = self.bag(feats, offsets, per_sample_weights=fw)
-        loss = F.cross_entropy(self.head(torch.cat([pooled.squeeze(1), bag], dim=1)), y)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.params, 1.0)
-        self.opt.step()
-        return loss
-
-
 WORKLOADS = {
     "mlp": ClassifierWorkload,
     "mlp_item": MLPItem,
@@ -3007,7 +2930,6 @@ WORKLOADS = {
     "reentrant": ReentrantWorkload,
     "unfreeze": UnfreezeWorkload,
     "gpudata": GPUDataWorkload,
-    "packed": PackedWorkload,
     "pipeline2": Pipeline2Workload,
     "ddp2": DDP2Workload,
 }
