@@ -831,7 +831,7 @@ void Engine::resumeReplay() {
 // ---------------------------------------------------------------------------
 // Detection and building
 
-void Engine::recordEagerOp(const OpDesc& op, bool boundary) {
+GRAFT_HOT void Engine::recordEagerOp(const OpDesc& op, bool boundary) {
   const uint64_t hash = boundary ? hashCombine(op.shapeHash, kBoundarySalt) : op.shapeHash;
   // One line per eager op; event ops name their event (tests/sim/sim_trace_replay reads these lines).
   GRAFT_TRACE("token {:#018x} op stream {:#x} {}{}{}", hash, op.stream, executor_.describe(op),
@@ -921,7 +921,7 @@ void Engine::pushBoundaryToken(uint64_t hash) {
   feedDetector(hash, 0, true);
 }
 
-void Engine::feedDetector(uint64_t tokenHash, uint64_t ops, bool boundary) {
+GRAFT_HOT void Engine::feedDetector(uint64_t tokenHash, uint64_t ops, bool boundary) {
   const PeriodDetector::Confirmation confirmed = detector_.push(tokenHash, ops, boundary);
   if (!confirmed.period) return;
   // Building allocates; running out of memory must not reach the program.

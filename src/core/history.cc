@@ -1,6 +1,7 @@
 #include "core/history.h"
 
 #include <cstring>
+#include "core/hot_path.h"
 
 namespace graft::core {
 
@@ -11,12 +12,12 @@ History::History(size_t tokenCapacity, size_t opCapacity, size_t byteCapacity)
       byte_capacity_(byteCapacity),
       events_(2 * opCapacity) {}  // a replayed segment may name many events
 
-uint64_t History::pushToken(const Token& t) {
+GRAFT_HOT uint64_t History::pushToken(const Token& t) {
   tokens_[tokens_pushed_ % tokens_.size()] = t;
   return tokens_pushed_++;
 }
 
-uint64_t History::pushOp(const OpDesc& op, uint64_t tokenHash, bool boundary) {
+GRAFT_HOT uint64_t History::pushOp(const OpDesc& op, uint64_t tokenHash, bool boundary) {
   const uint64_t len = uint64_t(op.shape.size) + op.value.size;
   const uint64_t cap = byte_capacity_;
   StoredOp s{op, 0};

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/hash.h"
+#include "core/hot_path.h"
 
 namespace graft::core {
 namespace {
@@ -33,16 +34,16 @@ void PeriodDetector::reset() {
   num_candidates_ = 0;
 }
 
-uint64_t PeriodDetector::opsInPeriod(uint32_t period, uint64_t last) const {
+GRAFT_HOT uint64_t PeriodDetector::opsInPeriod(uint32_t period, uint64_t last) const {
   return ops_pushed_ - ops_before_[(last + 1 - period) & ring_mask_];
 }
 
-bool PeriodDetector::delimited(uint32_t period, uint64_t last) const {
+GRAFT_HOT bool PeriodDetector::delimited(uint32_t period, uint64_t last) const {
   // Every window of a period holds the same tokens.
   return last_boundary_ > last + 1 - period;
 }
 
-PeriodDetector::Confirmation PeriodDetector::push(uint64_t tokenHash, uint64_t ops, bool boundary) {
+GRAFT_HOT PeriodDetector::Confirmation PeriodDetector::push(uint64_t tokenHash, uint64_t ops, bool boundary) {
   const uint64_t i = pushed_++;
   ring_[i & ring_mask_] = tokenHash;
   ops_before_[i & ring_mask_] = ops_pushed_;

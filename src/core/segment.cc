@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/hot_path.h"
+
 namespace graft::core {
 
 Segment* SegmentStore::add(HotPtr<Segment> segment) {
@@ -17,7 +19,8 @@ Segment* SegmentStore::add(HotPtr<Segment> segment) {
   return s;
 }
 
-const std::vector<Segment*>* SegmentStore::startingWith(uint64_t firstShapeHash) const {
+GRAFT_HOT const std::vector<Segment*>* SegmentStore::startingWith(uint64_t firstShapeHash) const {
+  if (by_first_.empty()) return nullptr;  // no call into the map's code (a page of its own) before any segment
   auto it = by_first_.find(firstShapeHash);
   return it == by_first_.end() || it->second.empty() ? nullptr : &it->second;
 }

@@ -934,6 +934,13 @@ void GraphExecutor::takeOverAfterFailure() {
   worker_->finish();
 }
 
+GRAFT_HOT void GraphExecutor::waitForQueuedLaunches() {
+  // What the program's thread waits (or runs the queued launches itself:
+  // their node updates and cuGraphLaunch are their own stages).
+  core::StageTimer timer(core::Stage::DrainWait);
+  if (!worker_->drain()) takeOverAfterFailure();
+}
+
 GRAFT_HOT void GraphExecutor::drain(std::vector<core::FailedLaunch>* failed) {
   waitForLaunches();
   failed->insert(failed->end(), failed_.begin(), failed_.end());

@@ -163,13 +163,10 @@ class GraphExecutor final : public core::Executor {
   bool launchThread() const { return worker_ && LaunchWorker<LaunchJob>::usable(); }
   // Every queued launch is in the driver's queues, and every free put behind
   // them too.
+  // waitForLaunches' wait, out of line (the per-op path only tests idle()).
+  void waitForQueuedLaunches();
   void waitForLaunches() {
-    if (launchThread() && !worker_->idle()) [[unlikely]] {
-      // What the program's thread waits (or runs the queued launches itself:
-      // their node updates and cuGraphLaunch are their own stages).
-      core::StageTimer timer(core::Stage::DrainWait);
-      if (!worker_->drain()) takeOverAfterFailure();
-    }
+    if (launchThread() && !worker_->idle()) [[unlikely]] waitForQueuedLaunches();
     if (!frees_pending_.empty()) [[unlikely]] issueFrees(frees_pending_);
   }
 

@@ -8,9 +8,10 @@
 #include <memory>
 
 namespace graft::log {
-namespace {
 
 std::atomic<int> g_level{static_cast<int>(Level::Warn)};
+
+namespace {
 // Never destroyed: graft logs from its exit handler, which may run after this
 // file's static destructors would have (a library's constructor that reached
 // graft before graft's own constructors registered the handler early).
@@ -58,11 +59,6 @@ void init(Level level, const std::string& file, const std::vector<std::string>& 
   }
   g_logger->set_level(toSpd(level));
   g_level.store(static_cast<int>(level), std::memory_order_relaxed);
-}
-
-bool enabled(Level level) {
-  return static_cast<int>(level) >= g_level.load(std::memory_order_relaxed) &&
-         level != Level::Off;
 }
 
 void write(Level level, std::string_view message) {

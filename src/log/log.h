@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,7 +24,12 @@ using Level = config::LogLevel;
 // uses stderr. Each of `problems` (option parsing) is logged as a warning.
 void init(Level level, const std::string& file, const std::vector<std::string>& problems);
 
-bool enabled(Level level);
+// The level below which nothing is written (set by init()).
+extern std::atomic<int> g_level;
+// Inline: the per-op path asks it for trace lines (one load, no call).
+inline bool enabled(Level level) {
+  return static_cast<int>(level) >= g_level.load(std::memory_order_relaxed) && level != Level::Off;
+}
 void write(Level level, std::string_view message);
 void flush();
 
