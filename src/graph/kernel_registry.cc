@@ -196,11 +196,69 @@ std::vector<std::pair<std::string, uint64_t>> KernelRegistry::ranked(uint64_t Ke
   return v;
 }
 
+std::vector<uint64_t> KernelRegistry::libraryKernelsOfFunction(CUfunction f) const {
+  std::vector<uint64_t> out;
+  const auto getFunction = real<ApiId::k_cuKernelGetFunction_12000>();
+  if (!getFunction || !f) return out;
+  auto isItsFunction = [&](uint64_t kernel) {
+    CUfunction fn = nullptr;
+    return getFunction(&fn, reinterpret_cast<CUkernel>(kernel)) == CUDA_SUCCESS && fn == f;
+  };
+  for (const auto& [h, info] : entries_->kernels)
+    if ((info->ownerIsLibrary || info->function) && isItsFunction(h)) out.push_back(h);
+  // A kernel set through cuKernelSetAttribute but launched only through its
+  // function (checked again: the handle may name other code now).
+  if (auto it = entries_->kernelOfFunction.find(reinterpret_cast<uint64_t>(f));
+      it != entries_->kernelOfFunction.end() && std::find(out.begin(), out.end(), it->second) == out.end() &&
+      isItsFunction(it->second))
+    out.push_back(it->second);
+  return out;
+}
+
+void KernelRegistry::noteKernelSet(CUkernel k) {
+  CUfunction fn = nullptr;
+  if (auto getFunction = real<ApiId::k_cuKernelGetFunction_12000>();
+      getFunction && getFunction(&fn, k) == CUDA_SUCCESS && fn && reinterpret_cast<CUkernel>(fn) != k)
+    entries_->kernelOfFunction[reinterpret_cast<uint64_t>(fn)] = reinterpret_cast<uint64_t>(k);
+}
+
 std::vector<uint64_t> KernelRegistry::handlesOfKernel(uint64_t handle) const {
   std::vector<uint64_t> out{handle};
+  if (!handle) return out;
+  // Its name: the registry's, else the driver's (a handle graft has not seen
+  // launched, such as a kernel launched only through its function).
+  std::string name;
+  bool library = false;
+  if (const KernelInfo* info = lookup(handle)) {
+    name = info->name;
+    library = info->ownerIsLibrary || info->function;
+  } else {
+    const char* n = nullptr;
+    if (auto kernelName = real<ApiId::k_cuKernelGetName_12030>();
+        kernelName && kernelName(&n, reinterpret_cast<CUkernel>(handle)) == CUDA_SUCCESS && n) {
+      name = n;
+      library = true;
+    } else if (auto funcName = real<ApiId::k_cuFuncGetName_12030>();
+               funcName && funcName(&n, reinterpret_cast<CUfunction>(handle)) == CUDA_SUCCESS && n) {
+      name = n;
+    }
+  }
+  std::vector<uint64_t> kernels;  // the library kernels `handle` is or is a function of
+  if (library) {
+    kernels.push_back(handle);
+    CUfunction fn = nullptr;
+    if (auto getFunction = real<ApiId::k_cuKernelGetFunction_12000>();
+        getFunction && getFunction(&fn, reinterpret_cast<CUkernel>(handle)) == CUDA_SUCCESS && fn)
+      out.push_back(reinterpret_cast<uint64_t>(fn));
+  } else {
+    kernels = libraryKernelsOfFunction(reinterpret_cast<CUfunction>(handle));
+  }
   for (const auto& [h, info] : entries_->kernels) {
-    if (h == handle && info->function) out.push_back(info->function);
-    if (info->function == handle && handle) out.push_back(h);
+    const bool ofKernel = std::find(kernels.begin(), kernels.end(), h) != kernels.end();
+    if (ofKernel || info->function == handle || (!name.empty() && info->name == name)) {
+      out.push_back(h);
+      if (info->function) out.push_back(info->function);
+    }
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());

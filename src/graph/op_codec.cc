@@ -385,15 +385,19 @@ namespace {
 // on the H100, tests/gpu/driver_facts.cu, kernel_handle_func_attribute), and
 // nvcc 13's launch stubs launch those. A library kernel's launches in a context
 // get its function's own value there if one was set, else the kernel's value
-// for the context's device (cuda.h, cuKernelSetAttribute). So for a library
-// kernel the kernel's value for this device is raised and put back when it is
-// the value in effect, and otherwise the function's own value is; for a
-// function, its value. Putting back the level that was raised leaves no value
-// the program did not set (a function-level value left behind would override
-// the program's later cuKernelSetAttribute calls).
-// `info`: the registry's entry for `handle` (a library kernel has a function).
+// for the context's device (cuda.h, cuKernelSetAttribute), whether the launch
+// names the kernel or its function. So for a library kernel (or a function of
+// one) the kernel's value for this device is raised when it is the value in
+// effect and the raise takes effect, and otherwise the function's own value
+// is; that level alone is put back, so no value the program did not set is
+// left behind (a function-level value left behind would override the
+// program's later cuKernelSetAttribute calls).
+//
+// `kernels`: the registry (a library kernel has a function; for a function
+// handle, the library kernel it is the function of is looked up). Under the
+// engine lock (re-issued launches are issued by the program's thread).
 template <typename Launch>
-CUresult launchUnderAllowance(const KernelInfo* info, CUfunction handle, unsigned sharedMem, CUstream stream,
+CUresult launchUnderAllowance(const KernelRegistry& kernels, CUfunction handle, unsigned sharedMem, CUstream stream,
                               Launch launch) {
   constexpr CUfunction_attribute kAllowance = CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
   const auto get = real<ApiId::k_cuFuncGetAttribute_2020>();
@@ -406,22 +410,34 @@ CUresult launchUnderAllowance(const KernelInfo* info, CUfunction handle, unsigne
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   if (!get || !set || (capturing && capturing(stream, &status) == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE))
     return CUDA_ERROR_INVALID_VALUE;
+  // The function whose value is in effect here, and its library kernel if any.
   CUfunction function = handle;
-  const auto kernel = reinterpret_cast<CUkernel>(handle);
-  const bool library =
-      info && info->function && kernelFunction && kernelFunction(&function, kernel) == CUDA_SUCCESS && function;
-  if (!library) function = handle;
+  CUkernel kernel = nullptr;
+  const KernelInfo* info = kernels.find(reinterpret_cast<uint64_t>(handle));
+  if (info && info->function && kernelFunction &&
+      kernelFunction(&function, reinterpret_cast<CUkernel>(handle)) == CUDA_SUCCESS && function) {
+    kernel = reinterpret_cast<CUkernel>(handle);
+  } else {
+    function = handle;
+    const std::vector<uint64_t> of = kernels.libraryKernelsOfFunction(handle);
+    if (of.size() == 1) kernel = reinterpret_cast<CUkernel>(of[0]);
+  }
   int allowed = 0;
   if (get(&allowed, kAllowance, function) != CUDA_SUCCESS || sharedMem <= unsigned(allowed))
     return CUDA_ERROR_INVALID_VALUE;
   CUdevice device = 0;
   int kernelValue = -1;
-  if (library && kernelGet && kernelSet && ctxDevice && ctxDevice(&device) == CUDA_SUCCESS &&
-      kernelGet(&kernelValue, kAllowance, kernel, device) == CUDA_SUCCESS && kernelValue == allowed) {
-    if (kernelSet(kAllowance, int(sharedMem), kernel, device) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
-    const CUresult r = launch();
-    kernelSet(kAllowance, allowed, kernel, device);
-    return r;
+  if (kernel && kernelGet && kernelSet && ctxDevice && ctxDevice(&device) == CUDA_SUCCESS &&
+      kernelGet(&kernelValue, kAllowance, kernel, device) == CUDA_SUCCESS && kernelValue == allowed &&
+      kernelSet(kAllowance, int(sharedMem), kernel, device) == CUDA_SUCCESS) {
+    int now = 0;
+    if (get(&now, kAllowance, function) == CUDA_SUCCESS && unsigned(now) >= sharedMem) {
+      const CUresult r = launch();
+      kernelSet(kAllowance, allowed, kernel, device);
+      return r;
+    }
+    // The function's own value decides (equal to the kernel's by chance).
+    kernelSet(kAllowance, kernelValue, kernel, device);
   }
   if (set(function, kAllowance, int(sharedMem)) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
   const CUresult r = launch();
@@ -436,7 +452,7 @@ CUresult issueOp(const OpDesc& op, CUstream stream, const KernelRegistry& kernel
   const CUresult r = issueOpOnce(op, stream, kernels, paramPointers);
   if (r != CUDA_ERROR_INVALID_VALUE || op.kind != OpKind::Kernel || kernelShapeOf(op).sharedMem == 0) return r;
   const KernelShape& ks = kernelShapeOf(op);
-  return launchUnderAllowance(kernels.find(ks.func), reinterpret_cast<CUfunction>(ks.func), ks.sharedMem, stream,
+  return launchUnderAllowance(kernels, reinterpret_cast<CUfunction>(ks.func), ks.sharedMem, stream,
                               [&] { return issueOpOnce(op, stream, kernels, paramPointers); });
 }
 

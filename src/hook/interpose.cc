@@ -614,15 +614,6 @@ inline SettingChange settingChange(bool read, CUfunction_attribute attrib, int c
   c.kind = SettingChange::Any;
   return c;
 }
-// The attribute a Setting call sets.
-template <ApiId Id>
-CUfunction_attribute settingAttribute(CUfunction, CUfunction_attribute attrib, int) {
-  return attrib;
-}
-template <ApiId Id>
-CUfunction_attribute settingAttribute(CUfunction_attribute attrib, int, CUkernel, CUdevice) {
-  return attrib;
-}
 template <ApiId Id>
 SettingChange settingChange(CUfunction f, CUfunction_attribute attrib, int value) {
   static_assert(Id == ApiId::k_cuFuncSetAttribute_9000);
@@ -771,15 +762,15 @@ template <ApiId Id, int PT, typename Real, typename... A>
       // Graph launches queued on graft's launch thread update their nodes
       // under the old value too: those with such a kernel node reach the
       // driver first.
-      // A change of the dynamic shared memory allowance: under the engine
-      // lock from reading the current value to noting the new one, so that
-      // graft's launches (and its own retries under a raised allowance,
-      // issueOp) and other threads' settings come before or after it whole.
-      std::unique_lock<core::EngineMutex> lock;
-      if (settingAttribute<Id>(a...) == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) lock = rt.engine().lock();
+      // Under the engine lock from reading the current value to noting the
+      // new one, so that graft's launches (and its own retries under a raised
+      // allowance, issueOp) and other threads' settings come before or after
+      // it whole (two threads setting one kernel's attribute at once would
+      // otherwise each read the value before the other's change).
+      std::unique_lock<core::EngineMutex> lock = rt.engine().lock();
+      if constexpr (Id == ApiId::k_cuKernelSetAttribute_12000) rt.kernels().noteKernelSet(firstOf<CUkernel>(a...));
       const SettingChange change = settingChange<Id>(a...);
       if (change.kind != SettingChange::None) {
-        if (!lock.owns_lock()) lock = rt.engine().lock();
         if (settingNeedsHeldIssued(rt.engine(), change))
           rt.engine().hostBarrier(barrierHash<Id>(a...));
         else if (rt.executor().queuedLaunchNeedsSharedMem(change.funcs[0], change.funcs[1], uint32_t(change.value)))

@@ -32,6 +32,15 @@
 //                   left behind overrides the next iteration's
 //                   cuKernelSetAttribute, and the 64 KiB launches after it are
 //                   refused. All 100 iterations' launches must run.
+//   retry-fn        retry, the kernel given a function of its own (the shim's
+//                   shimRegisterFunction, as on the real driver) and the loop
+//                   launching that function: graft must find the kernel it is
+//                   of and raise and put back the kernel-level value there too;
+//   retry-kfn       the same, the loop launching the kernel (control);
+//   retry-both      retry, with the function-level value also set to 64 KiB and
+//                   lowered to 48 KiB with the kernel's: the kernel-level
+//                   value equals the one in effect but does not decide it, so
+//                   graft must raise the function's own value.
 // Exit 1 on a wrong return code or value.
 #include <dlfcn.h>
 
@@ -77,13 +86,16 @@ CUresult getProc(const simtest::Driver& drv, const char* name, void** out) {
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::printf("usage: sim_allowance_devices SHIM devices|devices-control|override|override-control|retry\n");
+    std::printf("usage: sim_allowance_devices SHIM devices|devices-control|override|override-control|retry|retry-fn|retry-kfn|retry-both\n");
     return 2;
   }
   const std::string mode = argv[2];
   const bool devices = mode.rfind("devices", 0) == 0;
   const bool control = mode.find("control") != std::string::npos;
-  const bool retry = mode == "retry";
+  const bool both = mode == "retry-both";
+  const bool viaFn = mode == "retry-fn" || mode == "retry-kfn";
+  const bool launchFn = mode == "retry-fn";
+  const bool retry = mode == "retry" || both || viaFn;
   if (!devices && !retry && mode.rfind("override", 0) != 0) return 2;
   simtest::Driver drv;
   if (!loadShim(argv[1], &drv)) {
@@ -106,6 +118,24 @@ int main(int argc, char** argv) {
   SIM_CHECK(cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
   CUfunction add = simtest::libraryKernel3("sim_add_allow");
   CUfunction big = simtest::libraryKernel3("sim_add_allow_big");
+  CUfunction fnHandle = nullptr;
+  if (viaFn) {
+    // big's function: a handle distinct from the CUkernel (as on the real driver); the loop launches it.
+    auto reg = reinterpret_cast<void (*)(CUkernel, CUfunction)>(dlsym(drv.handle, "shimRegisterFunction"));
+    const size_t sizes[] = {8, 8, 8};
+    CUfunction fn = simKernelCreate("sim_add_allow_big_fn", SIM_KERNEL_FUNCTION, 3, sizes, nullptr);
+    if (!reg) return 2;
+    reg(reinterpret_cast<CUkernel>(big), fn);
+    void* p = nullptr;
+    {
+      auto entry = reinterpret_cast<GetProcFn>(dlsym(drv.handle, "cuGetProcAddress_v2"));
+      SIM_CHECK(entry("cuKernelGetFunction", &p, 12000, CU_GET_PROC_ADDRESS_DEFAULT, nullptr));
+    }
+    CUfunction got = nullptr;
+    SIM_CHECK(reinterpret_cast<decltype(&cuKernelGetFunction)>(p)(&got, reinterpret_cast<CUkernel>(big)));
+    if (got != fn) { std::printf("no distinct function\n"); return 2; }
+    fnHandle = fn;
+  }
   CUdeviceptr x = simtest::zeroedBuffer(cu), y = simtest::zeroedBuffer(cu), z = simtest::zeroedBuffer(cu);
   if (devices || retry) SIM_CHECK(cu.cuKernelSetAttribute(kAttr, 65536, reinterpret_cast<CUkernel>(big), loopDevice));
   else SIM_CHECK(cu.cuFuncSetAttribute(big, kAttr, 65536));
@@ -116,11 +146,12 @@ int main(int argc, char** argv) {
   int wrongCodes = 0, wrongValues = 0;
   auto iteration = [&](const char* part, int it, bool allowed) {
     if (retry) SIM_CHECK(cu.cuKernelSetAttribute(kAttr, 65536, reinterpret_cast<CUkernel>(big), loopDevice));
+    if (both) SIM_CHECK(cu.cuFuncSetAttribute(big, kAttr, 65536));
     SIM_CHECK(simtest::launchAdd(cu, add, y, x, 1, s));
     SIM_CHECK(simtest::launchAdd(cu, add, z, y, 2, s));
     uint64_t k = 7;
     void* args[] = {&x, &z, &k};
-    const CUresult r = cu.cuLaunchKernel(big, 1, 1, 1, 1, 1, 1, 65536, s, args, nullptr);  // x = z + 7
+    const CUresult r = cu.cuLaunchKernel(launchFn ? fnHandle : big, 1, 1, 1, 1, 1, 1, 65536, s, args, nullptr);  // x = z + 7
     const CUresult want = allowed ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
     if (r != want && wrongCodes++ < 3)
       std::printf("sim_allowance_devices: %s, iteration %d: the 64 KiB launch returned %d, expected %d\n", part, it,
@@ -129,6 +160,7 @@ int main(int argc, char** argv) {
     SIM_CHECK(simtest::launchAdd(cu, add, x, y, 4, s));
     if (retry) {
       SIM_CHECK(cu.cuKernelSetAttribute(kAttr, 49152, reinterpret_cast<CUkernel>(big), loopDevice));
+      if (both) SIM_CHECK(cu.cuFuncSetAttribute(big, kAttr, 49152));
       cu.cuStreamQuery(idle);  // graft drains its launch thread before asking the driver
     }
     hy = hx + 1, hz = hy + 2;

@@ -6,8 +6,13 @@
 //   - a library kernel's allowance is per device: cuKernelSetAttribute(attr,
 //     v, kernel, dev) sets it for `dev` only, and cuKernelGetAttribute returns
 //     that kernel-level value (cuda.h, cuKernelSetAttribute);
-//   - cuFuncSetAttribute on a kernel's function (in the simulator the
-//     function of a library kernel is its own handle, in any context) sets a
+//   - a library kernel registered with shimRegisterFunction(K, F) has a
+//     function F of its own, distinct from K (as on the real driver):
+//     cuKernelGetFunction(K) returns F, launches of F run K, and
+//     cuFunc{Get,Set}Attribute on K are refused (CUDA_ERROR_INVALID_HANDLE,
+//     as the H100 answered: tests/gpu/driver_facts.cu). Other library kernels
+//     keep the simulator's model, where a kernel is its own function;
+//   - cuFuncSetAttribute on a kernel's function sets a
 //     function-level value for the current context's device that overrides
 //     the kernel-level one "irrespective of whether the call to
 //     cuFuncSetAttribute() is made before or after" cuKernelSetAttribute
@@ -48,6 +53,8 @@ struct Allowance {
 
 std::mutex g_mu;
 std::map<uintptr_t, Allowance> g_table;
+std::map<uintptr_t, uintptr_t> g_kernelOfFn, g_fnOfKernel;  // a library kernel's distinct function (one context)
+decltype(&cuKernelGetFunction) g_kernelGetFunction = nullptr;
 
 Gpa g_simGpa = nullptr;
 decltype(&cuFuncSetAttribute) g_funcSet = nullptr;
@@ -81,6 +88,7 @@ void init() {
     lookup("cuKernelSetAttribute", 12000, 0, &g_kernelSet);
     lookup("cuKernelGetAttribute", 12000, 0, &g_kernelGet);
     lookup("cuCtxGetDevice", 2000, 0, &g_ctxGetDevice);
+    lookup("cuKernelGetFunction", 12000, 0, &g_kernelGetFunction);
     for (int v = 0; v < 2; ++v) {
       const cuuint64_t flags = v ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : CU_GET_PROC_ADDRESS_LEGACY_STREAM;
       lookup("cuLaunchKernel", 13000, flags, &g_launch[v]);
@@ -99,6 +107,7 @@ int currentDevice() {
 // The kernel's entry; the first time, the simulator's own (single) allowance is
 // opened wide so that only this model refuses.
 Allowance& entryOf(const void* f) {
+  if (auto k = g_kernelOfFn.find(reinterpret_cast<uintptr_t>(f)); k != g_kernelOfFn.end()) f = reinterpret_cast<const void*>(k->second);
   auto [it, fresh] = g_table.try_emplace(reinterpret_cast<uintptr_t>(f));
   if (fresh) g_funcSet(reinterpret_cast<CUfunction>(const_cast<void*>(f)), kAttr, kMax);
   return it->second;
@@ -109,7 +118,12 @@ bool refused(CUfunction f, unsigned sharedMem) {
   return sharedMem > unsigned(entryOf(f).effective(currentDevice()));
 }
 
+bool isKernelWithFn(CUfunction f) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_fnOfKernel.count(reinterpret_cast<uintptr_t>(f)) != 0;
+}
 CUresult CUDAAPI shimFuncSetAttribute(CUfunction f, CUfunction_attribute attrib, int value) {
+  if (isKernelWithFn(f)) return CUDA_ERROR_INVALID_HANDLE;
   if (attrib != kAttr) return g_funcSet(f, attrib, value);
   int unused = 0;
   if (const CUresult r = g_funcGet(&unused, attrib, f); r != CUDA_SUCCESS) return r;
@@ -120,6 +134,7 @@ CUresult CUDAAPI shimFuncSetAttribute(CUfunction f, CUfunction_attribute attrib,
 }
 
 CUresult CUDAAPI shimFuncGetAttribute(int* pi, CUfunction_attribute attrib, CUfunction f) {
+  if (isKernelWithFn(f)) return CUDA_ERROR_INVALID_HANDLE;
   const CUresult r = g_funcGet(pi, attrib, f);
   if (r != CUDA_SUCCESS || attrib != kAttr) return r;
   std::lock_guard<std::mutex> lock(g_mu);
@@ -170,6 +185,14 @@ CUresult CUDAAPI shimLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned
   return g_launchCoop[V](f, gx, gy, gz, bx, by, bz, shmem, s, params);
 }
 
+CUresult CUDAAPI shimKernelGetFunction(CUfunction* out, CUkernel k) {
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    auto it = g_fnOfKernel.find(reinterpret_cast<uintptr_t>(k));
+    if (it != g_fnOfKernel.end() && out) { *out = reinterpret_cast<CUfunction>(it->second); return CUDA_SUCCESS; }
+  }
+  return g_kernelGetFunction(out, k);
+}
 CUresult CUDAAPI shimGetProcAddressOld(const char* symbol, void** pfn, int version, cuuint64_t flags);
 
 // (The exported cuGetProcAddress_v2 below calls this; its own address would
@@ -189,6 +212,7 @@ CUresult CUDAAPI shimGetProcAddress(const char* symbol, void** pfn, int version,
   else if (!std::strcmp(symbol, "cuFuncGetAttribute")) mine = reinterpret_cast<void*>(&shimFuncGetAttribute);
   else if (!std::strcmp(symbol, "cuKernelSetAttribute")) mine = reinterpret_cast<void*>(&shimKernelSetAttribute);
   else if (!std::strcmp(symbol, "cuKernelGetAttribute")) mine = reinterpret_cast<void*>(&shimKernelGetAttribute);
+  else if (!std::strcmp(symbol, "cuKernelGetFunction")) mine = reinterpret_cast<void*>(&shimKernelGetFunction);
   else if (!std::strcmp(symbol, "cuLaunchKernel"))
     mine = v ? reinterpret_cast<void*>(&shimLaunchKernel<1>) : reinterpret_cast<void*>(&shimLaunchKernel<0>);
   else if (!std::strcmp(symbol, "cuLaunchKernelEx"))
@@ -210,4 +234,11 @@ extern "C" __attribute__((visibility("default"))) CUresult CUDAAPI
 cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint64_t flags,
                     CUdriverProcAddressQueryResult* status) {
   return shimGetProcAddress(symbol, pfn, version, flags, status);
+}
+
+extern "C" __attribute__((visibility("default"))) void shimRegisterFunction(CUkernel k, CUfunction f) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_kernelOfFn[reinterpret_cast<uintptr_t>(f)] = reinterpret_cast<uintptr_t>(k);
+  g_fnOfKernel[reinterpret_cast<uintptr_t>(k)] = reinterpret_cast<uintptr_t>(f);
+  g_funcSet(f, kAttr, kMax);  // the simulator's own value for F opened wide: only the model refuses
 }
