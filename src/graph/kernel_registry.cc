@@ -204,22 +204,21 @@ std::vector<uint64_t> KernelRegistry::libraryKernelsOfFunction(CUfunction f) con
     CUfunction fn = nullptr;
     return getFunction(&fn, reinterpret_cast<CUkernel>(kernel)) == CUDA_SUCCESS && fn == f;
   };
+  for (uint64_t k : entries_->kernelsSet)
+    if (isItsFunction(k)) out.push_back(k);
   for (const auto& [h, info] : entries_->kernels)
-    if ((info->ownerIsLibrary || info->function) && isItsFunction(h)) out.push_back(h);
-  // A kernel set through cuKernelSetAttribute but launched only through its
-  // function (checked again: the handle may name other code now).
-  if (auto it = entries_->kernelOfFunction.find(reinterpret_cast<uint64_t>(f));
-      it != entries_->kernelOfFunction.end() && std::find(out.begin(), out.end(), it->second) == out.end() &&
-      isItsFunction(it->second))
-    out.push_back(it->second);
+    if ((info->ownerIsLibrary || info->function) && !entries_->kernelsSet.count(h) && isItsFunction(h))
+      out.push_back(h);
   return out;
 }
 
-void KernelRegistry::noteKernelSet(CUkernel k) {
-  CUfunction fn = nullptr;
-  if (auto getFunction = real<ApiId::k_cuKernelGetFunction_12000>();
-      getFunction && getFunction(&fn, k) == CUDA_SUCCESS && fn && reinterpret_cast<CUkernel>(fn) != k)
-    entries_->kernelOfFunction[reinterpret_cast<uint64_t>(fn)] = reinterpret_cast<uint64_t>(k);
+void KernelRegistry::forgetKernelsSetOf(uint64_t library) {
+  const auto getLibrary = real<ApiId::k_cuKernelGetLibrary_12050>();
+  std::erase_if(entries_->kernelsSet, [&](uint64_t k) {
+    CUlibrary of = nullptr;
+    return !getLibrary || getLibrary(&of, reinterpret_cast<CUkernel>(k)) != CUDA_SUCCESS ||
+           reinterpret_cast<uint64_t>(of) == library;
+  });
 }
 
 std::vector<uint64_t> KernelRegistry::handlesOfKernel(uint64_t handle) const {
@@ -253,9 +252,15 @@ std::vector<uint64_t> KernelRegistry::handlesOfKernel(uint64_t handle) const {
   } else {
     kernels = libraryKernelsOfFunction(reinterpret_cast<CUfunction>(handle));
   }
+  uint64_t here = 0;
+  if (CUcontext ctx = nullptr; library && real<ApiId::k_cuCtxGetCurrent_4000>() &&
+                               real<ApiId::k_cuCtxGetCurrent_4000>()(&ctx) == CUDA_SUCCESS)
+    here = reinterpret_cast<uint64_t>(ctx);
   for (const auto& [h, info] : entries_->kernels) {
     const bool ofKernel = std::find(kernels.begin(), kernels.end(), h) != kernels.end();
-    if (ofKernel || info->function == handle || (!name.empty() && info->name == name)) {
+    // A function resolved in another context may be this library kernel's there.
+    const bool elsewhere = library && !info->ownerIsLibrary && !info->function && info->ctx != here;
+    if (ofKernel || elsewhere || info->function == handle || (!name.empty() && info->name == name)) {
       out.push_back(h);
       if (info->function) out.push_back(info->function);
     }
@@ -375,6 +380,7 @@ void KernelRegistry::retireAll() {
     r.patches += k->patches;
   }
   entries_->kernels.clear();
+  entries_->kernelsSet.clear();
   index_.clear();
 }
 

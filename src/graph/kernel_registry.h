@@ -144,24 +144,28 @@ class KernelRegistry {
   void noteAllowanceSet(CUfunction handle, CUfunction function, bool library);
   // The handles that may name the kernel `handle` names, among those graft
   // has seen launched, and the one it names: itself; for a library kernel,
-  // its function in the current context and the functions of it graft
-  // resolved in any context; for a function, the library kernels whose
-  // function in the current context it is (libraryKernelsOfFunction) and
-  // their functions; and every handle of a kernel of the same name (a
-  // library kernel's functions share its name; another kernel of that name
-  // only costs a rebuild). Sorted. Calls the driver; allocates; not for the
-  // per-op path.
+  // its function in the current context, the functions of it graft resolved
+  // and every function graft resolved in another context (it may be one of
+  // the kernel's there); for a function, the library kernels whose function
+  // in the current context it is (libraryKernelsOfFunction) and their
+  // functions; and every handle of a kernel of the same name. Errs towards
+  // more handles (they only cost a rebuild). Sorted. Calls the driver;
+  // allocates; not for the per-op path.
   std::vector<uint64_t> handlesOfKernel(uint64_t handle) const;
-  // The library kernels graft has seen whose function in the current context
-  // is `f` (cuKernelGetFunction; the driver gives each library kernel its
-  // own function handle per context). Calls the driver once per library
-  // kernel seen; not for the per-op path.
+  // The library kernels graft knows of (launched, or set through
+  // cuKernelSetAttribute: noteKernelSet) whose function in the current
+  // context is `f` (cuKernelGetFunction; the driver gives each library
+  // kernel its own function handle per context). Calls the driver once per
+  // such kernel (which may load it into the current context); not for the
+  // per-op path.
   std::vector<uint64_t> libraryKernelsOfFunction(CUfunction f) const;
-  // The program set an attribute of the library kernel `k` (cuKernelSetAttribute):
-  // its function in the current context is noted as its, so that
-  // libraryKernelsOfFunction finds it also where graft has seen only the
-  // function launched. Calls the driver.
-  void noteKernelSet(CUkernel k);
+  // The program set an attribute of the library kernel `k`
+  // (cuKernelSetAttribute): noted, so that libraryKernelsOfFunction finds it
+  // also where graft has seen only its functions launched. No driver call.
+  void noteKernelSet(CUkernel k) { entries_->kernelsSet.insert(reinterpret_cast<uint64_t>(k)); }
+  // The program unloads a library: the kernels noted of it are forgotten
+  // (cuKernelGetLibrary; call before the unload). Calls the driver.
+  void forgetKernelsSetOf(uint64_t library);
 
  private:
   KernelInfo* resolve(CUfunction f);
@@ -200,8 +204,8 @@ class KernelRegistry {
     std::vector<std::string> eagerPrefixes;
     // Names of kernels whose code was unloaded after few launches of theirs.
     std::unordered_set<std::string> shortLived;
-    // Library kernels by their function in a context (noteKernelSet).
-    std::unordered_map<uint64_t, uint64_t> kernelOfFunction;
+    // Library kernels the program set attributes of (noteKernelSet).
+    std::unordered_set<uint64_t> kernelsSet;
   };
   std::unique_ptr<Entries> entries_ = std::make_unique<Entries>();
 };

@@ -419,12 +419,14 @@ CUresult launchUnderAllowance(const KernelRegistry& kernels, CUfunction handle, 
     kernel = reinterpret_cast<CUkernel>(handle);
   } else {
     function = handle;
-    const std::vector<uint64_t> of = kernels.libraryKernelsOfFunction(handle);
-    if (of.size() == 1) kernel = reinterpret_cast<CUkernel>(of[0]);
   }
   int allowed = 0;
   if (get(&allowed, kAllowance, function) != CUDA_SUCCESS || sharedMem <= unsigned(allowed))
-    return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_ERROR_INVALID_VALUE;  // (not the reason: before any lookup)
+  if (!kernel) {
+    const std::vector<uint64_t> of = kernels.libraryKernelsOfFunction(handle);
+    if (of.size() == 1) kernel = reinterpret_cast<CUkernel>(of[0]);
+  }
   CUdevice device = 0;
   int kernelValue = -1;
   if (kernel && kernelGet && kernelSet && ctxDevice && ctxDevice(&device) == CUDA_SUCCESS &&

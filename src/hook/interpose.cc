@@ -638,6 +638,15 @@ SettingChange settingChange(CUfunction_attribute attrib, int value, CUkernel ker
   c.funcs[0] = reinterpret_cast<CUfunction>(kernel);
   c.allowance = attrib == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES && (!read || value != current);
   c.value = value;
+  // For another device than the current context's: held launches there name
+  // the kernel's function in that context, which graft cannot tell from
+  // here, so a lowering issues everything held first.
+  CUdevice here = -1;
+  if (const auto ctxDevice = real<ApiId::k_cuCtxGetDevice_2000>();
+      c.kind == SettingChange::SharedMemAbove && (!ctxDevice || ctxDevice(&here) != CUDA_SUCCESS || here != device)) {
+    c.kind = SettingChange::Any;
+    return c;
+  }
   const auto function = real<ApiId::k_cuKernelGetFunction_12000>();
   if ((c.kind == SettingChange::SharedMemAbove || c.allowance) &&
       (!function || function(&c.funcs[1], kernel) != CUDA_SUCCESS)) {

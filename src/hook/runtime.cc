@@ -257,6 +257,7 @@ void Runtime::codeUnloading(UnloadedCode code) {
   // meanings: graphs with them go, the rest stay, and learning goes on (a
   // library that loads and unloads code as it goes, like cuFFT's plans, no
   // longer resets graft every time).
+  if (code.kind == UnloadedCode::Library) kernels_.forgetKernelsSetOf(code.handle);
   graph::KernelRegistry::CodeHandles handles = kernels_.handlesOfCode(code.handle, code.kind == UnloadedCode::Library);
   size_t dropped = 0;
   // Graphs with kernels only perhaps of this code are built again whenever

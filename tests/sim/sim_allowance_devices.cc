@@ -121,11 +121,11 @@ int main(int argc, char** argv) {
   CUfunction fnHandle = nullptr;
   if (viaFn) {
     // big's function: a handle distinct from the CUkernel (as on the real driver); the loop launches it.
-    auto reg = reinterpret_cast<void (*)(CUkernel, CUfunction)>(dlsym(drv.handle, "shimRegisterFunction"));
+    auto reg = reinterpret_cast<void (*)(CUkernel, CUcontext, CUfunction)>(dlsym(drv.handle, "shimRegisterFunction"));
     const size_t sizes[] = {8, 8, 8};
     CUfunction fn = simKernelCreate("sim_add_allow_big_fn", SIM_KERNEL_FUNCTION, 3, sizes, nullptr);
     if (!reg) return 2;
-    reg(reinterpret_cast<CUkernel>(big), fn);
+    reg(reinterpret_cast<CUkernel>(big), ctx[loopDevice], fn);
     void* p = nullptr;
     {
       auto entry = reinterpret_cast<GetProcFn>(dlsym(drv.handle, "cuGetProcAddress_v2"));

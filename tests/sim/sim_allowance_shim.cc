@@ -6,9 +6,10 @@
 //   - a library kernel's allowance is per device: cuKernelSetAttribute(attr,
 //     v, kernel, dev) sets it for `dev` only, and cuKernelGetAttribute returns
 //     that kernel-level value (cuda.h, cuKernelSetAttribute);
-//   - a library kernel registered with shimRegisterFunction(K, F) has a
-//     function F of its own, distinct from K (as on the real driver):
-//     cuKernelGetFunction(K) returns F, launches of F run K, and
+//   - a library kernel registered with shimRegisterFunction(K, ctx, F) has a
+//     function F of its own in context ctx, distinct from K (as on the real
+//     driver, one per context): cuKernelGetFunction(K) returns the current
+//     context's (CUDA_ERROR_INVALID_CONTEXT with none current), launches of F run K, and
 //     cuFunc{Get,Set}Attribute on K are refused (CUDA_ERROR_INVALID_HANDLE,
 //     as the H100 answered: tests/gpu/driver_facts.cu). Other library kernels
 //     keep the simulator's model, where a kernel is its own function;
@@ -53,7 +54,9 @@ struct Allowance {
 
 std::mutex g_mu;
 std::map<uintptr_t, Allowance> g_table;
-std::map<uintptr_t, uintptr_t> g_kernelOfFn, g_fnOfKernel;  // a library kernel's distinct function (one context)
+std::map<uintptr_t, uintptr_t> g_kernelOfFn;  // F -> K
+std::map<uintptr_t, std::map<uintptr_t, uintptr_t>> g_fnOfKernel;  // K -> ctx -> F (a function per context, as the real driver)
+decltype(&cuCtxGetCurrent) g_ctxGetCurrent = nullptr;
 decltype(&cuKernelGetFunction) g_kernelGetFunction = nullptr;
 
 Gpa g_simGpa = nullptr;
@@ -89,6 +92,7 @@ void init() {
     lookup("cuKernelGetAttribute", 12000, 0, &g_kernelGet);
     lookup("cuCtxGetDevice", 2000, 0, &g_ctxGetDevice);
     lookup("cuKernelGetFunction", 12000, 0, &g_kernelGetFunction);
+    lookup("cuCtxGetCurrent", 4000, 0, &g_ctxGetCurrent);
     for (int v = 0; v < 2; ++v) {
       const cuuint64_t flags = v ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : CU_GET_PROC_ADDRESS_LEGACY_STREAM;
       lookup("cuLaunchKernel", 13000, flags, &g_launch[v]);
@@ -187,9 +191,16 @@ CUresult CUDAAPI shimLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned
 
 CUresult CUDAAPI shimKernelGetFunction(CUfunction* out, CUkernel k) {
   {
+    CUcontext c = nullptr;
+    if (g_ctxGetCurrent(&c) != CUDA_SUCCESS || !c) return CUDA_ERROR_INVALID_CONTEXT;  // as the real driver
     std::lock_guard<std::mutex> lock(g_mu);
     auto it = g_fnOfKernel.find(reinterpret_cast<uintptr_t>(k));
-    if (it != g_fnOfKernel.end() && out) { *out = reinterpret_cast<CUfunction>(it->second); return CUDA_SUCCESS; }
+    if (it != g_fnOfKernel.end()) {
+      auto f = it->second.find(reinterpret_cast<uintptr_t>(c));
+      if (f == it->second.end() || !out) return CUDA_ERROR_INVALID_HANDLE;
+      *out = reinterpret_cast<CUfunction>(f->second);
+      return CUDA_SUCCESS;
+    }
   }
   return g_kernelGetFunction(out, k);
 }
@@ -236,9 +247,9 @@ cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint64_t flag
   return shimGetProcAddress(symbol, pfn, version, flags, status);
 }
 
-extern "C" __attribute__((visibility("default"))) void shimRegisterFunction(CUkernel k, CUfunction f) {
+extern "C" __attribute__((visibility("default"))) void shimRegisterFunction(CUkernel k, CUcontext ctx, CUfunction f) {
   std::lock_guard<std::mutex> lock(g_mu);
   g_kernelOfFn[reinterpret_cast<uintptr_t>(f)] = reinterpret_cast<uintptr_t>(k);
-  g_fnOfKernel[reinterpret_cast<uintptr_t>(k)] = reinterpret_cast<uintptr_t>(f);
-  g_funcSet(f, kAttr, kMax);  // the simulator's own value for F opened wide: only the model refuses
+  g_fnOfKernel[reinterpret_cast<uintptr_t>(k)][reinterpret_cast<uintptr_t>(ctx)] = reinterpret_cast<uintptr_t>(f);
+  g_funcSet(f, kAttr, kMax);
 }

@@ -16,6 +16,13 @@
 //  other-ctx   : K launched a few times in device 0's context first, then the
 //                loop launches K in device 1's context and changes the width with
 //                cuFuncSetAttribute(F1) (F1 = K's function there).
+//  fn1-kset-ctx0 : the loop launches F1 (K's function in device 1's context),
+//                which graft resolves; the width for device 1 is set with
+//                cuKernelSetAttribute(K, 1) while device 0's context is
+//                current (K never launched). F1's name differs from K's here,
+//                so graft must find it without the same-name rule;
+//  fn1-kset-ctx0-samename: the same with F1 named as K (as on the real
+//                driver, where a kernel's functions share its name).
 #include <dlfcn.h>
 #include <cstdint>
 #include <cstdio>
@@ -62,7 +69,9 @@ int main(int argc, char** argv) {
     getFunction = reinterpret_cast<decltype(getFunction)>(p);
   }
   if (!reg || !getFunction) { std::printf("no shimRegisterFunction / cuKernelGetFunction\n"); return 2; }
-  const bool otherCtx = mode == "other-ctx";
+  const bool fn1 = mode.rfind("fn1-kset-ctx0", 0) == 0;
+  const bool sameName = mode.find("samename") != std::string::npos;
+  const bool otherCtx = mode == "other-ctx" || fn1;
   CUcontext ctx[2] = {};
   for (int d = 0; d < (otherCtx ? 2 : 1); ++d) {
     CUdevice dev;
@@ -77,7 +86,7 @@ int main(int argc, char** argv) {
   CUfunction F0 = simKernelCreate("sim_add_h_f0", SIM_KERNEL_FUNCTION, 3, sizes, nullptr);
   reg(K, ctx[0], F0);
   CUfunction F1 = nullptr;
-  if (otherCtx) { F1 = simKernelCreate("sim_add_h_f1", SIM_KERNEL_FUNCTION, 3, sizes, nullptr); reg(K, ctx[1], F1); }
+  if (otherCtx) { F1 = simKernelCreate(sameName ? "sim_add_h_k" : "sim_add_h_f1", SIM_KERNEL_FUNCTION, 3, sizes, nullptr); reg(K, ctx[1], F1); }
   CUfunction F = nullptr;
   SIM_CHECK(getFunction(&F, K));
   if (F != F0) { std::printf("shim: cuKernelGetFunction did not give F0\n"); return 2; }
@@ -88,7 +97,7 @@ int main(int argc, char** argv) {
   uint64_t hx = 0;
   if (otherCtx) {
     // A few launches of K in device 0's context (graft resolves K there: its function F0).
-    for (int i = 0; i < 3; ++i) SIM_CHECK(simtest::launchAdd(cu, kf, x, x, 1, s));
+    if (!fn1) for (int i = 0; i < 3; ++i) SIM_CHECK(simtest::launchAdd(cu, kf, x, x, 1, s));
     SIM_CHECK(cu.cuCtxSynchronize());
     SIM_CHECK(cu.cuCtxSetCurrent(ctx[1]));
     SIM_CHECK(cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
@@ -97,7 +106,7 @@ int main(int argc, char** argv) {
     SIM_CHECK(getFunction(&got, K));
     if (got != F1) { std::printf("shim: no F1\n"); return 2; }
   }
-  CUfunction launched = mode == "fn-launch" ? F : kf;
+  CUfunction launched = mode == "fn-launch" ? F : fn1 ? F1 : kf;
   const int widths[4] = {0, 2, 4, 1};
   int bad = 0;
   SimCounters before{};
@@ -108,11 +117,13 @@ int main(int argc, char** argv) {
     auto doSet = [&] {
       if (mode == "fn-launch" || mode == "kernel-set" || mid) SIM_CHECK(cu.cuKernelSetAttribute(kW, w, K, otherCtx ? 1 : 0));
       else if (mode == "fn-set") SIM_CHECK(cu.cuFuncSetAttribute(F, kW, w));
+      else if (fn1) { SIM_CHECK(cu.cuCtxSetCurrent(ctx[0])); SIM_CHECK(cu.cuKernelSetAttribute(kW, w, K, 1)); SIM_CHECK(cu.cuCtxSetCurrent(ctx[1])); }
       else SIM_CHECK(cu.cuFuncSetAttribute(F1, kW, w));
     };
     if (it % 25 == 0 && !mid) {
       if (mode == "fn-launch" || mode == "kernel-set") SIM_CHECK(cu.cuKernelSetAttribute(kW, w, K, otherCtx ? 1 : 0));
       else if (mode == "fn-set") SIM_CHECK(cu.cuFuncSetAttribute(F, kW, w));
+      else if (fn1) { SIM_CHECK(cu.cuCtxSetCurrent(ctx[0])); SIM_CHECK(cu.cuKernelSetAttribute(kW, w, K, 1)); SIM_CHECK(cu.cuCtxSetCurrent(ctx[1])); }
       else SIM_CHECK(cu.cuFuncSetAttribute(F1, kW, w));
     }
     SIM_CHECK(simtest::launchAdd(cu, add, y, x, 1, s));
