@@ -17,35 +17,14 @@
 #include "sim_api.h"
 #include "sim_driver_loader.h"
 
-using GetProcFn = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
 constexpr CUfunction_attribute kAttr = CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
 
-static bool loadShim(const char* path, simtest::Driver* out) {
-  out->handle = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
-  if (!out->handle) return false;
-  auto entry = reinterpret_cast<GetProcFn>(dlsym(out->handle, "cuGetProcAddress_v2"));
-  if (!entry) return false;
-  void* p = nullptr;
-  if (entry("cuGetProcAddress", &p, 12000, CU_GET_PROC_ADDRESS_DEFAULT, nullptr) != CUDA_SUCCESS || !p) return false;
-  GetProcFn getProc = reinterpret_cast<GetProcFn>(p);
-#define LOAD(name, version)                                                                              \
-  {                                                                                                      \
-    void* f = nullptr;                                                                                   \
-    if (getProc(#name, &f, version, CU_GET_PROC_ADDRESS_LEGACY_STREAM, nullptr) != CUDA_SUCCESS || !f) \
-      return false;                                                                                      \
-    out->plain.name = reinterpret_cast<decltype(out->plain.name)>(f);                                    \
-  }
-  SIM_DRIVER_FUNCTIONS(LOAD)
-#undef LOAD
-  out->getProcAddress = getProc;
-  return true;
-}
 
 int main(int argc, char** argv) {
   if (argc != 3) return 2;
   const std::string mode = argv[2];
   simtest::Driver drv;
-  if (!loadShim(argv[1], &drv)) { std::printf("loading shim failed\n"); return 2; }
+  if (std::string err; !simtest::loadDriver(&drv, &err, argv[1])) { std::printf("loading shim failed\n"); return 2; }
   auto& cu = drv.plain;
   CUcontext ctx[2];
   for (int d = 0; d < 2; ++d) {

@@ -54,33 +54,7 @@
 
 namespace {
 
-using GetProcFn = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
 constexpr CUfunction_attribute kAttr = CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
-
-bool loadShim(const char* path, simtest::Driver* out) {
-  out->handle = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
-  if (!out->handle) return false;
-  auto entry = reinterpret_cast<GetProcFn>(dlsym(out->handle, "cuGetProcAddress_v2"));
-  if (!entry) return false;
-  void* p = nullptr;
-  if (entry("cuGetProcAddress", &p, 12000, CU_GET_PROC_ADDRESS_DEFAULT, nullptr) != CUDA_SUCCESS || !p) return false;
-  GetProcFn getProc = reinterpret_cast<GetProcFn>(p);
-#define LOAD(name, version)                                                                              \
-  {                                                                                                      \
-    void* f = nullptr;                                                                                   \
-    if (getProc(#name, &f, version, CU_GET_PROC_ADDRESS_LEGACY_STREAM, nullptr) != CUDA_SUCCESS || !f) \
-      return false;                                                                                      \
-    out->plain.name = reinterpret_cast<decltype(out->plain.name)>(f);                                    \
-  }
-  SIM_DRIVER_FUNCTIONS(LOAD)
-#undef LOAD
-  return true;
-}
-
-CUresult getProc(const simtest::Driver& drv, const char* name, void** out) {
-  auto entry = reinterpret_cast<GetProcFn>(dlsym(drv.handle, "cuGetProcAddress_v2"));
-  return entry ? entry(name, out, 2020, CU_GET_PROC_ADDRESS_DEFAULT, nullptr) : CUDA_ERROR_NOT_FOUND;
-}
 
 }  // namespace
 
@@ -98,7 +72,7 @@ int main(int argc, char** argv) {
   const bool retry = mode == "retry" || both || viaFn;
   if (!devices && !retry && mode.rfind("override", 0) != 0) return 2;
   simtest::Driver drv;
-  if (!loadShim(argv[1], &drv)) {
+  if (std::string err; !simtest::loadDriver(&drv, &err, argv[1])) {
     std::printf("sim_allowance_devices: loading %s failed\n", argv[1]);
     return 2;
   }
@@ -126,13 +100,10 @@ int main(int argc, char** argv) {
     CUfunction fn = simKernelCreate("sim_add_allow_big_fn", SIM_KERNEL_FUNCTION, 3, sizes, nullptr);
     if (!reg) return 2;
     reg(reinterpret_cast<CUkernel>(big), ctx[loopDevice], fn);
-    void* p = nullptr;
-    {
-      auto entry = reinterpret_cast<GetProcFn>(dlsym(drv.handle, "cuGetProcAddress_v2"));
-      SIM_CHECK(entry("cuKernelGetFunction", &p, 12000, CU_GET_PROC_ADDRESS_DEFAULT, nullptr));
-    }
+    decltype(&cuKernelGetFunction) getFunction = nullptr;
+    if (!simtest::lookupProc(drv, "cuKernelGetFunction", &getFunction)) return 2;
     CUfunction got = nullptr;
-    SIM_CHECK(reinterpret_cast<decltype(&cuKernelGetFunction)>(p)(&got, reinterpret_cast<CUkernel>(big)));
+    SIM_CHECK(getFunction(&got, reinterpret_cast<CUkernel>(big)));
     if (got != fn) { std::printf("no distinct function\n"); return 2; }
     fnHandle = fn;
   }
@@ -204,11 +175,8 @@ int main(int argc, char** argv) {
     SIM_CHECK(cu.cuKernelSetAttribute(kAttr, 65536, reinterpret_cast<CUkernel>(big), 0));
   }
   int effective = -1;
-  {
-    void* f = nullptr;
-    SIM_CHECK(getProc(drv, "cuFuncGetAttribute", &f));
-    if (f) SIM_CHECK(reinterpret_cast<decltype(&cuFuncGetAttribute)>(f)(&effective, kAttr, big));
-  }
+  if (decltype(&cuFuncGetAttribute) get = nullptr; simtest::lookupProc(drv, "cuFuncGetAttribute", &get))
+    SIM_CHECK(get(&effective, kAttr, big));
   std::printf("sim_allowance_devices: %s: the driver's allowance for the loop's launches is now %d\n", mode.c_str(),
               effective);
   for (int it = 1; it <= 40; ++it) iteration("under 48 KiB", it, false);

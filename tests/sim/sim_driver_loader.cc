@@ -31,10 +31,10 @@ bool fetch(GetProcFn getProc, const char* name, int version, cuuint64_t flags, F
 
 }  // namespace
 
-bool loadDriver(Driver* out, std::string* error) {
-  out->handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+bool loadDriver(Driver* out, std::string* error, const char* library) {
+  out->handle = dlopen(library, RTLD_NOW | RTLD_GLOBAL);
   if (!out->handle) {
-    *error = std::string("dlopen(libcuda.so.1): ") + dlerror();
+    *error = std::string("dlopen(") + library + "): " + dlerror();
     return false;
   }
   auto entry = reinterpret_cast<GetProcFn>(dlsym(out->handle, "cuGetProcAddress_v2"));

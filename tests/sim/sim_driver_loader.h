@@ -72,8 +72,9 @@ struct Driver {
   CUresult (*getProcAddress)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*) = nullptr;
 };
 
-// Loads libcuda.so.1 and fills `out`; on failure returns false and sets *error.
-bool loadDriver(Driver* out, std::string* error);
+// Loads libcuda.so.1 (or `library`, a driver shim in front of the simulator)
+// and fills `out`; on failure returns false and sets *error.
+bool loadDriver(Driver* out, std::string* error, const char* library = "libcuda.so.1");
 
 // cuInit, device 0's primary context made current. False on any failure.
 bool openPrimaryContext(const DriverApi& api, CUcontext* ctx);
