@@ -13,6 +13,13 @@
 //  - Generated programs are race-free under that clock: an op whose memory access
 //    would race is "demoted" to the issuing lane's private scratch memory, so the
 //    final memory equals a sequential interpretation of the log.
+//  - Kernel attributes the program sets (feature "settings": the dynamic shared
+//    memory allowance, the required cluster width) are program state, changed only
+//    by host calls of the main thread or of the helper it hands off to (never at the
+//    same time), on kernels the concurrent thread never launches: what a launch gets
+//    (refused when it asks for more dynamic shared memory than the allowance in
+//    effect at its call; the width in effect at its call, which a sim_add kernel adds
+//    to its result) is a pure function of the program too.
 #pragma once
 
 #include <cuda.h>
@@ -55,9 +62,20 @@ enum class Kind : uint8_t {
   Poll,  // host synchronization
   StreamQuery,
   EventQuery,
-  AllocFree,  // other calls
+  AllocFree,    // other calls
   TimingCheck,  // cuEventSynchronize(end) + cuEventElapsedTime(begin, end) >= ops between
+  SetAttr,      // cuFuncSetAttribute / cuKernelSetAttribute (feature "settings")
 };
+
+// Kernel attributes a SetAttr op sets, and the simulator's rules for them
+// (tests/sim/fake_cuda_api.cc: setFunctionAttribute, buildLaunch).
+enum class Attr : uint8_t { MaxDynamicShared, ClusterWidth };
+constexpr int kDefaultSharedAllowance = 49152;  // a kernel's allowance until the program sets it
+constexpr int kSimMaxSharedMem = 227 * 1024;    // kMaxSharedMem: the most an allowance (or a launch) may be
+constexpr int kSimMaxClusterWidth = 8;          // the widest required cluster width the simulator accepts
+inline bool attrValueValid(Attr a, int v) {
+  return v >= 0 && v <= (a == Attr::MaxDynamicShared ? kSimMaxSharedMem : kSimMaxClusterWidth);
+}
 
 enum class CopyDir : uint8_t { D2D, H2D, D2H };
 
@@ -126,6 +144,22 @@ struct Op {
   int event = 0;
   int timingBegin = -1;  // TimingCheck: the begin event (op.event is the end event)
   bool demoted = false;
+  // SetAttr: on `kernel`, set `attr` to values[(iteration / period) % values.size()]
+  // (period 0: values[0] every iteration). setApi: 0 cuFuncSetAttribute on the
+  // kernel's handle, 1 cuKernelSetAttribute (library kernels), 2 cuFuncSetAttribute on
+  // cuKernelGetFunction's function (library kernels). With two devices the value is
+  // set on both (device 1 first when dev1First), so the simulator's one value per
+  // kernel is also what a real driver's per-device/per-context values would give.
+  Attr attr = Attr::MaxDynamicShared;
+  int setApi = 0;
+  bool readBack = false;  // and read it back (cuFuncGetAttribute / cuKernelGetAttribute): the model's value
+  bool dev1First = false;
+  int period = 0;
+  std::vector<int> values;
+  int settingValue(int iteration) const {
+    if (values.empty()) return 0;
+    return period ? values[static_cast<size_t>(iteration / period) % values.size()] : values[0];
+  }
 };
 
 // Device 1 (feature "two devices"): ops on these slots run with device 1's primary
@@ -173,14 +207,23 @@ struct Program {
   bool reloadLibrary = false;  // cuLibraryLoadData instead of cuModuleLoadData
   int baseKernels = 0;
   std::vector<KernelSpec> reloadAlt;  // image B, parallel to kernels[baseKernels..]
+  //  - settings: SetAttr ops in the template on `tunedKernels` (never on kernels 0
+  //    and 1 with a concurrent thread, which launches those), and launch configs
+  //    asking for more than the default dynamic shared memory allowance.
+  //    Some also set once before the loop (setupOps, issued before the program
+  //    captures its own graph, which may then ask for more than the default).
+  std::vector<int> tunedKernels;
+  int numSettingOps = 0;
+  std::vector<Op> setupOps;
   int dev1Event() const { return numEvents + 1; }
   int timingEvent(int i) const { return numEvents + 2 + i; }
   int totalEvents() const { return numEvents + 2 + 2 * numTimingPairs; }
   std::string summary() const;
+  std::string listing() const;  // the template, one op a line (sim_oracle --print-program)
 };
 
 // Feature bits for generateProgram's `features` (which may be enabled at random).
-enum : unsigned { kFeatureDev1 = 1, kFeatureTiming = 2, kFeatureReload = 4, kFeatureAll = 7 };
+enum : unsigned { kFeatureDev1 = 1, kFeatureTiming = 2, kFeatureReload = 4, kFeatureSettings = 8, kFeatureAll = 15 };
 Program generateProgram(uint64_t seed, long targetOps, bool threads, bool inject, unsigned features = kFeatureAll);
 
 // Ops of one iteration: the template with this iteration's perturbations.
@@ -243,6 +286,8 @@ struct RunResult {
   SimCounters counters{};
   size_t graphEffects = 0, eagerEffects = 0;
   long demoted = 0;  // effects redirected to scratch memory to stay race-free
+  long settings = 0, refusedSettings = 0;  // attribute settings issued, of them with a value the driver refuses
+  long refusedLaunches = 0;                // launches above their kernel's allowance (refused, no effect)
 };
 
 // Generates, issues and checks one program; the driver must already be loaded.

@@ -325,6 +325,12 @@ std::vector<Divergence> checkTrace(const Program& p, const std::vector<LogOp>& l
     SimEffect e;
     simTraceGet(static_cast<size_t>(i), &e);
     std::string text = "executed an effect that was never issued: " + describeEffect(p, e, lanes);
+    for (const LogOp& lo : log) {  // a launch the driver refused (a kernel attribute setting) must not run
+      if (!lo.effect && lo.kind == Kind::Kernel && lo.key == key) {
+        text += "\n    with the content of " + lo.what;
+        break;
+      }
+    }
     for (const LogOp& lo : log) {
       if (!lo.effect || execPos[lo.id] >= 0 || lo.key[0] != key[0]) continue;
       if (key[0] == 'K' && lo.key.compare(1, 8, key, 1, 8) != 0) continue;

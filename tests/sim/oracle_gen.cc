@@ -324,6 +324,8 @@ const char* kindName(Kind k) {
       return "alloc-free";
     case Kind::TimingCheck:
       return "timing-check";
+    case Kind::SetAttr:
+      return "set-attribute";
   }
   return "?";
 }
@@ -465,6 +467,226 @@ void addFeatures(Program& p, uint64_t seed, unsigned features) {
   }
 }
 
+// A kernel op of `kernel` (config `config`), for a program that has none of it.
+Op kernelOpOf(Gen& g, const Program& p, int kernel, int config, int slot, uint64_t tagBase) {
+  Op op = makeKernelOp(g, p, slot, -1);
+  op.kernel = kernel;
+  op.config = config;
+  const KernelSpec& k = p.kernels[kernel];
+  if (k.effect) {
+    op.dst = homeCell(g, p, slot);
+    op.src = g.chance(0.75) ? homeCell(g, p, slot) : anyDevCell(g, p);
+  } else {
+    op.dst = anyDevCell(g, p);
+    op.src = CellRef{};
+  }
+  if (kernel >= p.baseKernels) {  // a reloaded kernel: bytes for either image's layout
+    op.extras.resize(48);
+    for (auto& x : op.extras) x = static_cast<uint8_t>(g.rng());
+  } else {
+    fillExtras(g, k, &op);
+  }
+  op.tagBase = tagBase;
+  return op;
+}
+
+// Kernel attributes set between launches, as libraries do (feature "settings"),
+// added to the finished program with a generator of its own (so a seed's program
+// without it is the program it was before). For 1-3 kernels (not kernels 0 and 1
+// when a concurrent thread launches those; module/library kernels that are
+// reloaded too):
+//  - the dynamic shared memory allowance: launch configs asking for more than
+//    the default 49152 bytes (some kernel ops switched to them, or one added),
+//    set before such launches to what they ask for (the same value every
+//    iteration: the value it already has from the second iteration on), lowered
+//    after some of them, and raised and lowered by ops whose value changes every
+//    few iterations (now and then to a value the driver refuses); a launch asking
+//    for more than the allowance in effect at its call is refused
+//    (CUDA_ERROR_INVALID_VALUE) and has no effect;
+//  - the required cluster width (0, 1, 2, 4; now and then 16, refused), set
+//    before launches or every few iterations; a sim_add kernel adds its launch's
+//    width to its result.
+// A kernel's values change within every iteration, or (steady) every few
+// iterations at most; some are also set once before the loop (setupOps), and a
+// quarter of the settings read the value back. Through cuFuncSetAttribute on the
+// kernel's handle or, for library kernels, cuKernelSetAttribute or
+// cuFuncSetAttribute on cuKernelGetFunction's function.
+// The ops stay in the iteration (template positions that repeat); each takes the
+// template index of the op it precedes (after: follows), so it stays in or out of a
+// handoff with it (the helper thread runs while the main thread waits: the host
+// calls of one iteration are never concurrent).
+void addSettings(Program& p, uint64_t seed, unsigned features) {
+  Gen g(seed * 0xa0761d6478bd642full + 0xe7037ed1a0b428dbull);
+  if (!g.chance(0.5) || !(features & kFeatureSettings) || p.bodyLen < 4) return;
+  std::vector<int> cands;
+  for (int k = p.threads ? 2 : 0; k < static_cast<int>(p.kernels.size()); ++k) cands.push_back(k);
+  if (cands.empty()) return;
+  std::shuffle(cands.begin(), cands.end(), g.rng);
+  int n = 1 + g.pick(std::min<int>(3, static_cast<int>(cands.size())));
+  std::vector<int> tuned(cands.begin(), cands.begin() + n);
+  // Most programs tune a sim_add kernel, whose results show the cluster width.
+  bool hasAdd = false;
+  for (int k : tuned) hasAdd |= p.kernels[k].effect == 1;
+  if (!hasAdd && g.chance(0.7)) {
+    for (int k : cands) {
+      if (p.kernels[k].effect == 1) {
+        tuned.push_back(k);
+        break;
+      }
+    }
+  }
+  struct Insert {
+    int pos;     // index in p.tmpl before which it goes
+    bool after;  // placed after tmpl[pos - 1]: takes that op's template index
+    std::vector<Op> ops;
+  };
+  std::vector<Insert> inserts;
+  static const int kHigh[] = {65536, 98304, 131072, kSimMaxSharedMem};
+  static const int kAllowances[] = {0, 1024, 49152, 65536, 98304, 131072, kSimMaxSharedMem};
+  static const int kWidths[] = {0, 1, 2, 4};
+  int added = 0;
+  for (int K : tuned) {
+    const bool reloaded = K >= p.baseKernels;
+    const bool library = reloaded ? p.reloadLibrary : p.kernels[K].family == SIM_KERNEL_LIBRARY;
+    bool shmem = g.chance(0.75);
+    bool cluster = g.chance(p.kernels[K].effect == 1 ? 0.8 : 0.35);
+    if (!shmem && !cluster) shmem = true;
+    // A steady kernel's values change every few iterations at most (graft can
+    // build graphs across its settings and replay them in between); the others'
+    // change within every iteration too.
+    const bool steady = g.chance(0.4);
+    auto period = [&]() { return steady ? 3 + g.pick(6) : 1 + g.pick(4); };
+    auto setting = [&](Attr attr, std::vector<int> values, int period) {
+      Op op;
+      op.kind = Kind::SetAttr;
+      op.slot = 0;
+      op.kernel = K;
+      op.attr = attr;
+      op.values = std::move(values);
+      op.period = period;
+      op.setApi = library ? g.pick(3) : 0;
+      op.dev1First = p.twoDevices && g.chance(0.5);
+      op.readBack = g.chance(0.25);
+      return op;
+    };
+    auto newLaunch = [&](int config) {
+      return kernelOpOf(g, p, K, config, 2 + g.pick(p.numCreated),
+                        (1ull << 58) | (static_cast<uint64_t>(added++) << 32) | (p.seed & 0xfffff));
+    };
+    std::vector<int> at;  // template positions of K's launches
+    for (size_t i = 0; i < p.tmpl.size(); ++i) {
+      if (p.tmpl[i].kind == Kind::Kernel && p.tmpl[i].kernel == K && p.tmpl[i].tindex < p.bodyLen) {
+        at.push_back(static_cast<int>(i));
+      }
+    }
+    int first = 0, nh = 0, maxAsk = 0;  // K's configs above the default allowance
+    if (shmem) {
+      std::vector<KernelSpec::Config>& configs = p.kernels[K].configs;
+      first = static_cast<int>(configs.size());
+      nh = 1 + g.pick(2);
+      for (int i = 0; i < nh; ++i) {
+        KernelSpec::Config c = configs[0];
+        c.shmem = static_cast<unsigned>(kHigh[g.pick(4)]);
+        configs.push_back(c);
+        if (reloaded) p.reloadAlt[K - p.baseKernels].configs.push_back(c);
+      }
+      // Half the kernels are only ever raised to what their launches ask for or
+      // more (no launch refused: graft can keep them in graphs), the others are
+      // lowered too.
+      const bool raiseOnly = g.chance(0.5);
+      for (int i = first; i < first + nh; ++i) maxAsk = std::max(maxAsk, static_cast<int>(configs[i].shmem));
+      std::vector<int> raised;  // the allowances a raise-only kernel gets
+      for (int v : kAllowances) {
+        if (v >= maxAsk) raised.push_back(v);
+      }
+      std::vector<int> high;  // launches asking for more than the default
+      for (int i : at) {
+        if (g.chance(0.5)) {
+          p.tmpl[i].config = first + g.pick(nh);
+          high.push_back(i);
+        }
+      }
+      if (high.empty()) high.push_back(-1);  // one more launch, at a random place in the body
+      for (int h : high) {
+        Op launch = h < 0 ? newLaunch(first + g.pick(nh)) : p.tmpl[h];
+        int asks = static_cast<int>(configs[launch.config].shmem);
+        std::vector<Op> before, after;
+        if (g.chance(0.6)) {  // set to what the launch asks for, right before it (every iteration)
+          int v = steady ? maxAsk : g.chance(0.8) ? (raiseOnly ? maxAsk : asks) : kSimMaxSharedMem;
+          before.push_back(setting(Attr::MaxDynamicShared, {v}, 0));
+        }
+        if (!raiseOnly && !steady && g.chance(0.35)) {  // and lowered again right after it
+          after.push_back(setting(Attr::MaxDynamicShared, {kAllowances[g.pick(3)]}, 0));
+        }
+        if (h < 0) {
+          before.push_back(launch);
+          before.insert(before.end(), after.begin(), after.end());
+          inserts.push_back({g.pick(p.bodyLen), false, before});
+        } else {
+          if (!before.empty()) inserts.push_back({h, false, before});
+          if (!after.empty()) inserts.push_back({h + 1, true, after});
+        }
+      }
+      int np = g.pick(steady ? 2 : 3);  // changed every few iterations
+      for (int i = 0; i < np; ++i) {
+        std::vector<int> values;
+        int nv = 2 + g.pick(2);
+        for (int j = 0; j < nv; ++j) {
+          values.push_back(raiseOnly ? raised[g.pick(static_cast<int>(raised.size()))] : kAllowances[g.pick(7)]);
+        }
+        if (g.chance(0.08)) values[g.pick(nv)] = g.chance(0.5) ? kSimMaxSharedMem + 1 : -1;  // refused
+        inserts.push_back({g.pick(p.bodyLen), false, {setting(Attr::MaxDynamicShared, values, period())}});
+      }
+    }
+    if (cluster) {
+      const int steadyWidth = kWidths[g.pick(4)];
+      for (int i : at) {
+        if (g.chance(0.3)) {
+          inserts.push_back({i, false, {setting(Attr::ClusterWidth, {steady ? steadyWidth : kWidths[g.pick(4)]}, 0)}});
+        }
+      }
+      int np = steady ? g.pick(2) : 1 + g.pick(2);
+      for (int i = 0; i < np; ++i) {
+        std::vector<int> values;
+        int nv = 2 + g.pick(2);
+        for (int j = 0; j < nv; ++j) values.push_back(kWidths[g.pick(4)]);
+        if (g.chance(0.08)) values[g.pick(nv)] = 16;  // refused
+        inserts.push_back({g.pick(p.bodyLen), false, {setting(Attr::ClusterWidth, values, period())}});
+      }
+      if (at.empty() && g.chance(0.7)) inserts.push_back({g.pick(p.bodyLen), false, {newLaunch(0)}});  // shows it
+    }
+    // Set once before the loop too, before the program captures its graph (whose
+    // kernel nodes keep the width they were captured under; graph launches are
+    // not checked against the allowance, so its launches asking for more than a
+    // later allowance still run).
+    if (g.chance(0.4)) {
+      int allowance = -1;
+      if (shmem && g.chance(0.7)) {
+        allowance = g.chance(0.7) ? maxAsk : kSimMaxSharedMem;
+        p.setupOps.push_back(setting(Attr::MaxDynamicShared, {allowance}, 0));
+      }
+      if (cluster && g.chance(0.8)) p.setupOps.push_back(setting(Attr::ClusterWidth, {1 << g.pick(3)}, 0));
+      for (Op& op : p.graphOps) {
+        if (allowance >= 0 && op.kind == Kind::Kernel && op.kernel == K && g.chance(0.5)) {
+          op.config = first + g.pick(nh);
+        }
+      }
+    }
+    p.tunedKernels.push_back(K);
+  }
+  // Template indices first (from the template as it was), then insert from the back.
+  for (Insert& in : inserts) {
+    int pos = in.pos;
+    int tindex = in.after || pos >= static_cast<int>(p.tmpl.size()) ? p.tmpl[pos - 1].tindex : p.tmpl[pos].tindex;
+    for (Op& op : in.ops) {
+      op.tindex = tindex;
+      if (op.kind == Kind::SetAttr) ++p.numSettingOps;
+    }
+  }
+  std::stable_sort(inserts.begin(), inserts.end(), [](const Insert& x, const Insert& y) { return x.pos > y.pos; });
+  for (Insert& in : inserts) p.tmpl.insert(p.tmpl.begin() + in.pos, in.ops.begin(), in.ops.end());
+}
+
 }  // namespace
 
 Program generateProgram(uint64_t seed, long targetOps, bool threads, bool inject, unsigned features) {
@@ -527,6 +749,7 @@ Program generateProgram(uint64_t seed, long targetOps, bool threads, bool inject
     p.handoffEnd = p.handoffBegin + 1 + g.pick(length / 3);
   }
   addFeatures(p, seed, features);
+  addSettings(p, seed, features);
   p.iterations = static_cast<int>(std::max<long>(1, targetOps / static_cast<long>(p.tmpl.size() + 1)));
   return p;
 }
@@ -670,6 +893,63 @@ std::string Program::summary() const {
   if (reloadPeriod) {
     s << ", " << reloadAlt.size() << " " << (reloadLibrary ? "library" : "module") << " kernel(s) reloaded every "
       << reloadPeriod << " iterations";
+  }
+  if (!tunedKernels.empty()) {
+    s << ", " << numSettingOps << " attribute setting(s)";
+    if (!setupOps.empty()) s << " (and " << setupOps.size() << " before the loop)";
+    s << " on kernel(s)";
+    for (size_t i = 0; i < tunedKernels.size(); ++i) s << (i ? "," : " ") << tunedKernels[i];
+  }
+  return s.str();
+}
+
+std::string Program::listing() const {
+  std::ostringstream s;
+  auto cell = [](const CellRef& c) {
+    static const char* kRegions[] = {"dev",          "scratch",      "pinned-src",       "pinned-dst", "pinned-scratch",
+                                     "pageable-src", "pageable-dst", "pageable-scratch", "graph"};
+    return std::string(kRegions[static_cast<int>(c.region)]) + std::to_string(c.buffer) + "[" + std::to_string(c.cell) +
+           "]";
+  };
+  std::vector<std::pair<std::string, const Op*>> ops;
+  for (const Op& op : setupOps) ops.emplace_back("before the loop", &op);
+  for (const Op& op : graphOps) ops.emplace_back("program graph", &op);
+  for (size_t i = 0; i < tmpl.size(); ++i)
+    ops.emplace_back("[" + std::to_string(i) + "] t" + std::to_string(tmpl[i].tindex), &tmpl[i]);
+  for (const auto& [where, opp] : ops) {
+    const Op& op = *opp;
+    s << "  " << where << " " << kindName(op.kind) << " slot " << op.slot;
+    switch (op.kind) {
+      case Kind::Kernel: {
+        const KernelSpec& k = kernels[op.kernel];
+        const KernelSpec::Config& c = k.configs[op.config];
+        s << " kernel " << op.kernel << " (" << k.name << ") config " << op.config << " (grid " << c.grid[0] << ","
+          << c.grid[1] << " block " << c.block[0] << " shmem " << c.shmem << ") variant " << op.variant;
+        if (k.effect) s << " " << cell(op.dst) << " <- " << cell(op.src);
+        break;
+      }
+      case Kind::Copy:
+      case Kind::Memset:
+        s << " " << op.rows << "x" << op.cells << " cells to " << cell(op.dst);
+        if (op.kind == Kind::Copy) s << " from " << cell(op.src);
+        break;
+      case Kind::EventRecord:
+      case Kind::StreamWait:
+      case Kind::EventSync:
+      case Kind::Poll:
+      case Kind::EventQuery:
+        s << " event " << op.event;
+        break;
+      case Kind::SetAttr:
+        s << " kernel " << op.kernel << (op.attr == Attr::MaxDynamicShared ? " allowance" : " cluster width") << " = ";
+        for (size_t j = 0; j < op.values.size(); ++j) s << (j ? "," : "") << op.values[j];
+        if (op.period) s << " (each for " << op.period << " iterations)";
+        s << " api " << op.setApi << (op.readBack ? " read back" : "");
+        break;
+      default:
+        break;
+    }
+    s << "\n";
   }
   return s.str();
 }

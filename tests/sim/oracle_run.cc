@@ -97,6 +97,8 @@ const char* kindText(Kind k) {
       return "cuMemAlloc/cuMemFree";
     case Kind::TimingCheck:
       return "cuEventSynchronize + cuEventElapsedTime";
+    case Kind::SetAttr:
+      return "kernel attribute setting";
   }
   return "?";
 }
@@ -166,6 +168,7 @@ class Runner {
     std::string key;
     std::string what;
     Op op;
+    int width = 0;  // the kernel's required cluster width when it was captured
   };
 
   const simtest::DriverApi& cu() const { return drv_.plain; }
@@ -178,6 +181,7 @@ class Runner {
   void hostSync(const Op& op, int thread, int iteration);
   void queryAnsweredComplete(int thread, const Clock& covered, LogOp lo);
   void timingCheck(const Op& op, int thread, int iteration);
+  void issueSetting(const Op& op, int thread, int iteration);
   void ensureCtx(int device, int thread);
   void loadImage(int phase, int iteration);
   const KernelSpec& spec(int kernel) const {
@@ -196,7 +200,7 @@ class Runner {
   bool safe(const Clock& vc, const std::vector<Access>& acc) const;
   Op demote(const Op& op) const;
   void commitCells(const std::vector<Access>& acc, int lane, uint32_t stamp, int logId);
-  void applyModel(const Op& op, int lane, uint64_t k);
+  void applyModel(const Op& op, int lane, uint64_t k, int width);
   // The clock of the next op on `lane`. eventOp: a record or a wait, which on
   // a blocking stream does not wait for earlier legacy work (measured,
   // tests/gpu/driver_facts.cu; a record's event still covers it: eventClock).
@@ -266,6 +270,15 @@ class Runner {
   decltype(&::cuLibraryLoadData) libraryLoadData_ = nullptr;
   decltype(&::cuLibraryGetKernel) libraryGetKernel_ = nullptr;
   decltype(&::cuLibraryUnload) libraryUnload_ = nullptr;
+  // Kernel attribute settings (feature "settings"), per kernel index: the program's
+  // values in effect (model state, guarded by mu_; a reloaded kernel's go back to
+  // the defaults with each load).
+  std::vector<int> allowance_, width_;
+  long settings_ = 0, refusedSettings_ = 0, refusedLaunches_ = 0;
+  std::array<CUdevice, 2> devices_{};
+  decltype(&::cuKernelGetFunction) kernelGetFunction_ = nullptr;
+  decltype(&::cuFuncGetAttribute) funcGetAttribute_ = nullptr;
+  decltype(&::cuKernelGetAttribute) kernelGetAttribute_ = nullptr;
 };
 
 int Runner::laneOf(int slot, int thread) const {
@@ -404,14 +417,15 @@ void Runner::commitCells(const std::vector<Access>& acc, int lane, uint32_t stam
   }
 }
 
-void Runner::applyModel(const Op& op, int lane, uint64_t k) {
+void Runner::applyModel(const Op& op, int lane, uint64_t k, int width) {
   switch (op.kind) {
     case Kind::Kernel: {
       int effect = spec(op.kernel).effect;
       if (!effect) return;
       uint64_t v;
       std::memcpy(&v, &buffers_[bufferOf(op.src, lane)].model[op.src.cell * 8], 8);
-      v = effect == 1 ? v + k : simMix64(v ^ k);
+      // sim_add adds the required cluster width its launch got (fake_cuda_core.cc: execKernel).
+      v = effect == 1 ? v + k + static_cast<uint64_t>(width) : simMix64(v ^ k);
       std::memcpy(&buffers_[bufferOf(op.dst, lane)].model[op.dst.cell * 8], &v, 8);
       return;
     }
@@ -498,7 +512,16 @@ bool Runner::check(CUresult r, const char* call, int iteration, const Op* op, bo
 std::string Runner::describe(const Op& op, int lane, int iteration, uint64_t tag) const {
   std::string s = kindText(op.kind);
   char b[96];
-  if (op.kind == Kind::Kernel) {
+  if (op.kind == Kind::SetAttr) {
+    static const char* kApis[] = {"cuFuncSetAttribute", "cuKernelSetAttribute",
+                                  "cuFuncSetAttribute(cuKernelGetFunction(...))"};
+    s = std::string(kApis[op.setApi]) + " " + spec(op.kernel).name +
+        (op.attr == Attr::MaxDynamicShared ? " MAX_DYNAMIC_SHARED_SIZE_BYTES = " : " REQUIRED_CLUSTER_WIDTH = ") +
+        std::to_string(op.settingValue(iteration < 0 ? 0 : iteration));
+    if (op.period) s += " (changes every " + std::to_string(op.period) + " iterations)";
+    if (p_.twoDevices) s += op.dev1First ? " on devices 1 and 0" : " on devices 0 and 1";
+    lane = -1;
+  } else if (op.kind == Kind::Kernel) {
     std::snprintf(b, sizeof b, " %s tag=0x%" PRIx64, spec(op.kernel).name.c_str(), tag);
     s += b;
   } else if (op.kind == Kind::Copy) {
@@ -520,6 +543,23 @@ std::string Runner::describe(const Op& op, int lane, int iteration, uint64_t tag
 void Runner::setup() {
   CUcontext ctx;
   check(cu().cuInit(0), "cuInit", -1, nullptr);
+  allowance_.assign(p_.kernels.size(), kDefaultSharedAllowance);
+  width_.assign(p_.kernels.size(), 0);
+  if (!p_.tunedKernels.empty()) {
+    check(cu().cuDeviceGet(&devices_[0], 0), "cuDeviceGet", -1, nullptr);
+    if (p_.twoDevices) check(cu().cuDeviceGet(&devices_[1], 1), "cuDeviceGet", -1, nullptr);
+    auto lookup = [&](const char* name, auto* out) {
+      void* f = nullptr;
+      CUdriverProcAddressQueryResult status;
+      if (drv_.getProcAddress(name, &f, 13000, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &status) != CUDA_SUCCESS || !f) {
+        divergence(-1, std::string("setup: cuGetProcAddress(") + name + ") failed");
+      }
+      *out = reinterpret_cast<std::remove_pointer_t<decltype(out)>>(f);
+    };
+    lookup("cuKernelGetFunction", &kernelGetFunction_);
+    lookup("cuFuncGetAttribute", &funcGetAttribute_);
+    lookup("cuKernelGetAttribute", &kernelGetAttribute_);
+  }
   check(cu().cuDevicePrimaryCtxRetain(&ctx, 0), "cuDevicePrimaryCtxRetain", -1, nullptr);
   check(cu().cuCtxSetCurrent(ctx), "cuCtxSetCurrent", -1, nullptr);
   ctx_[0] = ctx;
@@ -675,6 +715,9 @@ void Runner::setup() {
     reload_[1] = p_.reloadAlt;
     loadImage(0, -1);
   }
+  // Kernel attributes set before the loop (and before the program's capture).
+  for (const Op& op : p_.setupOps) issueSetting(op, 0, -1);
+  ensureCtx(0, 0);
   // The program's own graph: captured once, launched by GraphLaunch template ops.
   if (p_.graphSlot >= 0) {
     CUstream s = created_[p_.graphSlot - 2];
@@ -704,6 +747,7 @@ void Runner::setup() {
               "cuLaunchKernel (capture)", -1, nullptr);
         ge.key = kernelKey(k.fn, c.grid, c.block, c.shmem, nullptr, 0, packed.data(), packed.size());
         ge.what = "program-graph kernel " + k.name;
+        ge.width = width_[op.kernel];
       } else {
         uint64_t dst = addressOf(op.dst, lane);
         check(cu().cuMemsetD32Async(dst, op.value, op.cells * 2, s), "cuMemsetD32Async (capture)", -1, nullptr);
@@ -779,6 +823,13 @@ void Runner::loadImage(int phase, int iteration) {
     k.bytes = simKernelParamBytes(k.fn);
   }
   phase_ = phase;
+  {
+    std::lock_guard<std::mutex> lk(mu_);  // a loaded kernel has the driver's defaults
+    for (size_t i = p_.baseKernels; i < allowance_.size(); ++i) {
+      allowance_[i] = kDefaultSharedAllowance;
+      width_[i] = 0;
+    }
+  }
   if (verbose_) {
     std::printf("  iteration %d: %s image %c loaded (%zu kernels%s)\n", iteration, kind, phase ? 'B' : 'A', ks.size(),
                 before[0] == ks[0].fn ? ", handles reused" : "");
@@ -816,11 +867,82 @@ void Runner::timingCheck(const Op& op, int thread, int iteration) {
   }
 }
 
+// cuFuncSetAttribute / cuKernelSetAttribute: on every device the program uses
+// (the simulator keeps one value per kernel; a driver one per device or context).
+// A value the driver refuses (CUDA_ERROR_INVALID_VALUE) changes nothing.
+void Runner::issueSetting(const Op& op, int thread, int iteration) {
+  const KernelSpec& k = spec(op.kernel);
+  const int v = op.settingValue(iteration);
+  const bool valid = attrValueValid(op.attr, v);
+  const CUfunction_attribute attr = op.attr == Attr::MaxDynamicShared ? CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+                                                                      : CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH;
+  const std::string what = describe(op, -1, iteration, 0);
+  std::vector<int> devs{0};
+  if (p_.twoDevices) devs = op.dev1First ? std::vector<int>{1, 0} : std::vector<int>{0, 1};
+  for (int d : devs) {
+    CUresult r;
+    const char* call;
+    if (op.setApi == 1) {
+      call = "cuKernelSetAttribute";
+      r = cu().cuKernelSetAttribute(attr, v, reinterpret_cast<CUkernel>(k.fn), devices_[d]);
+    } else {
+      ensureCtx(d, thread);
+      CUfunction f = k.fn;
+      if (op.setApi == 2) {
+        if (!kernelGetFunction_ ||
+            !check(kernelGetFunction_(&f, reinterpret_cast<CUkernel>(k.fn)), "cuKernelGetFunction", iteration, &op)) {
+          continue;
+        }
+      }
+      call = "cuFuncSetAttribute";
+      r = cu().cuFuncSetAttribute(f, attr, v);
+    }
+    if (r != (valid ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE)) {
+      const char* name = nullptr;
+      cu().cuGetErrorName(r, &name);
+      divergence(-1, "iteration " + std::to_string(iteration) + ": " + call + " (device " + std::to_string(d) +
+                         ") returned " + std::to_string(r) + " (" + (name ? name : "?") + ") for " + what +
+                         (valid ? ": a valid value (CUDA_SUCCESS)" : ": a value the driver refuses"));
+    }
+  }
+  std::vector<int>& model = op.attr == Attr::MaxDynamicShared ? allowance_ : width_;
+  if (op.readBack && funcGetAttribute_ && kernelGetAttribute_) {  // what the program set (or had, if refused)
+    int want, got = -12345;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      want = valid ? v : model[op.kernel];
+    }
+    const bool viaKernel = op.setApi != 0;  // library kernels
+    ensureCtx(0, thread);
+    const CUresult r = viaKernel ? kernelGetAttribute_(&got, attr, reinterpret_cast<CUkernel>(k.fn), devices_[0])
+                                 : funcGetAttribute_(&got, attr, k.fn);
+    if (check(r, viaKernel ? "cuKernelGetAttribute" : "cuFuncGetAttribute", iteration, &op) && got != want) {
+      divergence(-1, "iteration " + std::to_string(iteration) + ": after " + what + ", " +
+                         (viaKernel ? "cuKernelGetAttribute" : "cuFuncGetAttribute") + " reads " + std::to_string(got) +
+                         ", but the program's settings give " + std::to_string(want));
+    }
+  }
+  std::lock_guard<std::mutex> lk(mu_);
+  if (valid) model[op.kernel] = v;
+  ++settings_;
+  if (!valid) ++refusedSettings_;
+  LogOp lo;
+  lo.iteration = iteration;
+  lo.tindex = op.tindex;
+  lo.thread = thread;
+  lo.kind = op.kind;
+  lo.what = what;
+  pushLog(std::move(lo));
+}
+
 void Runner::issue(const Op& op, int thread, int iteration) {
   ensureCtx(deviceOfSlot(op.slot), thread);
   switch (op.kind) {
     case Kind::TimingCheck:
       timingCheck(op, thread, iteration);
+      return;
+    case Kind::SetAttr:
+      issueSetting(op, thread, iteration);
       return;
     case Kind::Kernel:
     case Kind::Copy:
@@ -904,7 +1026,7 @@ void Runner::issue(const Op& op, int thread, int iteration) {
         int id = pushLog(e);
         lanes_[t.lane].effects.push_back(id);
         commitCells(acc, t.lane, vc[t.lane], id);
-        applyModel(ge.op, t.lane, ge.op.k);
+        applyModel(ge.op, t.lane, ge.op.k, ge.width);
       }
       return;
     }
@@ -1001,8 +1123,17 @@ void Runner::issueEffect(const Op& opIn, int thread, int iteration) {
   Target t = target(opIn, thread);
   Op op = opIn;
   std::vector<Access> acc;
+  // A kernel launch gets the attributes in effect at its call; asking for more
+  // dynamic shared memory than its allowance, it is refused and has no effect.
+  int allowance = kDefaultSharedAllowance, width = 0;
+  unsigned asks = 0;
   {
     std::lock_guard<std::mutex> lk(mu_);
+    if (op.kind == Kind::Kernel) {
+      allowance = allowance_[op.kernel];
+      width = width_[op.kernel];
+      asks = spec(op.kernel).configs[op.config].shmem;
+    }
     Clock vc = nextClock(t.lane, thread);
     accesses(op, t.lane, &acc);
     // Demotion is sticky per template op, so a steady-state loop stays periodic.
@@ -1160,6 +1291,32 @@ void Runner::issueEffect(const Op& opIn, int thread, int iteration) {
     default:
       return;
   }
+  if (op.kind == Kind::Kernel && (asks > static_cast<unsigned>(allowance) || r != CUDA_SUCCESS)) {
+    const bool refused = asks > static_cast<unsigned>(allowance);
+    char b[200];
+    std::snprintf(b, sizeof b, "asks for %u bytes of dynamic shared memory, the kernel's allowance is %d", asks,
+                  allowance);
+    if (refused) {  // no effect (an effect with its content is named as such by the checker)
+      std::lock_guard<std::mutex> lk(mu_);
+      LogOp lo;
+      lo.iteration = iteration;
+      lo.tindex = op.tindex;
+      lo.thread = thread;
+      lo.kind = op.kind;
+      lo.what = describe(op, t.lane, iteration, tag) + " (refused: " + b + ")";
+      lo.key = std::move(key);
+      pushLog(std::move(lo));
+      ++refusedLaunches_;
+      if (r == CUDA_ERROR_INVALID_VALUE) return;  // as the program's semantics say
+    }
+    const char* name = nullptr;
+    cu().cuGetErrorName(r, &name);
+    divergence(-1, "iteration " + std::to_string(iteration) + ": " + call + " returned " + std::to_string(r) + " (" +
+                       (name ? name : "?") + ") for " + describe(op, t.lane, iteration, tag) + ", which " + b +
+                       (refused ? ": the driver refuses it (CUDA_ERROR_INVALID_VALUE, no effect)"
+                                : ": a valid launch (CUDA_SUCCESS)"));
+    return;  // not issued (an accepted refused launch: what runs was never issued)
+  }
   if (!check(r, call, iteration, &op)) return;
   int id;
   Clock vc;
@@ -1183,7 +1340,7 @@ void Runner::issueEffect(const Op& opIn, int thread, int iteration) {
     id = pushLog(std::move(lo));
     lanes_[t.lane].effects.push_back(id);
     commitCells(acc, t.lane, vc[t.lane], id);
-    applyModel(op, t.lane, kv);
+    applyModel(op, t.lane, kv, width);
     if (pageableD2H) join(hostVc_[thread], vc);  // the call returned after the copy completed
   }
   if (pageableD2H) {
@@ -1447,6 +1604,9 @@ RunResult Runner::run() {
   RunResult res;
   res.ops = loopOps_;
   res.demoted = demoted_;
+  res.settings = settings_;
+  res.refusedSettings = refusedSettings_;
+  res.refusedLaunches = refusedLaunches_;
   std::vector<Divergence> traceDiv = checkTrace(p_, log_, lanes_, markers_, &res);
   res.divergences = std::move(divergences_);
   res.divergences.insert(res.divergences.end(), traceDiv.begin(), traceDiv.end());

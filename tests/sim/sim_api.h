@@ -9,7 +9,9 @@
  *
  * Kernels with a real effect on memory (parameters 0..2 are 8-byte values):
  *  - name starts with "sim_add": (uint64_t* dst, const uint64_t* src, uint64_t k)
- *        *dst = *src + k
+ *        *dst = *src + k + w, w the kernel's required cluster width
+ *        (CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH, 0 unless set) when the
+ *        launch or graph node was made
  *  - name starts with "sim_mix": (uint64_t* dst, const uint64_t* src, uint64_t k)
  *        *dst = simMix64(*src ^ k)
  *  Any further parameters (e.g. a 64-bit tag) are carried but have no effect.

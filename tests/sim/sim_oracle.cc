@@ -1,6 +1,7 @@
 // sim_oracle.cc - the equivalence oracle (DESIGN.md §2, §5).
 //
-//   sim_oracle --seed S --ops N [--verbose] [--threads] [--inject]
+//   sim_oracle --seed S --ops N [--verbose] [--print-program] [--threads] [--inject]
+//              [--features all|none|dev1,timing,reload,settings]
 //
 // Generates a random CUDA program shaped like a training loop (oracle_gen.cc),
 // issues it through the driver obtained like cudart does - under LD_PRELOAD this is
@@ -18,7 +19,12 @@
 //      programs are race-free under CUDA's ordering rules).
 // --threads adds a concurrent thread on its own stream; --inject makes driver calls
 // that graft uses to build and replay graphs fail at random points (the program
-// itself then never captures or launches graphs).
+// itself then never captures or launches graphs). --features picks the features a
+// seed may enable (oracle.h, Program); "settings": kernel attributes set between
+// launches (dynamic shared memory allowance, required cluster width): a launch
+// above its allowance must be refused with CUDA_ERROR_INVALID_VALUE and have no
+// effect, and a sim_add kernel's result includes its launch's cluster width.
+// --print-program lists the generated template, one op a line.
 // Output: divergences first (readable), then the last line
 //   oracle: N ops, K divergences
 // Exit status: 0 when K = 0, 1 on divergence, 2 on usage or setup errors.
@@ -61,8 +67,8 @@ void injectFailures(uint64_t seed, bool verbose) {
 
 int usage() {
   std::fprintf(stderr,
-               "usage: sim_oracle --seed S --ops N [--verbose] [--threads] [--inject] [--features all|none|dev1,timing,"
-               "reload]\n");
+               "usage: sim_oracle --seed S --ops N [--verbose] [--print-program] [--threads] [--inject]\n"
+               "                  [--features all|none|dev1,timing,reload,settings]\n");
   return 2;
 }
 
@@ -71,7 +77,7 @@ int usage() {
 int main(int argc, char** argv) {
   uint64_t seed = 1;
   long ops = 2000;
-  bool verbose = false, threads = false, inject = false;
+  bool verbose = false, threads = false, inject = false, printProgram = false;
   unsigned features = oracle::kFeatureAll;
   std::string featureArg;
   for (int i = 1; i < argc; ++i) {
@@ -82,6 +88,8 @@ int main(int argc, char** argv) {
       ops = std::strtol(argv[++i], nullptr, 0);
     } else if (a == "--verbose") {
       verbose = true;
+    } else if (a == "--print-program") {
+      printProgram = true;
     } else if (a == "--threads") {
       threads = true;
     } else if (a == "--inject") {
@@ -100,6 +108,8 @@ int main(int argc, char** argv) {
           features |= oracle::kFeatureTiming;
         } else if (f == "reload") {
           features |= oracle::kFeatureReload;
+        } else if (f == "settings") {
+          features |= oracle::kFeatureSettings;
         } else if (f != "none" && !f.empty()) {
           return usage();
         }
@@ -117,7 +127,8 @@ int main(int argc, char** argv) {
   }
   simSetSeed(seed);
   oracle::Program program = oracle::generateProgram(seed, ops, threads, inject, features);
-  if (verbose) std::printf("program: %s\n", program.summary().c_str());
+  if (verbose || printProgram) std::printf("program: %s\n", program.summary().c_str());
+  if (printProgram) std::printf("%s", program.listing().c_str());
   if (inject) injectFailures(seed, verbose);
   oracle::RunResult res = oracle::runOracle(drv, program, verbose);
   auto& div = res.divergences;
@@ -130,6 +141,10 @@ int main(int argc, char** argv) {
       res.eagerEffects, res.graphEffects, res.demoted, static_cast<unsigned long long>(c.graphLaunches),
       static_cast<unsigned long long>(c.graphInstantiations), static_cast<unsigned long long>(c.execNodeParamUpdates),
       static_cast<unsigned long long>(c.captures), static_cast<unsigned long long>(c.injectedFailures));
+  if (res.settings) {
+    std::printf("settings: %ld attribute settings (%ld with a value the driver refuses), %ld launches refused\n",
+                res.settings, res.refusedSettings, res.refusedLaunches);
+  }
   if (!div.empty()) {
     size_t shown = verbose ? div.size() : std::min<size_t>(div.size(), 3);
     std::printf("DIVERGENCE: seed %llu (%s)\n", static_cast<unsigned long long>(seed), program.summary().c_str());
