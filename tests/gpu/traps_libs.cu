@@ -21,16 +21,6 @@
 #include "trap_common.cuh"
 
 // A library call that must return its library's success status (all are 0).
-#define CK_LIB(call, lib)                                                                        \
-  do {                                                                                           \
-    const int s_ = int(call);                                                                    \
-    if (s_ != 0) {                                                                               \
-      std::fprintf(stderr, "traps: %s:%d: %s -> %s status %d\n", __FILE__, __LINE__, #call, lib, s_); \
-      std::exit(1);                                                                              \
-    }                                                                                            \
-  } while (0)
-#define CKB(call) CK_LIB(call, "cuBLAS")
-#define CKR(call) CK_LIB(call, "cuRAND")
 #define CKF(call) CK_LIB(call, "cuFFT")
 static_assert(CUBLAS_STATUS_SUCCESS == 0 && CURAND_STATUS_SUCCESS == 0 && CUFFT_SUCCESS == 0);
 
