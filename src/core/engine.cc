@@ -254,9 +254,13 @@ void Engine::countDormant(StreamKey stream) {
 }
 
 GRAFT_HOT void Engine::completeIssued(const OpDesc& op, bool succeeded) {
-  ++stats_.eagerByCause[size_t(pending_cause_)];
+  completeIssued(op, succeeded, issueTicket());
+}
+
+GRAFT_HOT void Engine::completeIssued(const OpDesc& op, bool succeeded, IssueTicket ticket) {
+  ++stats_.eagerByCause[size_t(ticket.cause)];
   if (stepsAside() || !succeeded) return;
-  recordEagerOp(op, pending_boundary_);
+  recordEagerOp(op, ticket.boundary);
 }
 
 // ---------------------------------------------------------------------------
@@ -623,8 +627,18 @@ QueryAnswer Engine::query(StreamKey stream, uint64_t event, uint64_t queryHash) 
       polled = polled_events_.count(event) != 0;
     } else if (auto it = streams_.find(stream); it != streams_.end()) {
       inGeneration = it->second.activity == boundary_generation_;
-      for (size_t k = 0; inGeneration && k < held_.size() && !targetHeld; ++k)
-        targetHeld = held_.view(k).stream == stream;
+      // Only waits held on it: the stream may have nothing to do (a wait on
+      // an event never recorded, or on a record that is complete, does
+      // nothing), which only the driver can tell once they are issued
+      // (tests/gpu/traps_edge.cu, noop_query).
+      bool waitsHeld = false;
+      for (size_t k = 0; inGeneration && k < held_.size() && !targetHeld; ++k) {
+        const OpDesc h = held_.view(k);
+        if (h.stream != stream) continue;
+        if (h.kind == OpKind::EventWait) waitsHeld = true;
+        else targetHeld = true;
+      }
+      if (waitsHeld && !targetHeld) resolveHeld(EagerCause::QueryInSegment, nullptr);
       counters = &it->second;
       lastAsked = &counters->lastAskedAt;
       polled = counters->polled;

@@ -87,8 +87,18 @@ class Engine {
   std::unique_lock<EngineMutex> lock() { return std::unique_lock<EngineMutex>(mutex_); }
 
   // A stream-ordered op. On IssueNow the caller issues the op with its own
-  // arguments and then calls completeIssued() before releasing the lock.
+  // arguments and then calls completeIssued() before releasing the lock, or
+  // (an op that may block the host, see the hook's submitOp) takes
+  // issueTicket(), releases the lock for the driver call and hands the
+  // ticket to completeIssued() under the lock again.
   Decision submit(const OpDesc& op);
+  // What completeIssued() needs of the submit() that returned IssueNow.
+  struct IssueTicket {
+    EagerCause cause;
+    bool boundary;
+  };
+  IssueTicket issueTicket() const { return {pending_cause_, pending_boundary_}; }
+  void completeIssued(const OpDesc& op, bool succeeded, IssueTicket ticket);
   // While ops are held: the op the first live candidate expects next (what
   // submit() would compare the next op with first). Its bytes stay unchanged
   // until an op equal to it has been submitted. False when nothing is held.

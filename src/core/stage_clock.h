@@ -32,6 +32,8 @@ namespace graft::core {
   X(KernelLookup, "kernel_lookup")   /* finding the kernel's parameter layout */          \
   X(Match, "match")                  /* matching, holding, the patch list (engine) */     \
   X(FastLane, "fast_lane")           /* a launch compared in place and held (fast lane) */ \
+  X(FastLaneDescribed, "fast_lane_described") /* ... one with attributes, `extra` or shared memory, described in full */ \
+  X(FastLaneValue, "fast_lane_value") /* ... its parameter bytes compared with the expected op's */ \
   X(Record, "record")                /* recording an op the program's call issued */      \
   X(Build, "build")                  /* building one piece's graph */                     \
   X(Launch, "launch")                /* a segment's graph launch: stream joins, events */ \

@@ -502,6 +502,19 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
         case OpKind::Kernel:
         case OpKind::Memcpy:
         case OpKind::Memset: {
+          // The node the capture ended on before: an op that added none (the
+          // encoder leaves empty copies and memsets out; anything else the
+          // driver adds no node for) would otherwise take it for its own, and
+          // its patches would change that op's node.
+          CUgraphNode before = nullptr;
+          {
+            CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+            const CUgraphNode* deps = nullptr;
+            size_t numDeps = 0;
+            r = real<ApiId::k_cuStreamGetCaptureInfo_12030>()(cs, &status, nullptr, nullptr, &deps, nullptr, &numDeps);
+            if (r != CUDA_SUCCESS) return fail("cuStreamGetCaptureInfo");
+            if (numDeps == 1 && deps) before = deps[0];
+          }
           r = g->kernelForm[i] ? copy_kernels_.launch(op, ctx, cs) : issueOp(op, cs, kernels_, params_);
           if (r != CUDA_SUCCESS) {
             // The same launch ran eagerly: the driver refuses this kernel in
@@ -513,6 +526,10 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
             return fail("re-issuing " + describeLaunch(op, kernels_) + " into capture");
           }
           if (!capturedNode(cs, &g->nodes[i])) return false;
+          if (g->nodes[i] == before) {
+            r = CUDA_ERROR_INVALID_VALUE;
+            return fail("op " + std::to_string(i) + " (" + describeOp(op, kernels_) + ") added no graph node");
+          }
           break;
         }
         case OpKind::EventRecord: {

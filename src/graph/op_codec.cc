@@ -6,6 +6,7 @@
 
 #include "core/hot_path.h"
 #include "core/hash.h"
+#include "core/stage_clock.h"
 
 namespace graft::graph {
 
@@ -113,6 +114,9 @@ GRAFT_FAST_LANE core::EagerCause OpEncoder::describeLaunch(CUcontext ctx, Kernel
   if (info.eager != core::EagerCause::None) return info.eager;
   if (a.sharedMem && a.sharedMem > allowanceFor(info, ctx)) return core::EagerCause::AboveSharedMemAllowance;
   if (a.numAttrs > kMaxLaunchAttrs) return core::EagerCause::UnsupportedLaunch;
+  // Both parameter forms at once: the driver refuses the launch
+  // (CUDA_ERROR_INVALID_VALUE), so it goes to the driver, as eagerly.
+  if (a.kernelParams && a.extra) return core::EagerCause::DriverChecks;
   std::memset(ks, 0, sizeof(*ks));
   ks->func = reinterpret_cast<uint64_t>(a.func);
   ks->ctx = reinterpret_cast<uint64_t>(ctx);
@@ -186,6 +190,7 @@ GRAFT_FAST_LANE OpEncoder::Sameness OpEncoder::compareLaunch(const OpDesc& expec
       !info.layoutKnown ||
       (a.sharedMem && (a.sharedMem > info.sharedMemAllowance || info.allowanceStale ||
                        reinterpret_cast<uint64_t>(ctx) != info.ctx))) [[unlikely]] {
+    core::StageTimer timer(core::Stage::FastLaneDescribed);
     KernelShape ks;
     const void* buffer;
     if (describeLaunch(ctx, info, a, &ks, &buffer) != core::EagerCause::None) return Sameness::Differs;
@@ -202,6 +207,7 @@ GRAFT_FAST_LANE OpEncoder::Sameness OpEncoder::compareLaunch(const OpDesc& expec
       ks.sharedMem != a.sharedMem || ks.paramMode != kParamsArray || ks.numAttrs != 0 ||
       ks.paramBytes != info.paramBytes || expected.value.size != info.paramBytes)
     return Sameness::Differs;
+  core::StageTimer timer(core::Stage::FastLaneValue);
   if (info.paramBytes == 0 || paramsEqual(info, a.kernelParams, expected.value.data)) {
     *value = expected.value;
     return Sameness::Equal;
@@ -267,6 +273,9 @@ GRAFT_FAST_LANE void OpEncoder::writeKernelValue(const KernelInfo& info, const L
 
 GRAFT_HOT const OpDesc& OpEncoder::memcpy(ApiId api, core::StreamKey stream, CUcontext ctx, CUdeviceptr dst,
                                 CUdeviceptr src, size_t bytes) {
+  // An empty copy makes no graph node (a capture adds none): the driver
+  // checks it and does nothing, at its position.
+  if (bytes == 0) return boundary(api, stream, core::EagerCause::DriverChecks);
   const CopyShape s{reinterpret_cast<uint64_t>(ctx), bytes};
   const CopyValue v{dst, src};
   std::memcpy(shape_.data(), &s, sizeof(s));
@@ -277,6 +286,10 @@ GRAFT_HOT const OpDesc& OpEncoder::memcpy(ApiId api, core::StreamKey stream, CUc
 GRAFT_HOT const OpDesc& OpEncoder::memset(ApiId api, core::StreamKey stream, CUcontext ctx, CUdeviceptr dst,
                                 size_t pitch, unsigned value, unsigned elementSize, size_t width,
                                 size_t height) {
+  // Empty (no graph node, as above), or at an address the driver refuses for
+  // this element size: the driver's, at its position.
+  if (width == 0 || height == 0 || dst % elementSize != 0)
+    return boundary(api, stream, core::EagerCause::DriverChecks);
   const SetShape s{reinterpret_cast<uint64_t>(ctx), width, height, pitch, elementSize, 0};
   const SetValue v{dst, value, 0};
   std::memcpy(shape_.data(), &s, sizeof(s));

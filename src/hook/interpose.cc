@@ -471,6 +471,28 @@ template <ApiId Id, int PT, typename Real, typename... A>
     rt.engine().completeIssued(*op, true);
     return CUDA_SUCCESS;
   }
+  if constexpr (apiInfo(Id).klass == ApiClass::Copy) {
+    if (op->kind == OpKind::Boundary) {
+      // A copy graft does not graph (host memory, 2-D, 3-D, arrays) may block
+      // the host until the stream's earlier work is done (a copy with
+      // pageable memory), which may wait on a host function that waits for
+      // another thread's CUDA call: not under the engine lock, which that
+      // call needs (tests/gpu/traps_edge.cu, pageable_copy_gate). Everything
+      // before it is issued already (submit() issued what was held and
+      // drained the queued launches).
+      const OpDesc boundary = *op;  // the encoder's op may change meanwhile (it has no bytes)
+      const core::Engine::IssueTicket ticket = rt.engine().issueTicket();
+      const bool mayHold = rt.engine().mayHold();
+      lock.unlock();
+      const CUresult r =
+          core::isPerThreadKey(boundary.stream) ? forwardPerThread<Id, PT>(boundary.stream, mayHold, realFn, a...)
+                                                : realFn(a...);
+      lock.lock();
+      core::StageTimer timer(core::Stage::Record);
+      rt.engine().completeIssued(boundary, r == CUDA_SUCCESS, ticket);
+      return r;
+    }
+  }
   const CUresult r = core::isPerThreadKey(op->stream)
                         ? forwardPerThread<Id, PT>(op->stream, rt.engine().mayHold(), realFn, a...)
                         : realFn(a...);
@@ -520,11 +542,29 @@ CUresult allocAsync(Runtime& rt, Real realFn, CUdeviceptr* out, size_t bytes, CU
 }
 
 // cuMemFreeAsync: deferred past the ops graft holds, then to the driver or the pool.
+// Whether the driver would take a stream-ordered free of `p` (see freeAsync).
+// Calls the driver; no lock needed.
+inline bool freeTakenByDriver(CUdeviceptr p) {
+  if (!p) return false;
+  auto attribute = real<ApiId::k_cuPointerGetAttribute_4000>();
+  CUdeviceptr start = 0;
+  unsigned type = 0;
+  return attribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, p) == CUDA_SUCCESS && start == p &&
+         attribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) == CUDA_SUCCESS && type == CU_MEMORYTYPE_DEVICE;
+}
+
 template <int PT, typename Real>
 CUresult freeAsync(Runtime& rt, Real realFn, CUdeviceptr p, CUstream s) {
   pool::DevicePool* pool = rt.pool();
   const bool pooled = pool && pool->owns(p);
   StreamKey key = streamKey(s, PT);
+  // A free graft would hold back must be one the driver takes: the start of
+  // device memory. Any other (a pointer into a block, host memory, null, an
+  // unknown address) goes to the driver now, which refuses it, or frees
+  // nothing, with the code it returns eagerly (tests/gpu/traps_edge.cu,
+  // refused_values).
+  if (!pooled && !freeTakenByDriver(p))
+    return directOn<ApiId::k_cuMemFreeAsync_11020, PT>(rt, key, realFn)(p, s);
   {
     auto lock = rt.engine().lock();
     // Deferred, queued or to graft's pool, the free is ordered on the proxy,
@@ -759,9 +799,12 @@ template <ApiId Id, int PT, typename Real, typename... A>
       if constexpr (info.traits & trait::ENDS_CONTEXT) {
         // A reset or a destroy ends the context (UNLOADS); a release ends the
         // primary context only if it was the last reference.
+        // (A release is taken for an unload, but whether it ended the context
+        // is asked.)
         const auto [proxies, device] = proxiesEndedBy(a...);
         const CUresult r = realFn(a...);
-        if (r == CUDA_SUCCESS) graph::PerThreadStreams::retireIfEnded(proxies, device, info.traits & trait::UNLOADS);
+        constexpr bool surelyEnds = (info.traits & trait::UNLOADS) && Id != ApiId::k_cuDevicePrimaryCtxRelease_11000;
+        if (r == CUDA_SUCCESS) graph::PerThreadStreams::retireIfEnded(proxies, device, surelyEnds);
         return r;
       }
       return realFn(a...);

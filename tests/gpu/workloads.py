@@ -10,6 +10,7 @@ CASE: mlp mlp_item gpt amp sidestream lastbatch partgraph gemm cnn lstm dynamic 
       rngstate timing emptycache pinned recordstream condstep moe graphed clipskip
       fno linalg lbfgs plateau swa parametrize sparse gnn pageable setstream
       ppo wgangp dpsgd offload reentrant unfreeze gpudata
+      bnfreeze embbag sampling streampool optbwd lrtensor reparam ckpt
       pipeline2 ddp2 (or "list")
 
 --steps N is the total number of training steps; the first W (--warmup) are untimed.
@@ -37,8 +38,11 @@ averaged model's eval loss) every 25th step of its averaging phase and setstream
 generator's loss, added every 5th step), dpsgd " clip=<hex>" (the mean per-sample clip
 factor), reentrant " n=<hex>" (the gradient norm) and unfreeze " lr=<hex>" (the head's
 learning rate tensor after the scheduler's step) on every step, gpudata " eval=<hex>"
-at the end of every epoch (32 steps). ppo's loss is the mean of its 8 minibatch losses,
-wgangp's the critic's.
+at the end of every epoch (32 steps); bnfreeze " rv=<hex>" (the stem BatchNorm's running
+variance summed), embbag " e=<hex>" (empty bags), sampling " n=<k> s=<hex>" (tokens sampled,
+the window's token sum), reparam " h=<n>" (the hidden width) and ckpt
+" ck=s|r<step>|sr<step>|-" (checkpoint saved, restored from the one of that step) on every
+line. ppo's loss is the mean of its 8 minibatch losses, wgangp's the critic's.
 decode is inference, not training: its "loss" is the sum of the chosen tokens' logits.
 No-sync cases keep the losses in a preallocated GPU tensor and read them after the loop.
 expandable runs with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, which main() sets
@@ -97,7 +101,8 @@ OTHER_CASES = ["cnn", "lstm", "dynamic", "accum", "inductor_mlp", "inductor_gpt"
                "rngstate", "timing", "emptycache", "pinned", "recordstream", "condstep", "moe", "graphed",
                "clipskip", "fno", "linalg", "lbfgs", "plateau", "swa", "parametrize", "sparse", "gnn",
                "pageable", "setstream", "ppo", "wgangp", "dpsgd", "offload", "reentrant", "unfreeze",
-               "gpudata", "pipeline2", "ddp2"]
+               "gpudata", "bnfreeze", "embbag", "sampling", "streampool", "optbwd", "lrtensor",
+               "reparam", "ckpt", "pipeline2", "ddp2"]
 # Cases that need two GPUs: with one, workloads.py exits 77 for them (check_losses.py
 # reports them skipped and goes on).
 TWO_GPU_CASES = ("pipeline2", "ddp2")
@@ -2880,6 +2885,468 @@ class GPUDataWorkload(Workload):
         return super().loss_lines()
 
 
+# --------------------------------------------------------------------------- red-team patterns
+# Loops chosen for what a tool that records launch sequences and replays them as graphs
+# assumes and a real script breaks: BatchNorm frozen and unfrozen every few steps (two
+# launch sequences that differ in a few kernels and the optimizer's tensor lists), bags
+# whose boundaries move every step, sampling whose number of random draws changes every
+# step and feeds the next step, a fresh pooled stream per micro-batch, optimizer steps
+# issued from the autograd thread by post-accumulate-grad hooks, a learning rate passed
+# by pointer from a new tensor every step, parameters replaced by new ones (and widened),
+# and a checkpoint saved to and restored from host memory mid-run.
+
+class BNFreezeWorkload(ClassifierWorkload):
+    """The small ResNet in channels_last (cuDNN's NHWC kernels) with its BatchNorm layers
+    frozen and unfrozen in a fixed rhythm, as fine-tuning scripts freeze BN: three steps in
+    train mode (batch statistics, running statistics updated in place, num_batches_tracked
+    incremented, BN affine parameters trained), then two steps with every BatchNorm2d in
+    eval mode (running statistics used and backpropagated through, no update) and its
+    weight and bias set to requires_grad=False (their .grad stays None, so SGD's foreach
+    lists shrink by eighteen tensors). Every 7th batch arrives in NCHW (contiguous) instead
+    of channels_last, so the stem's convolution first converts it (one more kernel); the
+    combined period is 35 steps. Labels from a fixed projection of the pooled pixels;
+    SGD with momentum (foreach), set_to_none. The sum of the stem BatchNorm's running
+    variance after the step ends every line (" rv=<hex>"). No sync in the loop."""
+
+    batch = 32
+    train_len, frozen_len, nchw_every = 3, 2, 7
+
+    def setup(self, mode="eager"):
+        self.model = SmallResNet(self.nout).to(self.dev)
+        self.model.to(memory_format=torch.channels_last)
+        self.bns = [m for m in self.model.modules() if isinstance(m, nn.BatchNorm2d)]
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.02, momentum=0.9, weight_decay=5e-4,
+                                   foreach=True)
+        self.fwd = self.model
+        self.label_proj = torch.randn(3 * 8 * 8, self.nout, device=self.dev, generator=self.gen)
+        self.frozen = None
+        self.rv_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+
+    def set_frozen(self, frozen):
+        if frozen == self.frozen:
+            return
+        self.frozen = frozen
+        for bn in self.bns:
+            bn.train(not frozen)
+            bn.weight.requires_grad_(not frozen)
+            bn.bias.requires_grad_(not frozen)
+
+    def step(self, i):
+        self.set_frozen(i % (self.train_len + self.frozen_len) >= self.train_len)
+        x = torch.randn(self.batch, 3, 32, 32, device=self.dev, generator=self.gen)
+        y = (F.avg_pool2d(x, 4).flatten(1) @ self.label_proj).argmax(dim=1)
+        if i % self.nchw_every != self.nchw_every - 1:
+            x = x.contiguous(memory_format=torch.channels_last)
+        self.opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(self.model(x), y)
+        loss.backward()
+        self.opt.step()
+        self.rv_buf[i].copy_(self.bns[0].running_var.sum())
+        return loss
+
+    def loss_lines(self):
+        for i, h in enumerate(tensor_hexes(self.rv_buf)):
+            self.extra[i] = "rv=" + h
+        return super().loss_lines()
+
+
+class EmbBagWorkload(Workload):
+    """A bag-of-tokens classifier (fastText / DLRM sparse features): 1536 token ids a step
+    split into 64 bags at boundaries drawn anew every step (sorted random cut points on the
+    GPU; bags of any length, empty ones included, the total fixed), so the offsets tensor
+    has the same shape and address pattern every step but other contents. Two
+    nn.EmbeddingBag tables: mode="mean" with padding_idx=0 (about 5% of the ids are the
+    padding id; the divisor per bag is its count of other ids) and mode="sum" with
+    per_sample_weights from a sigmoid of a third, plain nn.Embedding (so backward reaches
+    the weights through _embedding_bag_per_sample_weights_backward too); the embedding
+    backward sorts the ids and reduces segments whose number follows from the data. Labels
+    from F.embedding_bag over a fixed table with the same bags; Adam (foreach). The number of
+    empty bags ends every line (" e=<hex>"). No sync in the loop's own code."""
+
+    vocab, d, bags, total, nout, pad_frac = 4096, 64, 64, 1536, 10, 0.05
+
+    def setup(self, mode="eager"):
+        V, d = self.vocab, self.d
+        self.mean_bag = nn.EmbeddingBag(V, d, mode="mean", padding_idx=0)
+        self.sum_bag = nn.EmbeddingBag(V, d, mode="sum")
+        self.gate = nn.Embedding(V, 1)
+        self.head = nn.Sequential(nn.Linear(2 * d, 128), nn.GELU(), nn.Linear(128, self.nout))
+        self.model = nn.ModuleList([self.mean_bag, self.sum_bag, self.gate, self.head]).to(self.dev)
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=2e-3, foreach=True)
+        self.truth = torch.randn(V, self.nout, device=self.dev, generator=self.gen)
+        self.truth[0].zero_()
+        self.start = torch.zeros(1, dtype=torch.long, device=self.dev)
+        self.empty_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+
+    def step(self, i):
+        V = self.vocab
+        ids = torch.randint(0, V, (self.total,), device=self.dev, generator=self.gen)
+        ids = ids.masked_fill(ids < int(V * self.pad_frac), 0)                 # the padding id
+        cuts = torch.randint(0, self.total, (self.bags - 1,), device=self.dev, generator=self.gen)
+        offsets = torch.cat([self.start, torch.sort(cuts).values])             # bags, from 0
+        with torch.no_grad():
+            y = F.embedding_bag(ids, self.truth, offsets, mode="sum").argmax(dim=1)
+        self.opt.zero_grad(set_to_none=True)
+        w = torch.sigmoid(self.gate(ids).squeeze(1))                           # total
+        h = torch.cat([self.mean_bag(ids, offsets),
+                       0.1 * self.sum_bag(ids, offsets, per_sample_weights=w)], dim=1)
+        loss = F.cross_entropy(self.head(h), y)
+        loss.backward()
+        self.opt.step()
+        self.empty_buf[i].copy_((offsets[1:] == offsets[:-1]).sum())
+        return loss
+
+    def loss_lines(self):
+        for i, h in enumerate(tensor_hexes(self.empty_buf)):
+            self.extra[i] = "e=" + h
+        return super().loss_lines()
+
+
+class SamplingWorkload(Workload):
+    """Training on the model's own samples (self-training / on-policy LM fine-tuning): a
+    window of 33 tokens per row (8 rows) lives on the GPU; every step first generates 1 to
+    4 new tokens (the count drawn by a seeded host random.Random, so the number of random
+    draws and forward passes changes from step to step with no period), each by a forward
+    pass of a 2-layer GPT in eval mode under no_grad, top-k (16) of the last position's
+    logits, then, alternately, torch.multinomial(replacement=True, 2 samples, first kept)
+    or the Gumbel-max trick by hand (exponential_ noise, argmax) from a dedicated CUDA
+    generator, and with probability 0.1 per row a uniform token instead (torch.rand and
+    randint on the default generator); the window slides by torch.cat. Then one training
+    step on the window (train mode: dropout from the default generator, whose Philox
+    offset at that point depends on how many tokens all earlier steps sampled), AdamW
+    (foreach). The tokens are never read by the host: each step's input is the previous
+    steps' output. The number of tokens sampled and the window's token sum end every line
+    (" n=<k> s=<hex>")."""
+
+    batch, seq, vocab, topk, temperature, explore = 8, 32, 256, 16, 0.9, 0.1
+
+    def setup(self, mode="eager"):
+        import random
+        self.model = GPT(vocab=self.vocab, seq=self.seq, d=128, heads=4, layers=2, p=0.1).to(self.dev)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=3e-4, weight_decay=0.01, foreach=True)
+        self.window = torch.randint(0, self.vocab, (self.batch, self.seq + 1), device=self.dev,
+                                    generator=self.gen)
+        self.sample_gen = torch.Generator(device=self.dev)
+        self.sample_gen.manual_seed(5551)
+        self.rounds = random.Random(31)
+        self.sum_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.counts = {}
+
+    def sample_next(self, r):
+        B = self.batch
+        logits = self.model(self.window[:, 1:])[:, -1] / self.temperature       # B, vocab
+        vals, idx = logits.topk(self.topk, dim=-1)                               # B, k
+        probs = F.softmax(vals, dim=-1)
+        if r % 2 == 0:
+            choice = torch.multinomial(probs, 2, replacement=True, generator=self.sample_gen)[:, :1]
+        else:
+            q = torch.empty_like(probs).exponential_(generator=self.sample_gen)
+            choice = (probs / q).argmax(dim=-1, keepdim=True)
+        tok = idx.gather(1, choice)                                              # B, 1
+        explore = torch.rand(B, 1, device=self.dev) < self.explore               # the default generator
+        uniform = torch.randint(0, self.vocab, (B, 1), device=self.dev)
+        return torch.where(explore, uniform, tok)
+
+    def step(self, i):
+        n = self.rounds.randint(1, 4)
+        self.model.eval()
+        with torch.no_grad():
+            for r in range(n):
+                self.window = torch.cat([self.window[:, 1:], self.sample_next(r)], dim=1)
+        self.model.train()
+        tok = self.window
+        self.opt.zero_grad(set_to_none=True)
+        logits = self.model(tok[:, :-1])
+        loss = F.cross_entropy(logits.reshape(-1, self.vocab), tok[:, 1:].reshape(-1))
+        loss.backward()
+        self.opt.step()
+        self.sum_buf[i].copy_(tok.sum())
+        self.counts[i] = n
+        return loss
+
+    def loss_lines(self):
+        sums = tensor_hexes(self.sum_buf)
+        for i, n in self.counts.items():
+            self.extra[i] = "n=%d s=%s" % (n, sums[i])
+        return super().loss_lines()
+
+
+class StreamPoolWorkload(TaskWorkload):
+    """Gradient accumulation over 3 micro-batches, each on a stream of its own made with
+    torch.cuda.Stream() right there (as per-micro-batch stream code does): PyTorch hands
+    out its pooled streams round-robin (32 per priority), so the streams a step runs on
+    change every step and come back only after 32 steps (the middle micro-batch asks for
+    a high-priority stream, from the other pool, whose cycle is three times as long). The
+    batch is drawn on the compute stream; the micro-batch's stream waits for it
+    (wait_stream), runs forward (dropout) and backward there (.grad created on the first
+    micro-batch's stream and accumulated on the others), the batch is record_stream()ed
+    to it, the compute stream waits for it and the micro-batch's loss is record_stream()ed
+    to the compute stream, which sums the losses and runs AdamW (foreach, set_to_none). The
+    caching allocator keeps a pool per stream, so activations come from 64 pools in turn.
+    No sync in the loop."""
+
+    micro = 3
+
+    def setup(self, mode="eager"):
+        self.model = MLP(self.din, self.hidden, self.nout, layers=6, dropout=0.1).to(self.dev)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
+        self.fwd = self.model
+        self.label_setup()
+
+    def step(self, i):
+        main = torch.cuda.current_stream(self.dev)
+        self.opt.zero_grad(set_to_none=True)
+        total = torch.zeros((), device=self.dev)
+        for k in range(self.micro):
+            x, y = self.batch_for(i)
+            s = torch.cuda.Stream(device=self.dev, priority=-1 if k == 1 else 0)
+            s.wait_stream(main)
+            with torch.cuda.stream(s):
+                loss = F.cross_entropy(self.model(x), y) / self.micro
+                loss.backward()
+            x.record_stream(s)
+            y.record_stream(s)
+            main.wait_stream(s)
+            loss.record_stream(main)
+            total = total + loss.detach()
+        self.opt.step()
+        return total
+
+
+class OptInBackwardWorkload(TaskWorkload):
+    """The optimizer step fused into backward, as PyTorch's memory-saving recipe does it:
+    one AdamW (foreach=False) per parameter, run by a hook registered with
+    Tensor.register_post_accumulate_grad_hook, which clips that parameter's gradient
+    (clip_grad_norm_ over the one tensor), steps it and sets its .grad to None. The hooks
+    run on the autograd engine's device thread in the middle of backward, so the
+    optimizer's kernels and its host-side bias corrections interleave with the backward
+    kernels, issued from that thread, in the order the engine reaches the parameters; the
+    main thread issues no optimizer launch at all. A tensor hook (register_hook) on the
+    activation between the two halves of the MLP clamps its gradient. The learning rate of
+    every optimizer halves every 100 steps (a Python float). The MLP (6 layers, dropout).
+    No sync in the loop."""
+
+    clamp = 2e-3
+
+    def setup(self, mode="eager"):
+        self.model = MLP(self.din, self.hidden, self.nout, layers=6, dropout=0.1).to(self.dev)
+        self.fwd = self.model
+        self.label_setup()
+        self.opts = {}
+        self.handles = []
+        for p in self.model.parameters():
+            self.opts[p] = torch.optim.AdamW([p], lr=1e-3, weight_decay=0.01, foreach=False)
+            self.handles.append(p.register_post_accumulate_grad_hook(self.param_hook))
+
+    def param_hook(self, p):
+        torch.nn.utils.clip_grad_norm_([p], 0.5)
+        opt = self.opts[p]
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    def clamp_hook(self, g):
+        return g.clamp(-self.clamp, self.clamp)
+
+    def step(self, i):
+        if i > 0 and i % 100 == 0:
+            for opt in self.opts.values():
+                opt.param_groups[0]["lr"] *= 0.5
+        x, y = self.batch_for(i)
+        net = self.model.net
+        h = net[:6](x)
+        h.register_hook(self.clamp_hook)
+        loss = F.cross_entropy(net[6:](h), y)
+        loss.backward()
+        return loss
+
+
+class LRTensorWorkload(TaskWorkload):
+    """A learning rate handed to fused Adam by pointer from a new tensor every step, as
+    scripts that set group["lr"] = torch.tensor(lr, device="cuda") do: the host computes a
+    warmup-then-cosine rate and, for the body's parameter group, makes a new 0-dim CUDA
+    tensor of it (a copy from pageable host memory, and a sync) while the last one is still
+    referenced, so the address the fused kernel reads the rate from changes every step
+    (between blocks the caching allocator hands out in turn). Every 50 steps the body's
+    group switches between such a tensor and a Python float (then a kernel argument: the
+    other overload of _fused_adam_, another kernel), and back. The head's group always
+    takes a Python float (twice the rate). Adam with fused=True and amsgrad (step counts on
+    the GPU). The MLP (6 layers, no dropout). A sync every step of the tensor phases, none
+    in the float phases."""
+
+    warmup, switch_every, base_lr = 20, 50, 1e-3
+
+    def setup(self, mode="eager"):
+        self.model = MLP(self.din, self.hidden, self.nout, layers=6).to(self.dev)
+        self.fwd = self.model
+        self.label_setup()
+        body = list(self.model.net[:-1].parameters())
+        head = list(self.model.net[-1].parameters())
+        self.opt = torch.optim.Adam([{"params": body, "lr": torch.tensor(self.base_lr, device=self.dev)},
+                                     {"params": head, "lr": self.base_lr}],
+                                    lr=self.base_lr, amsgrad=True, fused=True)
+
+    def lr_at(self, i):
+        return self.base_lr * min(1.0, (i + 1) / self.warmup) * 0.5 * (1.0 + math.cos(math.pi * i / self.steps))
+
+    def step(self, i):
+        lr = self.lr_at(i)
+        body, head = self.opt.param_groups
+        if (i // self.switch_every) % 2 == 0:
+            body["lr"] = torch.tensor(lr, device=self.dev)   # a new tensor: H2D, a sync
+        else:
+            body["lr"] = lr
+        head["lr"] = 2.0 * lr
+        return super().step(i)
+
+
+class ReparamWorkload(TaskWorkload):
+    """Parameters replaced by new nn.Parameter objects mid-run, as model surgery does:
+    every 30 steps each of the three Linear layers gets a new weight and bias (so every
+    parameter, its gradient and its optimizer state move to new addresses, and the old
+    blocks go back to the caching allocator, which hands them to the next step's
+    activations), and a new AdamW (foreach) takes over the old one's state (cloned). A
+    4 MiB spacer held during the surgery pushes the new tensors away from the freed ones.
+    Every second surgery widens the hidden layer by 32 units, Net2Net style (function
+    preserving): 32 units picked by a torch.randperm from a CUDA generator are duplicated
+    (index_select of the second layer's rows), their outgoing weights halved and copied
+    (index_fill of a scale, index_select of the last layer's columns); the widened
+    parameters start with fresh optimizer state, so the foreach step mixes step counts
+    (bias corrections differ per tensor), and every kernel shape after the first layer
+    changes for good. The width after the step ends every line (" h=<n>"). No sync in the
+    loop's own code."""
+
+    every, grow, hidden = 30, 32, 256
+
+    def setup(self, mode="eager"):
+        h = self.hidden
+        self.l1 = nn.Linear(self.din, h)
+        self.l2 = nn.Linear(h, h)
+        self.l3 = nn.Linear(h, self.nout)
+        self.model = nn.Sequential(self.l1, nn.ReLU(), self.l2, nn.ReLU(), self.l3).to(self.dev)
+        self.fwd = self.model
+        self.label_setup()
+        self.opt = self.make_opt()
+        self.width_gen = torch.Generator(device=self.dev)
+        self.width_gen.manual_seed(77)
+        self.surgeries = 0
+        self.widths = {}
+
+    def make_opt(self):
+        return torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
+
+    def surgery(self, widen):
+        old = self.opt
+        spacer = torch.empty(2 ** 20, device=self.dev)
+        fresh = {}
+        with torch.no_grad():
+            if widen:
+                h = self.l2.out_features
+                idx = torch.randperm(h, device=self.dev, generator=self.width_gen)[:self.grow]
+                fresh["l2.weight"] = torch.cat([self.l2.weight, self.l2.weight.index_select(0, idx)], dim=0)
+                fresh["l2.bias"] = torch.cat([self.l2.bias, self.l2.bias.index_select(0, idx)])
+                scale = torch.ones(h, device=self.dev).index_fill_(0, idx, 0.5)
+                w3 = self.l3.weight * scale
+                fresh["l3.weight"] = torch.cat([w3, w3.index_select(1, idx)], dim=1)
+            moved = []
+            for name in ("l1", "l2", "l3"):
+                lin = getattr(self, name)
+                for attr in ("weight", "bias"):
+                    p_old = getattr(lin, attr)
+                    key = name + "." + attr
+                    if key in fresh:
+                        p_new, state = nn.Parameter(fresh[key]), None
+                    else:
+                        p_new = nn.Parameter(p_old.detach().clone())
+                        state = None
+                        if p_old in old.state:
+                            state = {k: (v.clone() if torch.is_tensor(v) else v)
+                                     for k, v in old.state[p_old].items()}
+                    setattr(lin, attr, p_new)
+                    moved.append((p_new, state))
+            self.l2.out_features = self.l2.weight.shape[0]
+            self.l3.in_features = self.l3.weight.shape[1]
+        self.opt = self.make_opt()
+        for p_new, state in moved:
+            if state is not None:
+                self.opt.state[p_new] = state
+        del old, spacer, fresh, moved
+
+    def step(self, i):
+        if i > 0 and i % self.every == 0:
+            self.surgeries += 1
+            self.surgery(widen=self.surgeries % 2 == 0)
+        loss = super().step(i)
+        self.widths[i] = self.l2.out_features
+        return loss
+
+    def loss_lines(self):
+        for i, h in self.widths.items():
+            self.extra[i] = "h=%d" % h
+        return super().loss_lines()
+
+
+class CkptWorkload(TaskWorkload):
+    """A checkpoint written to host memory and read back mid-run, as fault-tolerant
+    training does after a failure: every 30 steps torch.save writes the model's and the
+    optimizer's state_dict, the StepLR scheduler's, the batch generator's state and the
+    default CUDA generator's state (get_rng_state) into an io.BytesIO (device-to-host
+    copies and syncs); every 50 steps the loop "restarts" from the newest checkpoint:
+    torch.load(map_location="cpu"), load_state_dict into the live parameters (host-to-
+    device copies from pageable memory), the optimizer's load_state_dict (its exp_avg and
+    exp_avg_sq tensors made anew on the GPU, at other addresses, the old ones freed), the
+    scheduler's, Generator.set_state and torch.cuda.set_rng_state (dropout's Philox offset
+    goes back). The steps after a restore repeat earlier steps' work exactly (a launch
+    sequence seen before, at a rewound RNG offset, over optimizer state at new addresses).
+    The MLP (6 layers, dropout 0.1), AdamW (foreach). What the step did ends every line
+    (" ck=s", " ck=r<step saved>", " ck=sr<step>" or " ck=-")."""
+
+    save_every, restore_every = 30, 50
+
+    def setup(self, mode="eager"):
+        import io
+        self.io = io
+        self.model = MLP(self.din, self.hidden, self.nout, layers=6, dropout=0.1).to(self.dev)
+        self.fwd = self.model
+        self.label_setup()
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
+        self.sched = torch.optim.lr_scheduler.StepLR(self.opt, step_size=40, gamma=0.7)
+        self.blob = None
+        self.marks = {}
+
+    def save(self, i):
+        f = self.io.BytesIO()
+        torch.save({"model": self.model.state_dict(), "opt": self.opt.state_dict(),
+                    "sched": self.sched.state_dict(), "gen": self.gen.get_state(),
+                    "cuda_rng": torch.cuda.get_rng_state(self.dev), "step": i}, f)
+        self.blob = f.getvalue()
+
+    def restore(self):
+        ck = torch.load(self.io.BytesIO(self.blob), map_location="cpu", weights_only=False)
+        self.model.load_state_dict(ck["model"])
+        self.opt.load_state_dict(ck["opt"])
+        self.sched.load_state_dict(ck["sched"])
+        self.gen.set_state(ck["gen"])
+        torch.cuda.set_rng_state(ck["cuda_rng"], self.dev)
+        return ck["step"]
+
+    def step(self, i):
+        loss = super().step(i)
+        self.sched.step()
+        mark = ""
+        if i % self.save_every == self.save_every - 1:
+            self.save(i)
+            mark = "s"
+        if i % self.restore_every == self.restore_every - 1 and self.blob is not None:
+            mark += "r%d" % self.restore()
+        self.marks[i] = mark or "-"
+        return loss
+
+    def loss_lines(self):
+        for i, m in self.marks.items():
+            self.extra[i] = "ck=" + m
+        return super().loss_lines()
+
+
 WORKLOADS = {
     "mlp": ClassifierWorkload,
     "mlp_item": MLPItem,
@@ -2930,6 +3397,14 @@ WORKLOADS = {
     "reentrant": ReentrantWorkload,
     "unfreeze": UnfreezeWorkload,
     "gpudata": GPUDataWorkload,
+    "bnfreeze": BNFreezeWorkload,
+    "embbag": EmbBagWorkload,
+    "sampling": SamplingWorkload,
+    "streampool": StreamPoolWorkload,
+    "optbwd": OptInBackwardWorkload,
+    "lrtensor": LRTensorWorkload,
+    "reparam": ReparamWorkload,
+    "ckpt": CkptWorkload,
     "pipeline2": Pipeline2Workload,
     "ddp2": DDP2Workload,
 }
