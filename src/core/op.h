@@ -78,9 +78,9 @@ enum class OpKind : uint8_t {
     "copies graft does not put in graphs (2-D, 3-D, array, peer and batched copies)")                          \
   X(DriverChecks, "driver_checks",                                                                       \
     "ops whose outcome only the driver decides, which a graph node would not reproduce: empty copies and "  \
-    "memsets (they make no node), memsets at an address not aligned to their element size, launches "      \
-    "given both parameter forms: they go to the driver at their position, which refuses or skips them as "  \
-    "it would without graft")                                                                              \
+    "memsets (they make no node), memsets at an address not aligned to their element size, device copies " \
+    "and memsets of memory the driver does not know as such, launches given both parameter forms: they "   \
+    "go to the driver at their position, which refuses or skips them as it would without graft")           \
   X(ProgramGraph, "program_graph_launch", "the program's own graph launches run eagerly at their position") \
   X(OtherStreamOrdered, "unmodelled_stream_op",                                                            \
     "other stream-ordered ops run eagerly at their position (stream memory operations, prefetches, "       \

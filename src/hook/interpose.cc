@@ -167,6 +167,12 @@ inline CUcontext defaultStreamContext(CUstream s) {
   return !s || s == CU_STREAM_LEGACY ? currentContext() : nullptr;
 }
 
+// Whether the driver knows `p` (device memory, or host memory it mapped).
+inline bool isCudaPointer(CUdeviceptr p) {
+  unsigned type = 0;
+  return real<ApiId::k_cuPointerGetAttribute_4000>()(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) == CUDA_SUCCESS;
+}
+
 inline bool isDevicePointer(CUdeviceptr p) {
   unsigned type = 0;
   return real<ApiId::k_cuPointerGetAttribute_4000>()(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) ==
@@ -268,6 +274,11 @@ struct Encoder<ApiId::k_cuMemcpyDtoDAsync_3020> {
   static constexpr bool kGraphable = true;
   GRAFT_HOT static const OpDesc& encode(Runtime& rt, int pt, CUdeviceptr dst, CUdeviceptr src, size_t n,
                               CUstream s) {
+    // Memory that is not device memory (pageable host memory, a freed block)
+    // is the driver's to refuse or copy, at the call: a held copy would
+    // already have returned success (tests/gpu/traps_edge.cu, refused_values).
+    if (n && (!isDevicePointer(dst) || !isDevicePointer(src)))
+      return rt.encoder().boundary(ApiId::k_cuMemcpyDtoDAsync_3020, streamKey(s, pt), EagerCause::DriverChecks);
     return rt.encoder().memcpy(ApiId::k_cuMemcpyDtoDAsync_3020, streamKey(s, pt), currentContext(),
                                dst, src, n);
   }
@@ -291,12 +302,17 @@ struct Encoder<ApiId::k_cuMemcpyAsync_4000> {
 template <ApiId Id, unsigned ElementSize, typename V>
 struct MemsetEncoder {
   static constexpr bool kGraphable = true;
+  // Memory the driver does not know is its to refuse, at the call (as for
+  // device copies above).
   GRAFT_HOT static const OpDesc& encode(Runtime& rt, int pt, CUdeviceptr dst, V value, size_t n, CUstream s) {
+    if (n && !isCudaPointer(dst)) return rt.encoder().boundary(Id, streamKey(s, pt), EagerCause::DriverChecks);
     return rt.encoder().memset(Id, streamKey(s, pt), currentContext(), dst, 0, unsigned(value),
                                ElementSize, n, 1);
   }
   GRAFT_HOT static const OpDesc& encode(Runtime& rt, int pt, CUdeviceptr dst, size_t pitch, V value,
                               size_t width, size_t height, CUstream s) {
+    if (width && height && !isCudaPointer(dst))
+      return rt.encoder().boundary(Id, streamKey(s, pt), EagerCause::DriverChecks);
     return rt.encoder().memset(Id, streamKey(s, pt), currentContext(), dst, pitch, unsigned(value),
                                ElementSize, width, height);
   }

@@ -13,7 +13,7 @@
 //                      step size is computed on the device and used as
 //                      cusparseSpMV's alpha in device pointer mode
 //                      (CUSPARSE_SPMV_CSR_ALG2), four tracers follow by
-//                      cusparseSpMM (CSR_ALG1) in host pointer mode with the
+//                      one SpMV each (CSR_ALG2) in host pointer mode with the
 //                      step size read back the step before; the buffer sizes
 //                      are asked every step (buffers grown when short); the
 //                      maximum read back every step decides when the grid is
@@ -343,20 +343,29 @@ void sparseAdaptive() {
     CK(cudaMemcpyAsync(u[nxt], u[cur], size_t(n) * 4, cudaMemcpyDeviceToDevice, s));
     CKSP(cusparseSpMV(h, CUSPARSE_OPERATION_NON_TRANSPOSE, scal, A, vec[cur], scal + 1, vec[nxt], CUDA_R_32F,
                       CUSPARSE_SPMV_CSR_ALG2, spmvBuf));
-    // SpMM on the tracers: alpha from the host, the step size read back last step.
+    // The tracers, one SpMV each (CSR_ALG2; SpMM's CSR_ALG1 gave different
+    // bits from run to run on an H100): alpha from the host, the step size
+    // read back last step.
     CKSP(cusparseSetPointerMode(h, CUSPARSE_POINTER_MODE_HOST));
-    CKSP(cusparseSpMM_bufferSize(h, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE, &dtPrev, A,
-                                 mat[cur], &hostOne, mat[nxt], CUDA_R_32F, CUSPARSE_SPMM_CSR_ALG1, &need));
-    if (need > spmmCap || !spmmBuf) {
-      CK(cudaStreamSynchronize(s));
-      CK(cudaFree(spmmBuf));
-      spmmCap = std::max<size_t>(need, 256);
-      CK(cudaMalloc(&spmmBuf, spmmCap));
-      ++bufferGrows;
-    }
     CK(cudaMemcpyAsync(tr[nxt], tr[cur], size_t(n) * kSpTracers * 4, cudaMemcpyDeviceToDevice, s));
-    CKSP(cusparseSpMM(h, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE, &dtPrev, A, mat[cur],
-                      &hostOne, mat[nxt], CUDA_R_32F, CUSPARSE_SPMM_CSR_ALG1, spmmBuf));
+    for (int t = 0; t < kSpTracers; ++t) {
+      cusparseDnVecDescr_t xv = nullptr, yv = nullptr;
+      CKSP(cusparseCreateDnVec(&xv, n, tr[cur] + size_t(t) * n, CUDA_R_32F));
+      CKSP(cusparseCreateDnVec(&yv, n, tr[nxt] + size_t(t) * n, CUDA_R_32F));
+      CKSP(cusparseSpMV_bufferSize(h, CUSPARSE_OPERATION_NON_TRANSPOSE, &dtPrev, A, xv, &hostOne, yv, CUDA_R_32F,
+                                   CUSPARSE_SPMV_CSR_ALG2, &need));
+      if (need > spmmCap || !spmmBuf) {
+        CK(cudaStreamSynchronize(s));
+        CK(cudaFree(spmmBuf));
+        spmmCap = std::max<size_t>(need, 256);
+        CK(cudaMalloc(&spmmBuf, spmmCap));
+        ++bufferGrows;
+      }
+      CKSP(cusparseSpMV(h, CUSPARSE_OPERATION_NON_TRANSPOSE, &dtPrev, A, xv, &hostOne, yv, CUDA_R_32F,
+                        CUSPARSE_SPMV_CSR_ALG2, spmmBuf));
+      CKSP(cusparseDestroyDnVec(xv));
+      CKSP(cusparseDestroyDnVec(yv));
+    }
     const float cx = 0.5f + 0.3f * cosf(0.05f * float(i)), cy = 0.5f + 0.3f * sinf(0.07f * float(i));
     spSource<<<grid, 256, 0, s>>>(u[nxt], tr[nxt], side, cx, cy, 0.12f, i % kSpTracers);
     CKL();
