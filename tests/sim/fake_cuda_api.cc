@@ -315,6 +315,8 @@ CUresult copyImpl(Lock& lk, CopyOp c, CUstream h, bool pt, bool sync, Need dstNe
   SimState& st = state();
   Stream* s;
   if (CUresult r = resolve(h, pt, &s); r != CUDA_SUCCESS) return r;
+  // An empty copy does nothing, and a stream capture adds no node for it (a
+  // tool must not take the capture's last node for its own).
   if (c.width == 0 || c.height == 0 || c.depth == 0) return CUDA_SUCCESS;
   if (c.height == 1 && c.depth == 1) c.dstPitch = c.srcPitch = 0;
   if (c.depth == 1) c.dstHeight = c.srcHeight = 0;
@@ -413,6 +415,8 @@ CUresult memsetImpl(const char* api, bool pt, bool sync, uint64_t dst, size_t pi
   SimState& st = state();
   Stream* s;
   if (CUresult r = resolve(h, pt, &s); r != CUDA_SUCCESS) return r;
+  // An empty memset does nothing and adds no capture node (as a copy above);
+  // an address not aligned to the element size is refused.
   if (width == 0 || height == 0) return CUDA_SUCCESS;
   if (height == 1) pitch = 0;
   if (dst % elem || pitch % elem || (height > 1 && pitch < width * elem)) return CUDA_ERROR_INVALID_VALUE;
@@ -597,19 +601,22 @@ CUresult eventRecordImpl(const char* api, bool pt, CUevent e, CUstream h, unsign
   return CUDA_SUCCESS;
 }
 
-// One pool per device, the one cuMemAllocAsync uses (no pool attributes).
+// One pool per device, the one cuMemAllocAsync uses (its statistics:
+// SimState::PoolStats, cuMemPoolGetAttribute).
 static CUmemoryPool defaultPoolHandle(int device) { return reinterpret_cast<CUmemoryPool>(uintptr_t(0x9000 + device)); }
+// The device whose pool `pool` is, or -1.
+static int poolDevice(CUmemoryPool pool) {
+  for (int d = 0; d < state().deviceCount; ++d)
+    if (pool == defaultPoolHandle(d)) return d;
+  return -1;
+}
 
 // cuMemAllocAsync (pool null), and cuMemAllocFromPoolAsync (`name`), whose
 // pools are all the device's one pool here (SIM_ASYNC_POOL_BYTES).
 CUresult memAllocAsyncImpl(const char* name, bool pt, CUdeviceptr* dptr, size_t bytes, CUstream h,
                            CUmemoryPool pool = nullptr) {
   SIM_ENTRY(name, kNeedCtx | kSteps);
-  if (pool) {
-    bool known = false;
-    for (int d = 0; d < state().deviceCount; ++d) known |= pool == defaultPoolHandle(d);
-    if (!known) return CUDA_ERROR_INVALID_VALUE;
-  }
+  if (pool && poolDevice(pool) < 0) return CUDA_ERROR_INVALID_VALUE;
   Stream* s;
   if (CUresult r = resolve(h, pt, &s); r != CUDA_SUCCESS) return r;
   if (!dptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
@@ -625,7 +632,13 @@ CUresult memAllocAsyncImpl(const char* name, bool pt, CUdeviceptr* dptr, size_t 
   uint64_t a = deviceAllocLocked(bytes, s->ctx->device);
   if (!a) return CUDA_ERROR_OUT_OF_MEMORY;
   st.asyncPoolInUse += bytes;
-  st.asyncPoolBlocks[a] = bytes;
+  const int poolDev = pool ? poolDevice(pool) : s->ctx->device;
+  st.asyncPoolBlocks[a] = SimState::AsyncBlock{bytes, poolDev};
+  SimState::PoolStats& ps = st.pools[size_t(poolDev)];
+  ps.used += bytes;
+  ps.usedHigh = std::max(ps.usedHigh, ps.used);
+  ps.reserved = std::max(ps.reserved, ps.used);
+  ps.reservedHigh = std::max(ps.reservedHigh, ps.reserved);
   ++state().counters.allocsAsync;
   if (state().firstAllocAsyncThread == std::thread::id()) state().firstAllocAsyncThread = std::this_thread::get_id();
   auto item = std::make_unique<Item>();
@@ -639,6 +652,7 @@ CUresult memFreeAsyncImpl(bool pt, CUdeviceptr dptr, CUstream h) {
   SIM_ENTRY("cuMemFreeAsync", kNeedCtx | kSteps);
   Stream* s;
   if (CUresult r = resolve(h, pt, &s); r != CUDA_SUCCESS) return r;
+  // Only the start of device memory (a pointer into a block, host memory: refused).
   if (!isDeviceAllocationBase(dptr)) return CUDA_ERROR_INVALID_VALUE;
   CaptureCheck cc = captureCheckForOp(s);
   if (cc.result != CUDA_SUCCESS) return cc.result;
@@ -650,9 +664,11 @@ CUresult memFreeAsyncImpl(bool pt, CUdeviceptr dptr, CUstream h) {
       state().firstAllocAsyncThread != std::this_thread::get_id())
     ++state().counters.freesAsyncOffThread;
   // The pool's capacity (SIM_ASYNC_POOL_BYTES) counts a block as free once its
-  // free is enqueued: later allocations are ordered after it.
+  // free is enqueued: later allocations are ordered after it. So do the
+  // pool's statistics (used memory drops at the free's call, as the driver's).
   if (auto it = state().asyncPoolBlocks.find(dptr); it != state().asyncPoolBlocks.end()) {
-    state().asyncPoolInUse -= it->second;
+    state().asyncPoolInUse -= it->second.bytes;
+    state().pools[size_t(it->second.device)].used -= it->second.bytes;
     state().asyncPoolBlocks.erase(it);
   }
   auto item = std::make_unique<Item>();
@@ -756,8 +772,9 @@ CUresult buildKernelFromNodeParams(const CUDA_KERNEL_NODE_PARAMS_v2& p, KernelLa
 CUcontext currentContext() { return ctxStack().empty() ? nullptr : ctxStack().back(); }
 
 Context* lookupContext(CUcontext h) {
+  // An ended primary context's handle may name the one made after it.
   for (auto& c : state().contexts) {
-    if (c->handle() == h) return c->destroyed ? nullptr : c.get();
+    if (c->handle() == h && !c->destroyed) return c.get();
   }
   return nullptr;
 }
@@ -794,6 +811,7 @@ CUresult CUDAAPI cuInit(unsigned int flags) {
   if (!st.initialized) {
     initMemoryLocked();
     st.primaryRefs.assign(st.deviceCount, 0);
+    st.pools.assign(size_t(st.deviceCount), SimState::PoolStats{});
     for (int d = 0; d < st.deviceCount; ++d) st.primaryCtx.push_back(newContext(d, true));
     legacyStreamOf(st.primaryCtx[0]);  // device 0's legacy stream keeps id 1
     st.initialized = true;
@@ -870,26 +888,37 @@ CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
   SIM_ENTRY("cuDevicePrimaryCtxRetain", 0);
   if (!pctx) return CUDA_ERROR_INVALID_VALUE;
   if (!validDevice(dev)) return CUDA_ERROR_INVALID_DEVICE;
-  ++state().primaryRefs[dev];
-  *pctx = state().primaryCtx[dev]->handle();
+  SimState& st = state();
+  Context*& primary = st.primaryCtx[size_t(dev)];
+  if (primary->destroyed) {
+    // The last release ended it: a new context, under the same handle (a
+    // driver may hand back the same value, as it does streams' and events').
+    const CUcontext handle = primary->handle();
+    primary = newContext(dev, true);
+    primary->handleValue = handle;
+  }
+  ++st.primaryRefs[dev];
+  *pctx = primary->handle();
   return CUDA_SUCCESS;
 }
 
-static CUresult primaryRelease(CUdevice dev) {
+// As the driver: the last release ends the primary context (everything in it
+// with it: endPrimaryContext); a later retain makes a new one.
+static CUresult primaryRelease(Lock& lk, CUdevice dev) {
   if (!validDevice(dev)) return CUDA_ERROR_INVALID_DEVICE;
   if (state().primaryRefs[dev] <= 0) return CUDA_ERROR_INVALID_CONTEXT;
-  --state().primaryRefs[dev];
+  if (--state().primaryRefs[dev] == 0) endPrimaryContext(lk, state().primaryCtx[size_t(dev)]);
   return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev) {
   SIM_ENTRY("cuDevicePrimaryCtxRelease", kNoSticky);
-  return primaryRelease(dev);
+  return primaryRelease(SIM_LOCK, dev);
 }
 
 CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
   SIM_ENTRY("cuDevicePrimaryCtxRelease_v2", kNoSticky);
-  return primaryRelease(dev);
+  return primaryRelease(SIM_LOCK, dev);
 }
 
 CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags, int* active) {
@@ -1375,6 +1404,66 @@ CUresult CUDAAPI cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice dev) {
   *pool = defaultPoolHandle(dev);
   return CUDA_SUCCESS;
 }
+// A device pool's statistics and settings (SimState::PoolStats). Resetting a
+// high watermark takes 0 and sets it to the current value, as in CUDA.
+CUresult CUDAAPI cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value) {
+  SIM_ENTRY("cuMemPoolGetAttribute", 0);
+  const int dev = poolDevice(pool);
+  if (dev < 0 || !value) return CUDA_ERROR_INVALID_VALUE;
+  const SimState::PoolStats& ps = state().pools[size_t(dev)];
+  auto u64 = [&](uint64_t v) {
+    *static_cast<cuuint64_t*>(value) = v;
+    return CUDA_SUCCESS;
+  };
+  auto flag = [&](int v) {
+    *static_cast<int*>(value) = v;
+    return CUDA_SUCCESS;
+  };
+  switch (attr) {
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES: return flag(ps.reuseFollowEvents);
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC: return flag(ps.reuseOpportunistic);
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES: return flag(ps.reuseInternalDeps);
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: return u64(ps.releaseThreshold);
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: return u64(ps.reserved);
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: return u64(ps.reservedHigh);
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: return u64(ps.used);
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH: return u64(ps.usedHigh);
+    default: return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+CUresult CUDAAPI cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value) {
+  SIM_ENTRY("cuMemPoolSetAttribute", 0);
+  const int dev = poolDevice(pool);
+  if (dev < 0 || !value) return CUDA_ERROR_INVALID_VALUE;
+  SimState::PoolStats& ps = state().pools[size_t(dev)];
+  const int flag = *static_cast<const int*>(value);
+  const cuuint64_t u64 = *static_cast<const cuuint64_t*>(value);
+  switch (attr) {
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES: ps.reuseFollowEvents = flag; return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC: ps.reuseOpportunistic = flag; return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES: ps.reuseInternalDeps = flag; return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: ps.releaseThreshold = u64; return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+      if (u64 != 0) return CUDA_ERROR_INVALID_VALUE;
+      ps.reservedHigh = ps.reserved;
+      return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+      if (u64 != 0) return CUDA_ERROR_INVALID_VALUE;
+      ps.usedHigh = ps.used;
+      return CUDA_SUCCESS;
+    default: return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+// Memory the pool keeps beyond its allocations goes back down to
+// `minBytesToKeep` (never below what is in use).
+CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
+  SIM_ENTRY("cuMemPoolTrimTo", 0);
+  const int dev = poolDevice(pool);
+  if (dev < 0) return CUDA_ERROR_INVALID_VALUE;
+  SimState::PoolStats& ps = state().pools[size_t(dev)];
+  ps.reserved = std::max<uint64_t>(ps.used, std::min<uint64_t>(ps.reserved, minBytesToKeep));
+  return CUDA_SUCCESS;
+}
 static CUresult allocFromPool(bool pt, CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream s) {
   if (!pool) return CUDA_ERROR_INVALID_VALUE;
   return memAllocAsyncImpl("cuMemAllocFromPoolAsync", pt, dptr, bytes, s, pool);
@@ -1405,9 +1494,20 @@ CUresult CUDAAPI cuStreamDestroy_v2(CUstream h) {
   SimState& st = state();
   auto it = st.streamByHandle.find(h);
   if (it == st.streamByHandle.end()) return CUDA_ERROR_INVALID_HANDLE;
-  std::shared_ptr<Stream> s = it->second;
-  st.streamByHandle.erase(it);
-  st.freedStreamHandles.push_back(h);
+  destroyStream(it->second);
+  return CUDA_SUCCESS;
+}
+
+}  // extern "C"
+
+namespace sim {
+
+// A created stream's end (cuStreamDestroy, or its context's end): its handle
+// goes back to be given out again; pending work still runs.
+void destroyStream(std::shared_ptr<Stream> s) {
+  SimState& st = state();
+  st.streamByHandle.erase(s->handle);
+  st.freedStreamHandles.push_back(s->handle);
   if (s->capture) {
     invalidate(s->capture.get());
     auto& v = s->capture->streams;
@@ -1420,8 +1520,46 @@ CUresult CUDAAPI cuStreamDestroy_v2(CUstream h) {
     auto& v = st.streams;
     v.erase(std::remove(v.begin(), v.end(), s), v.end());
   }
-  return CUDA_SUCCESS;
 }
+
+void endPrimaryContext(Lock& lk, Context* c) {
+  SimState& st = state();
+  drainUntil(
+      lk,
+      [c] {
+        for (auto& s : state().streams) {
+          if (s->ctx == c && !streamIdle(s.get())) return false;
+        }
+        return true;
+      },
+      "cuDevicePrimaryCtxRelease");
+  c->destroyed = true;
+  // Created streams and events, newest first into the lists of handles to
+  // give out again (so the program's first new ones get its first old ones).
+  std::vector<std::shared_ptr<Stream>> created;
+  for (auto& [h, s] : st.streamByHandle)
+    if (s->ctx == c) created.push_back(s);
+  std::sort(created.begin(), created.end(), [](const auto& a, const auto& b) { return a->id > b->id; });
+  for (auto& s : created) destroyStream(s);
+  // Its legacy, per-thread and record streams leave the scheduler too.
+  auto& all = st.streams;
+  all.erase(std::remove_if(all.begin(), all.end(), [c](const auto& s) { return s->ctx == c; }), all.end());
+  std::vector<std::pair<uint64_t, CUevent>> events;
+  for (auto& [h, ev] : st.events)
+    if (ev->ctx == c) events.push_back({ev->serial, h});
+  std::sort(events.begin(), events.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (auto& [serial, h] : events) {
+    st.events[h]->destroyed = true;
+    st.events.erase(h);
+    st.freedEventHandles.push_back(h);
+  }
+  endExecsOf(c);
+  unloadModulesOf(c);
+}
+
+}  // namespace sim
+
+extern "C" {
 
 #define SIM_STREAM_GETTER(NAME, PT_NAME, API, T, EXPR)                            \
   static CUresult NAME##Impl(bool pt, CUstream h, T* out) {                       \
@@ -1477,6 +1615,7 @@ CUresult CUDAAPI cuEventCreate(CUevent* ph, unsigned int flags) {
   if (!ph || (flags & ~known)) return CUDA_ERROR_INVALID_VALUE;
   if ((flags & CU_EVENT_INTERPROCESS) && !(flags & CU_EVENT_DISABLE_TIMING)) return CUDA_ERROR_INVALID_VALUE;
   auto ev = std::make_shared<Event>();
+  ev->serial = ++state().nextEventSerial;
   ev->flags = flags;
   ev->ctx = currentCtx();
   auto h = reinterpret_cast<CUevent>(ev.get());

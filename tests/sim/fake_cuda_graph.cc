@@ -43,7 +43,11 @@ Node* lookupNode(CUgraphNode n) {
 std::shared_ptr<Exec> lookupExec(CUgraphExec e) {
   SimState& st = state();
   auto it = st.execs.find(e);
-  return it == st.execs.end() ? nullptr : it->second;
+  if (it != st.execs.end()) return it->second;
+  if (st.strictHandles && st.endedExecHandles.count(e))
+    fatal("a call named an executable graph of a context that ended (the last cuDevicePrimaryCtxRelease; the "
+          "real driver crashed replaying one; SIM_STRICT_HANDLES=0 makes it an error)");
+  return nullptr;
 }
 
 Node* newNode(Graph* g, NodeParams&& p, const std::vector<Node*>& deps) {
@@ -450,6 +454,19 @@ CUresult addNode(CUgraphNode* ph, CUgraph g, const CUgraphNode* deps, size_t n, 
 }
 
 }  // namespace
+
+void endExecsOf(Context* ctx) {
+  SimState& st = state();
+  for (auto it = st.execs.begin(); it != st.execs.end();) {
+    if (it->second->ctx != ctx) {
+      ++it;
+      continue;
+    }
+    st.endedExecs.push_back(it->second);
+    st.endedExecHandles.insert(it->first);
+    it = st.execs.erase(it);
+  }
+}
 
 CaptureCheck captureCheckForOp(Stream* s) {
   CaptureCheck cc;

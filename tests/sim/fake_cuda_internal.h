@@ -225,6 +225,7 @@ struct CaptureSession {
 };
 
 struct Event {
+  uint64_t serial = 0;  // creation order (a context's end frees its events' handles newest first)
   unsigned flags = 0;
   Context* ctx = nullptr;                      // the context current when it was created
   CompletionPtr lastRecord;                    // most recent eager record (null: never recorded)
@@ -259,11 +260,16 @@ struct Context {
   int device = 0;
   bool primary = false;
   bool destroyed = false;
+  // The handle the program sees: the object's address, or (a primary context
+  // made again after the last release ended the one before) the ended
+  // context's handle, as a driver may hand back the same value. Only one live
+  // context has a given handle.
+  CUcontext handleValue = nullptr;
   std::shared_ptr<Stream> legacy;
   std::shared_ptr<Stream> recordStream;  // cuCtxRecordEvent's, named by no handle
   size_t stackLimit = 1024;              // CU_LIMIT_STACK_SIZE; grows at launches (KernelObj::stackBytes)
   size_t printfFifoLimit = 1 << 20, mallocHeapLimit = 8 << 20;
-  CUcontext handle() { return reinterpret_cast<CUcontext>(this); }
+  CUcontext handle() { return handleValue ? handleValue : reinterpret_cast<CUcontext>(this); }
 };
 
 struct EffectSource {
@@ -306,10 +312,17 @@ struct SimState {
   // not keep what it learned about a stream past its destruction.
   std::vector<CUstream> freedStreamHandles;
   std::unordered_map<CUevent, std::shared_ptr<Event>> events;
+  uint64_t nextEventSerial = 0;
   std::vector<CUevent> freedEventHandles;  // recycled like freedStreamHandles
   std::unordered_map<CUgraph, std::shared_ptr<Graph>> graphs;
   std::unordered_set<const Node*> liveNodes;
   std::unordered_map<CUgraphExec, std::shared_ptr<Exec>> execs;
+  // Execs of a context that ended (the last cuDevicePrimaryCtxRelease): kept
+  // allocated so their handles are never given out again, and a launch or
+  // update naming one aborts (the real driver crashed replaying a graph of a
+  // destroyed primary context; SIM_STRICT_HANDLES=0 makes it an error).
+  std::vector<std::shared_ptr<Exec>> endedExecs;
+  std::unordered_set<CUgraphExec> endedExecHandles;
   std::unordered_map<void*, std::unique_ptr<KernelObj>> kernels;
   std::vector<std::shared_ptr<CaptureSession>> sessions;  // active ones
 
@@ -318,7 +331,7 @@ struct SimState {
   // with CUDA_ERROR_INVALID_VALUE and invalidates the capture (as the real
   // driver did for cuDNN's single-pass batch-norm kernel); eagerly it runs.
   std::string refuseCaptureKernel;
-  unsigned graphLaunchMicros = 0;
+  unsigned graphLaunchMicros = 0;  // SIM_GRAPH_LAUNCH_US: each cuGraphLaunch takes that long first
   std::thread::id firstAllocAsyncThread;  // see SimCounters::freesAsyncOffThread
   // SIM_ASYNC_POOL_BYTES: cuMemAllocAsync fails with CUDA_ERROR_OUT_OF_MEMORY
   // beyond this many bytes of stream-ordered allocations whose free has not
@@ -326,7 +339,24 @@ struct SimState {
   // an enqueued free makes room for any later allocation, on any stream.
   uint64_t asyncPoolBytes = 0;
   uint64_t asyncPoolInUse = 0;
-  std::unordered_map<uint64_t, size_t> asyncPoolBlocks;  // SIM_GRAPH_LAUNCH_US: each cuGraphLaunch takes that long first
+  struct AsyncBlock {
+    size_t bytes;
+    int device;  // whose pool (the device's one pool) it came from
+  };
+  // Stream-ordered allocations whose free has not been enqueued yet.
+  std::unordered_map<uint64_t, AsyncBlock> asyncPoolBlocks;
+  // Per device, its pool's statistics (cuMemPoolGetAttribute). As the driver
+  // does, an allocation counts as used from its call and stops counting at
+  // the call of its free (the pool may hand the memory out again to later
+  // work on the stream at once), not when the free runs. Simplifications:
+  // used memory counts requested bytes; reserved memory grows with used
+  // memory and shrinks only at cuMemPoolTrimTo (no release at synchronizes).
+  struct PoolStats {
+    uint64_t used = 0, usedHigh = 0, reserved = 0, reservedHigh = 0;
+    uint64_t releaseThreshold = 0;
+    int reuseFollowEvents = 1, reuseOpportunistic = 1, reuseInternalDeps = 1;
+  };
+  std::vector<PoolStats> pools;  // per device (sized at cuInit)
   // A call naming a stream handle that was destroyed (and not handed out
   // again) aborts the process, as the real driver may crash on one (it did in
   // cuStreamGetCtx on an H100). SIM_STRICT_HANDLES=0: it fails with
@@ -417,6 +447,17 @@ uint64_t deviceAllocLocked(size_t bytes, int device);  // 0 on failure
 int deviceOfMemory(uint64_t addr);
 bool deviceFreeLocked(uint64_t addr);      // false if not an allocation base
 bool isDeviceAllocationBase(uint64_t addr);
+// A created stream's end (cuStreamDestroy, or its context's end).
+void destroyStream(std::shared_ptr<Stream> s);
+// The primary context `ctx` ended (its last release): its work is drained,
+// then its streams, events, executable graphs and modules are gone (their
+// handles may be given out again), and the next retain makes a new context.
+void endPrimaryContext(Lock& lk, Context* ctx);
+// Modules (not libraries) loaded while `ctx` was current are unloaded
+// (fake_cuda_module.cc).
+void unloadModulesOf(Context* ctx);
+// Execs of `ctx` become ended (fake_cuda_graph.cc).
+void endExecsOf(Context* ctx);
 void initMemoryLocked();
 size_t copyExtent(size_t width, size_t height, size_t depth, size_t pitch, size_t slice);
 

@@ -26,9 +26,11 @@
 //    value is reused), and an exec or graph holding an unloaded kernel fails to
 //    launch / instantiate with CUDA_ERROR_INVALID_HANDLE. The KernelObj itself
 //    stays allocated (graph nodes and trace entries point at it).
-//  - Simplification: modules are not bound to a context (any context may launch
-//    their functions). A library's "module" (cuLibraryGetModule) is the
-//    library's handle; cuFuncGetModule refuses library kernels' handles (which
+//  - A module belongs to the context current at its load: the end of that
+//    context (the last cuDevicePrimaryCtxRelease) unloads it, as the driver
+//    does. Libraries are context-independent and stay. Simplification: any
+//    context may launch a module's functions.
+//  - A library's "module" (cuLibraryGetModule) is the library's handle; cuFuncGetModule refuses library kernels' handles (which
 //    the simulator also uses as their functions). Kernels made by simKernelCreate belong to one
 //    built-in module (functions) or one built-in library (library kernels),
 //    which are never unloaded.
@@ -48,6 +50,7 @@ alignas(64) std::array<std::array<uint8_t, 64>, 1024> moduleSlots;   // handle v
 
 struct ModuleObj {
   bool library = false;
+  Context* ctx = nullptr;  // a module's context (libraries: null)
   std::vector<std::pair<std::string, void*>> kernels;  // name -> handle, image order
 };
 
@@ -162,7 +165,7 @@ bool parseImage(const void* image, std::vector<ParsedKernel>* out) {
   return !out->empty();
 }
 
-CUresult loadImpl(void** handleOut, const void* image, bool library) {
+CUresult loadImpl(void** handleOut, const void* image, bool library, Context* ctx = nullptr) {
   if (!handleOut) return CUDA_ERROR_INVALID_VALUE;
   std::vector<ParsedKernel> parsed;
   if (!image) return CUDA_ERROR_INVALID_VALUE;
@@ -181,6 +184,7 @@ CUresult loadImpl(void** handleOut, const void* image, bool library) {
   void* modHandle = moduleSlots[modSlot].data();
   ModuleObj mod;
   mod.library = library;
+  mod.ctx = ctx;
   for (auto& obj : objs) {
     size_t slot;
     takeSlot(m.freeKernelSlots, m.nextKernelSlot, kSlots, &slot);
@@ -207,6 +211,8 @@ CUresult getImpl(void** out, void* modHandle, const char* name, bool library) {
   return CUDA_ERROR_NOT_FOUND;
 }
 
+void unloadLocked(std::unordered_map<void*, ModuleObj>::iterator it);
+
 CUresult unloadImpl(Lock& lk, void* modHandle, bool library, const char* api) {
   ModuleState& m = ms();
   auto it = m.modules.find(modHandle);
@@ -215,6 +221,15 @@ CUresult unloadImpl(Lock& lk, void* modHandle, bool library, const char* api) {
   drainAll(lk, api);
   it = m.modules.find(modHandle);  // a host function may have run meanwhile
   if (it == m.modules.end()) return CUDA_ERROR_INVALID_HANDLE;
+  unloadLocked(it);
+  return CUDA_SUCCESS;
+}
+
+// Unmaps a module's or library's kernels and frees its handle (the device has
+// nothing left to run with them).
+void unloadLocked(std::unordered_map<void*, ModuleObj>::iterator it) {
+  ModuleState& m = ms();
+  void* modHandle = it->first;
   SimState& st = state();
   for (auto& [n, h] : it->second.kernels) {
     auto k = st.kernels.find(h);
@@ -228,7 +243,6 @@ CUresult unloadImpl(Lock& lk, void* modHandle, bool library, const char* api) {
   }
   m.modules.erase(it);
   m.freeModuleSlots.insert(moduleSlotOf(modHandle));
-  return CUDA_SUCCESS;
 }
 
 // The built-in module and library of simKernelCreate's kernels.
@@ -247,6 +261,15 @@ CUresult ownerOf(void* h, int family, void** out) {
 }
 
 }  // namespace
+
+void unloadModulesOf(Context* ctx) {
+  ModuleState& m = ms();
+  std::vector<void*> ended;
+  for (auto& [h, mod] : m.modules)
+    if (!mod.library && mod.ctx == ctx) ended.push_back(h);
+  for (void* h : ended) unloadLocked(m.modules.find(h));
+}
+
 }  // namespace sim
 
 using namespace sim;
@@ -255,14 +278,14 @@ extern "C" {
 
 CUresult CUDAAPI cuModuleLoadData(CUmodule* module, const void* image) {
   SIM_ENTRY("cuModuleLoadData", kNeedCtx);
-  return loadImpl(reinterpret_cast<void**>(module), image, false);
+  return loadImpl(reinterpret_cast<void**>(module), image, false, currentCtx());
 }
 
 CUresult CUDAAPI cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int numOptions, CUjit_option*,
                                     void** optionValues) {
   SIM_ENTRY("cuModuleLoadDataEx", kNeedCtx);
   if (numOptions > 0 && !optionValues) return CUDA_ERROR_INVALID_VALUE;
-  return loadImpl(reinterpret_cast<void**>(module), image, false);
+  return loadImpl(reinterpret_cast<void**>(module), image, false, currentCtx());
 }
 
 CUresult CUDAAPI cuModuleGetFunction(CUfunction* hfunc, CUmodule hmod, const char* name) {

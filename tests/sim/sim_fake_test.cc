@@ -7,6 +7,7 @@
 // streams and ends every capture it begins.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -820,4 +821,135 @@ TEST(SimModules, LoadUnloadReuseAndStaleHandles) {
   api().cuGraphDestroy(graph);
   api().cuStreamDestroy(s);
   api().cuMemFree(d);
+}
+
+// The last release of a primary context ends it, with its streams, events,
+// executable graphs and modules; the next retain makes a new context under
+// the same handle, and the ended context's stream and event handles are
+// given out again (as a real driver may).
+TEST(SimContexts, LastPrimaryReleaseEndsTheContext) {
+  setCurrent();
+  int n = 0;
+  ASSERT_EQ(api().cuDeviceGetCount(&n), CUDA_SUCCESS);
+  if (n < 2) GTEST_SKIP() << "one device";
+  auto getState = proc<decltype(&::cuDevicePrimaryCtxGetState)>("cuDevicePrimaryCtxGetState", 7000);
+  auto getId = proc<decltype(&::cuCtxGetId)>("cuCtxGetId", 12000);
+  auto load = proc<decltype(&::cuModuleLoadData)>("cuModuleLoadData", 2000);
+  auto get = proc<decltype(&::cuModuleGetFunction)>("cuModuleGetFunction", 2000);
+  ASSERT_TRUE(getState && getId && load && get);
+  CUcontext c1 = nullptr;
+  ASSERT_EQ(api().cuDevicePrimaryCtxRetain(&c1, 1), CUDA_SUCCESS);
+  ASSERT_EQ(api().cuCtxSetCurrent(c1), CUDA_SUCCESS);
+  unsigned long long id1 = 0;
+  ASSERT_EQ(getId(c1, &id1), CUDA_SUCCESS);
+  CUstream s;
+  CUevent e;
+  ASSERT_EQ(api().cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  ASSERT_EQ(api().cuEventCreate(&e, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+  CUmodule m;
+  CUfunction f;
+  ASSERT_EQ(load(&m, "sim-image: sim_add_ended(8,8,8)"), CUDA_SUCCESS);
+  ASSERT_EQ(get(&f, m, "sim_add_ended"), CUDA_SUCCESS);
+  CUdeviceptr d;
+  ASSERT_EQ(api().cuMemAlloc(&d, 64), CUDA_SUCCESS);
+  ASSERT_EQ(api().cuMemsetD8(d, 0, 64), CUDA_SUCCESS);
+  CUgraph g;
+  ASSERT_EQ(api().cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+  uint64_t add = 1;
+  void* args[] = {&d, &d, &add};
+  ASSERT_EQ(api().cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, args, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(api().cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+  CUgraphExec ex;
+  ASSERT_EQ(api().cuGraphInstantiateWithFlags(&ex, g, 0), CUDA_SUCCESS);
+  ASSERT_EQ(api().cuGraphLaunch(ex, s), CUDA_SUCCESS);
+  const size_t from = simTraceSize();
+  // Release every reference (other tests retained device 1 too): the last one
+  // runs the context's work, then ends it.
+  unsigned flags = 0;
+  int active = 1;
+  ASSERT_EQ(api().cuCtxSetCurrent(nullptr), CUDA_SUCCESS);
+  for (int k = 0; k < 100 && active; ++k) {
+    ASSERT_EQ(api().cuDevicePrimaryCtxRelease(1), CUDA_SUCCESS);
+    ASSERT_EQ(getState(1, &flags, &active), CUDA_SUCCESS);
+  }
+  ASSERT_EQ(active, 0);
+  EXPECT_EQ(traceSince(from).size(), 1u);  // the graph's kernel ran first
+  EXPECT_EQ(api().cuDevicePrimaryCtxRelease(1), CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT_EQ(api().cuCtxSetCurrent(c1), CUDA_ERROR_INVALID_CONTEXT);
+  setCurrent();  // device 0's context, for the calls that need one
+  EXPECT_EQ(getId(c1, &id1), CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT_EQ(api().cuEventQuery(e), CUDA_ERROR_INVALID_HANDLE);
+  const char* name = nullptr;
+  EXPECT_EQ(api().cuFuncGetName(&name, f), CUDA_ERROR_INVALID_HANDLE);  // its module went with it
+  EXPECT_EQ(api().cuGraphExecDestroy(ex), CUDA_ERROR_INVALID_VALUE);
+  CUgraphExec ex2;
+  EXPECT_EQ(api().cuGraphInstantiateWithFlags(&ex2, g, 0), CUDA_ERROR_INVALID_HANDLE);  // its kernel is gone
+  // A new context under the same handle; the ended one's handles come back.
+  CUcontext again = nullptr;
+  ASSERT_EQ(api().cuDevicePrimaryCtxRetain(&again, 1), CUDA_SUCCESS);
+  EXPECT_EQ(again, c1);
+  ASSERT_EQ(getState(1, &flags, &active), CUDA_SUCCESS);
+  EXPECT_EQ(active, 1);
+  unsigned long long id2 = 0;
+  ASSERT_EQ(getId(again, &id2), CUDA_SUCCESS);
+  EXPECT_NE(id2, id1);
+  ASSERT_EQ(api().cuCtxSetCurrent(again), CUDA_SUCCESS);
+  // (The ended context also had the streams and events of the test before.)
+  std::vector<CUstream> streams(4);
+  std::vector<CUevent> events(4);
+  for (CUstream& t : streams) ASSERT_EQ(api().cuStreamCreate(&t, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  for (CUevent& t : events) ASSERT_EQ(api().cuEventCreate(&t, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+  EXPECT_NE(std::find(streams.begin(), streams.end(), s), streams.end());
+  EXPECT_NE(std::find(events.begin(), events.end(), e), events.end());
+  CUcontext sc = nullptr;
+  ASSERT_EQ(api().cuStreamGetCtx(s, &sc), CUDA_SUCCESS);
+  EXPECT_EQ(sc, again);
+  for (CUstream t : streams) ASSERT_EQ(api().cuStreamDestroy(t), CUDA_SUCCESS);
+  for (CUevent t : events) ASSERT_EQ(api().cuEventDestroy(t), CUDA_SUCCESS);
+  api().cuGraphDestroy(g);
+  api().cuMemFree(d);
+  setCurrent();
+}
+
+// A pool's used memory counts a stream-ordered block from its allocation's
+// call to its free's call (not until the free runs); the high watermark
+// resets to the current value.
+TEST(SimMemory, PoolStatisticsChangeAtTheCalls) {
+  setCurrent();
+  auto getAttr = proc<decltype(&::cuMemPoolGetAttribute)>("cuMemPoolGetAttribute", 11020);
+  auto setAttr = proc<decltype(&::cuMemPoolSetAttribute)>("cuMemPoolSetAttribute", 11020);
+  auto trim = proc<decltype(&::cuMemPoolTrimTo)>("cuMemPoolTrimTo", 11020);
+  ASSERT_TRUE(getAttr && setAttr && trim);
+  CUmemoryPool pool;
+  ASSERT_EQ(api().cuDeviceGetDefaultMemPool(&pool, 0), CUDA_SUCCESS);
+  auto attr = [&](CUmemPool_attribute a) {
+    cuuint64_t v = 0;
+    EXPECT_EQ(getAttr(pool, a, &v), CUDA_SUCCESS);
+    return uint64_t(v);
+  };
+  CUstream s;
+  ASSERT_EQ(api().cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  const uint64_t base = attr(CU_MEMPOOL_ATTR_USED_MEM_CURRENT);
+  cuuint64_t zero = 0, one = 1;
+  ASSERT_EQ(setAttr(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &zero), CUDA_SUCCESS);
+  EXPECT_EQ(setAttr(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &one), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(attr(CU_MEMPOOL_ATTR_USED_MEM_HIGH), base);
+  {
+    Steps none(0);  // nothing runs: the counts follow the calls
+    CUdeviceptr a, b;
+    ASSERT_EQ(api().cuMemAllocAsync(&a, 4096, s), CUDA_SUCCESS);
+    EXPECT_EQ(attr(CU_MEMPOOL_ATTR_USED_MEM_CURRENT), base + 4096);
+    ASSERT_EQ(api().cuMemFreeAsync(a, s), CUDA_SUCCESS);
+    EXPECT_EQ(attr(CU_MEMPOOL_ATTR_USED_MEM_CURRENT), base);
+    ASSERT_EQ(api().cuMemAllocAsync(&b, 1024, s), CUDA_SUCCESS);
+    EXPECT_EQ(attr(CU_MEMPOOL_ATTR_USED_MEM_CURRENT), base + 1024);
+    EXPECT_EQ(attr(CU_MEMPOOL_ATTR_USED_MEM_HIGH), base + 4096);
+    EXPECT_GE(attr(CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), base + 4096);
+    EXPECT_EQ(api().cuMemFreeAsync(b + 16, s), CUDA_ERROR_INVALID_VALUE);  // not a block's start
+    ASSERT_EQ(api().cuMemFreeAsync(b, s), CUDA_SUCCESS);
+  }
+  ASSERT_EQ(api().cuStreamSynchronize(s), CUDA_SUCCESS);
+  ASSERT_EQ(trim(pool, 0), CUDA_SUCCESS);
+  EXPECT_EQ(attr(CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), base);
+  api().cuStreamDestroy(s);
 }
