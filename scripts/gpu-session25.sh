@@ -23,7 +23,7 @@ W=tests/gpu/workloads.py
 if [ "$PART" = traps ]; then
   args=()
   for p in ${3//,/ }; do args+=(--traps $BA/tests/gpu/$p); done
-  [ ${#args[@]} = 0 ] && for p in traps traps_libs traps_more traps_odd traps_edge apps apps2 traps_per_thread; do args+=(--traps $BA/tests/gpu/$p); done
+  [ ${#args[@]} = 0 ] && for p in traps traps_libs traps_more traps_odd traps_edge traps_threads2 traps_driver2 apps apps2 traps_per_thread; do args+=(--traps $BA/tests/gpu/$p); done
   python3 tests/gpu/check_traps.py "${args[@]}" --libgraft $BA/src/libgraft.so --out $O/traps | sed -n '/=== RESULT ===/,$p'
 elif [ "$PART" = losses ]; then
   CASES=${3:-mlp,gpt,sdpa,cnn,inductor_gpt}

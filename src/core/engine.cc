@@ -254,13 +254,9 @@ void Engine::countDormant(StreamKey stream) {
 }
 
 GRAFT_HOT void Engine::completeIssued(const OpDesc& op, bool succeeded) {
-  completeIssued(op, succeeded, issueTicket());
-}
-
-GRAFT_HOT void Engine::completeIssued(const OpDesc& op, bool succeeded, IssueTicket ticket) {
-  ++stats_.eagerByCause[size_t(ticket.cause)];
+  ++stats_.eagerByCause[size_t(pending_cause_)];
   if (stepsAside() || !succeeded) return;
-  recordEagerOp(op, ticket.boundary);
+  recordEagerOp(op, pending_boundary_);
 }
 
 // ---------------------------------------------------------------------------
@@ -592,7 +588,7 @@ void Engine::hostBarrier(uint64_t barrierHash) {
   drainLaunches();
 }
 
-QueryAnswer Engine::query(StreamKey stream, uint64_t event, uint64_t queryHash) {
+QueryAnswer Engine::query(StreamKey stream, uint64_t event, uint64_t queryHash, uint64_t context) {
   // What a query observes is work the program issued before it. Everything
   // graft does not hold was issued before everything it holds, so the query
   // needs none of the held ops unless its target is among them: the event's
@@ -635,6 +631,11 @@ QueryAnswer Engine::query(StreamKey stream, uint64_t event, uint64_t queryHash) 
       for (size_t k = 0; inGeneration && k < held_.size() && !targetHeld; ++k) {
         const OpDesc h = held_.view(k);
         if (h.stream != stream) continue;
+        if (context && isDefaultStream(stream)) {  // another context's default stream is another stream
+          uint64_t c = executor_.domainOf(h);
+          if (!c) c = executor_.contextOfEventOp(h);
+          if (c && c != context) continue;
+        }
         if (h.kind == OpKind::EventWait) waitsHeld = true;
         else targetHeld = true;
       }

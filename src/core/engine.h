@@ -87,18 +87,10 @@ class Engine {
   std::unique_lock<EngineMutex> lock() { return std::unique_lock<EngineMutex>(mutex_); }
 
   // A stream-ordered op. On IssueNow the caller issues the op with its own
-  // arguments and then calls completeIssued() before releasing the lock, or
-  // (an op that may block the host, see the hook's submitOp) takes
-  // issueTicket(), releases the lock for the driver call and hands the
-  // ticket to completeIssued() under the lock again.
+  // arguments and then calls completeIssued() before releasing the lock (or,
+  // for an op that may block the host, see the hook's submitOp, calls it
+  // first as if the call succeeded, then releases the lock for the call).
   Decision submit(const OpDesc& op);
-  // What completeIssued() needs of the submit() that returned IssueNow.
-  struct IssueTicket {
-    EagerCause cause;
-    bool boundary;
-  };
-  IssueTicket issueTicket() const { return {pending_cause_, pending_boundary_}; }
-  void completeIssued(const OpDesc& op, bool succeeded, IssueTicket ticket);
   // While ops are held: the op the first live candidate expects next (what
   // submit() would compare the next op with first). Its bytes stay unchanged
   // until an op equal to it has been submitted. False when nothing is held.
@@ -154,7 +146,10 @@ class Engine {
   // record, or a stream's run of queries, asked about while ops were held and
   // not polled: the program went on without waiting).
   // Otherwise AskDriver, after queued launches are in the driver's queues.
-  QueryAnswer query(StreamKey stream, uint64_t event, uint64_t queryHash);
+  // A default stream names one stream per context: `context` (nonzero) is
+  // the caller's current one, and only held ops of that context (or of none
+  // known) count as the target's.
+  QueryAnswer query(StreamKey stream, uint64_t event, uint64_t queryHash, uint64_t context = 0);
   // A stream is about to be destroyed: nothing held may use it.
   void releaseStream(StreamKey stream);
   // The program destroys an event. If held ops use it, its destruction is
@@ -207,6 +202,8 @@ class Engine {
   // Stops replaying for good (e.g. graft can no longer see every op): issues
   // everything held; from now on every op is issued eagerly and only counted.
   void stopReplay();
+  // False once stopReplay() ran (or replay was never on).
+  bool replaying() const { return config_.replay; }
   // Benchmark-only (GRAFT_BENCH_SWITCH): stops replaying until resumeReplay().
   // Pausing issues everything held; while paused every op is issued eagerly
   // and nothing is recorded or learned. Graphs built so far are kept, and

@@ -79,8 +79,10 @@ enum class OpKind : uint8_t {
   X(DriverChecks, "driver_checks",                                                                       \
     "ops whose outcome only the driver decides, which a graph node would not reproduce: empty copies and "  \
     "memsets (they make no node), memsets at an address not aligned to their element size, device copies " \
-    "and memsets of memory the driver does not know as such, launches given both parameter forms: they "   \
-    "go to the driver at their position, which refuses or skips them as it would without graft")           \
+    "and memsets of memory the driver does not know as such or past the end of its allocation, launches "  \
+    "given both parameter forms, attributes counted but not given or a parameter buffer of another size " \
+    "than the kernel's, waits on an event last recorded in the program's capture: they go to the driver "  \
+    "at their position, which refuses or skips them as it would without graft")                           \
   X(ProgramGraph, "program_graph_launch", "the program's own graph launches run eagerly at their position") \
   X(OtherStreamOrdered, "unmodelled_stream_op",                                                            \
     "other stream-ordered ops run eagerly at their position (stream memory operations, prefetches, "       \

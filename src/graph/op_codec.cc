@@ -114,6 +114,9 @@ GRAFT_FAST_LANE core::EagerCause OpEncoder::describeLaunch(CUcontext ctx, Kernel
   if (info.eager != core::EagerCause::None) return info.eager;
   if (a.sharedMem && a.sharedMem > allowanceFor(info, ctx)) return core::EagerCause::AboveSharedMemAllowance;
   if (a.numAttrs > kMaxLaunchAttrs) return core::EagerCause::UnsupportedLaunch;
+  // Attributes counted but not given: the driver refuses the launch (graft
+  // must not read them).
+  if (a.numAttrs && !a.attrs) return core::EagerCause::DriverChecks;
   // Both parameter forms at once: the driver refuses the launch
   // (CUDA_ERROR_INVALID_VALUE), so it goes to the driver, as eagerly.
   if (a.kernelParams && a.extra) return core::EagerCause::DriverChecks;
@@ -139,9 +142,14 @@ GRAFT_FAST_LANE core::EagerCause OpEncoder::describeLaunch(CUcontext ctx, Kernel
   bool extraOk = true;
   if (a.extra) {
     for (void** e = a.extra; *e != CU_LAUNCH_PARAM_END; e += 2) {
-      if (e[0] == CU_LAUNCH_PARAM_BUFFER_POINTER) *buffer = e[1];
-      else if (e[0] == CU_LAUNCH_PARAM_BUFFER_SIZE) bufferSize = *static_cast<size_t*>(e[1]);
-      else extraOk = false;
+      if (e[0] == CU_LAUNCH_PARAM_BUFFER_POINTER) {
+        *buffer = e[1];
+      } else if (e[0] == CU_LAUNCH_PARAM_BUFFER_SIZE) {
+        if (!e[1]) return core::EagerCause::DriverChecks;  // the driver refuses it; graft must not read it
+        bufferSize = *static_cast<size_t*>(e[1]);
+      } else {
+        extraOk = false;
+      }
     }
   }
   size_t valueSize = 0;
@@ -152,6 +160,10 @@ GRAFT_FAST_LANE core::EagerCause OpEncoder::describeLaunch(CUcontext ctx, Kernel
     *buffer = nullptr;
   } else {
     if (!extraOk || !*buffer) return core::EagerCause::UnsupportedLaunch;
+    // A buffer whose size is not the kernel's parameter size: the driver
+    // refuses the launch without reading it, and graft must not read it either
+    // (it may end before the size claimed).
+    if (!info.layoutKnown || bufferSize != info.paramBytes) return core::EagerCause::DriverChecks;
     ks->paramMode = kParamsBuffer;
     valueSize = bufferSize;
   }
@@ -324,6 +336,8 @@ GRAFT_HOT const OpDesc& OpEncoder::eventWait(ApiId api, core::StreamKey stream, 
                                    unsigned flags) {
   if (const core::EagerCause c = eventOpEagerCause(event, false); c != core::EagerCause::None)
     return boundary(api, stream, c);
+  if (!captured_records_.empty() && captured_records_.count(reinterpret_cast<uint64_t>(event)))
+    return boundary(api, stream, core::EagerCause::DriverChecks);
   const EventShape s{flags, 0, reinterpret_cast<uint64_t>(ctx)};
   std::memcpy(shape_.data(), &s, sizeof(s));
   return finish(OpKind::EventWait, api, stream, reinterpret_cast<uint64_t>(event), sizeof(s), 0);

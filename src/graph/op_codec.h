@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/op.h"
@@ -112,7 +113,18 @@ class OpEncoder {
   //   not seen created (opened with cuIpcOpenEventHandle, or created before
   //     graft started): neither, for the same reasons.
   void noteEventCreated(CUevent event, unsigned flags);
-  void noteEventDestroyed(CUevent event) { events_.erase(reinterpret_cast<uint64_t>(event)); }
+  void noteEventDestroyed(CUevent event) {
+    events_.erase(reinterpret_cast<uint64_t>(event));
+    if (!captured_records_.empty()) captured_records_.erase(reinterpret_cast<uint64_t>(event));
+  }
+  // A record of `event` (inCapture: made while the program captured). A wait
+  // on an event whose last record was captured is the driver's to judge (it
+  // refuses some), so it stays eager (tests/gpu/traps_driver2.cu,
+  // captured_event_wait).
+  void noteEventRecord(CUevent event, bool inCapture) {
+    if (inCapture) captured_records_.insert(reinterpret_cast<uint64_t>(event));
+    else if (!captured_records_.empty()) captured_records_.erase(reinterpret_cast<uint64_t>(event));
+  }
 
   // An op issued eagerly in sequence (never graphed).
   const core::OpDesc& boundary(hook::ApiId api, core::StreamKey stream, core::EagerCause cause);
@@ -154,6 +166,7 @@ class OpEncoder {
   // Why a record (or a wait) of `event` must stay eager; None if a graph may hold it.
   core::EagerCause eventOpEagerCause(CUevent event, bool record) const;
   std::unordered_map<uint64_t, EventKind> events_;
+  std::unordered_set<uint64_t> captured_records_;  // events whose last record the program captured
 };
 
 // Views of an encoded op's bytes.

@@ -167,10 +167,22 @@ inline CUcontext defaultStreamContext(CUstream s) {
   return !s || s == CU_STREAM_LEGACY ? currentContext() : nullptr;
 }
 
-// Whether the driver knows `p` (device memory, or host memory it mapped).
-inline bool isCudaPointer(CUdeviceptr p) {
+// Whether [p, p + bytes) lies inside one allocation the driver knows (of
+// device memory when deviceOnly). The driver refuses a copy or memset that
+// runs past its allocation's end, at the call (tests/gpu/traps_driver2.cu,
+// range_past_end).
+inline bool rangeKnown(CUdeviceptr p, size_t bytes, bool deviceOnly) {
+  auto attribute = real<ApiId::k_cuPointerGetAttribute_4000>();
   unsigned type = 0;
-  return real<ApiId::k_cuPointerGetAttribute_4000>()(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) == CUDA_SUCCESS;
+  CUdeviceptr start = 0;
+  size_t size = 0;
+  if (attribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) != CUDA_SUCCESS || !type ||
+      (deviceOnly && type != CU_MEMORYTYPE_DEVICE))
+    return false;
+  if (attribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, p) != CUDA_SUCCESS ||
+      attribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, p) != CUDA_SUCCESS)
+    return true;  // no range told: the start's check only
+  return p >= start && bytes <= size && p - start <= size - bytes;
 }
 
 inline bool isDevicePointer(CUdeviceptr p) {
@@ -178,6 +190,42 @@ inline bool isDevicePointer(CUdeviceptr p) {
   return real<ApiId::k_cuPointerGetAttribute_4000>()(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) ==
              CUDA_SUCCESS &&
          type == CU_MEMORYTYPE_DEVICE;
+}
+
+// A sticky error: the context can no longer be used (a device-side assert, a
+// fault), and every later call fails with it eagerly. Then graft holds
+// nothing from now on, so each call reaches the driver and gets that error
+// at its position (tests/gpu/traps_driver2.cu, sticky_after_assert).
+inline bool isStickyError(CUresult r) {
+  switch (r) {
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_ASSERT:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_LAUNCH_FAILED:
+    case CUDA_ERROR_ECC_UNCORRECTABLE:
+      return true;
+    default:
+      return false;
+  }
+}
+// Under the engine lock.
+GRAFT_COLD inline void stopAfterStickyError(Runtime& rt, CUresult r) {
+  if (!rt.engine().replaying()) return;
+  rt.engine().stopReplay();
+  GRAFT_WARN("the program's context hit a sticky error ({}): graft replays nothing more, so every later call "
+             "gets it from the driver as it would without graft", int(r));
+}
+// Not under the engine lock.
+inline CUresult noteStickyError(Runtime& rt, CUresult r) {
+  if (isStickyError(r)) [[unlikely]] {
+    auto lock = rt.engine().lock();
+    stopAfterStickyError(rt, r);
+  }
+  return r;
 }
 
 // Why an ordered op that graft does not model is issued eagerly in sequence.
@@ -277,7 +325,7 @@ struct Encoder<ApiId::k_cuMemcpyDtoDAsync_3020> {
     // Memory that is not device memory (pageable host memory, a freed block)
     // is the driver's to refuse or copy, at the call: a held copy would
     // already have returned success (tests/gpu/traps_edge.cu, refused_values).
-    if (n && (!isDevicePointer(dst) || !isDevicePointer(src)))
+    if (n && (!rangeKnown(dst, n, true) || !rangeKnown(src, n, true)))
       return rt.encoder().boundary(ApiId::k_cuMemcpyDtoDAsync_3020, streamKey(s, pt), EagerCause::DriverChecks);
     return rt.encoder().memcpy(ApiId::k_cuMemcpyDtoDAsync_3020, streamKey(s, pt), currentContext(),
                                dst, src, n);
@@ -294,6 +342,8 @@ struct Encoder<ApiId::k_cuMemcpyAsync_4000> {
     if (!isDevicePointer(dst) || !isDevicePointer(src))
       return rt.encoder().boundary(ApiId::k_cuMemcpyAsync_4000, streamKey(s, pt),
                                    EagerCause::HostMemoryCopy);
+    if (n && (!rangeKnown(dst, n, true) || !rangeKnown(src, n, true)))
+      return rt.encoder().boundary(ApiId::k_cuMemcpyAsync_4000, streamKey(s, pt), EagerCause::DriverChecks);
     return rt.encoder().memcpy(ApiId::k_cuMemcpyAsync_4000, streamKey(s, pt), currentContext(), dst,
                                src, n);
   }
@@ -305,13 +355,14 @@ struct MemsetEncoder {
   // Memory the driver does not know is its to refuse, at the call (as for
   // device copies above).
   GRAFT_HOT static const OpDesc& encode(Runtime& rt, int pt, CUdeviceptr dst, V value, size_t n, CUstream s) {
-    if (n && !isCudaPointer(dst)) return rt.encoder().boundary(Id, streamKey(s, pt), EagerCause::DriverChecks);
+    if (n && !rangeKnown(dst, n * ElementSize, false))
+      return rt.encoder().boundary(Id, streamKey(s, pt), EagerCause::DriverChecks);
     return rt.encoder().memset(Id, streamKey(s, pt), currentContext(), dst, 0, unsigned(value),
                                ElementSize, n, 1);
   }
   GRAFT_HOT static const OpDesc& encode(Runtime& rt, int pt, CUdeviceptr dst, size_t pitch, V value,
                               size_t width, size_t height, CUstream s) {
-    if (width && height && !isCudaPointer(dst))
+    if (width && height && !rangeKnown(dst, pitch * (height - 1) + width * ElementSize, false))
       return rt.encoder().boundary(Id, streamKey(s, pt), EagerCause::DriverChecks);
     return rt.encoder().memset(Id, streamKey(s, pt), currentContext(), dst, pitch, unsigned(value),
                                ElementSize, width, height);
@@ -451,6 +502,8 @@ template <ApiId Id, int PT, typename Real, typename... A>
   if constexpr (IsKernelLaunch<Id>) {
     if (holdIfExpected<Id, PT>(rt, a...)) return CUDA_SUCCESS;
   }
+  if constexpr (apiInfo(Id).klass == ApiClass::EventRecord)
+    rt.encoder().noteEventRecord(firstOf<CUevent>(a...), rt.engine().programCaptureActive());
   rt.engine().noteSubmitter(submitterToken());
   const OpDesc* op;
   core::OpDesc expected;  // see OpEncoder::setExpected
@@ -496,17 +549,18 @@ template <ApiId Id, int PT, typename Real, typename... A>
       // call needs (tests/gpu/traps_edge.cu, pageable_copy_gate). Everything
       // before it is issued already (submit() issued what was held and
       // drained the queued launches).
-      const OpDesc boundary = *op;  // the encoder's op may change meanwhile (it has no bytes)
-      const core::Engine::IssueTicket ticket = rt.engine().issueTicket();
+      // It is recorded first, as issued (a refused copy then counts as a
+      // boundary that did nothing): recorded after the call, under the lock
+      // again, it would come after ops other threads got held meanwhile, and
+      // their event records would look settled by it (Engine::query).
+      const StreamKey stream = op->stream;
+      {
+        core::StageTimer timer(core::Stage::Record);
+        rt.engine().completeIssued(*op, true);
+      }
       const bool mayHold = rt.engine().mayHold();
       lock.unlock();
-      const CUresult r =
-          core::isPerThreadKey(boundary.stream) ? forwardPerThread<Id, PT>(boundary.stream, mayHold, realFn, a...)
-                                                : realFn(a...);
-      lock.lock();
-      core::StageTimer timer(core::Stage::Record);
-      rt.engine().completeIssued(boundary, r == CUDA_SUCCESS, ticket);
-      return r;
+      return core::isPerThreadKey(stream) ? forwardPerThread<Id, PT>(stream, mayHold, realFn, a...) : realFn(a...);
     }
   }
   const CUresult r = core::isPerThreadKey(op->stream)
@@ -514,6 +568,7 @@ template <ApiId Id, int PT, typename Real, typename... A>
                         : realFn(a...);
   core::StageTimer timer(core::Stage::Record);
   rt.engine().completeIssued(*op, r == CUDA_SUCCESS);
+  if (isStickyError(r)) [[unlikely]] stopAfterStickyError(rt, r);
   return r;
 }
 
@@ -657,9 +712,12 @@ inline SettingChange settingChange(bool read, CUfunction_attribute attrib, int c
         c.kind = SettingChange::SharedMemAbove;
         c.value = value;
         return c;
-      case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
       case CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
-        return c;  // preferences: the same results either way
+        return c;  // a preference: the same results either way
+      // (The shared-memory carveout is more than a preference: it sets how
+      // many blocks fit on an SM, so whether the driver takes a cooperative
+      // launch of the kernel; tests/gpu/traps_driver2.cu, carveout_cooperative.
+      // A change is handled as any other, below.)
       default:
         if (value == current) return c;
         break;
@@ -823,7 +881,7 @@ template <ApiId Id, int PT, typename Real, typename... A>
         if (r == CUDA_SUCCESS) graph::PerThreadStreams::retireIfEnded(proxies, device, surelyEnds);
         return r;
       }
-      return realFn(a...);
+      return noteStickyError(rt, realFn(a...));
     } else if constexpr (info.klass == ApiClass::Setting) {
       // A kernel attribute that launches read when issued: those graft holds
       // were asked for under the value the call replaces.
@@ -864,15 +922,23 @@ template <ApiId Id, int PT, typename Real, typename... A>
       // A null event names nothing (not the legacy stream): the driver's error.
       if (Id == ApiId::k_cuEventQuery_2000 && !e) return realFn(a...);
       const StreamKey stream = e ? 0 : streamKey(firstOf<CUstream>(a...), PT);
+      // A default stream is the current context's: with none current, the
+      // driver's error; in another context, not the stream graft holds work on
+      // (tests/gpu/traps_threads2.cu, ctx_legacy_query, thread_no_context_query).
+      uint64_t context = 0;
+      if (!e && core::isDefaultStream(stream)) {
+        context = reinterpret_cast<uint64_t>(currentContext());
+        if (!context) return realFn(a...);
+      }
       {
         auto lock = rt.engine().lock();
         // Held work is not complete: graft answers for it (Engine::query).
-        if (rt.engine().query(stream, reinterpret_cast<uint64_t>(e), barrierHash<Id>(a...)) ==
+        if (rt.engine().query(stream, reinterpret_cast<uint64_t>(e), barrierHash<Id>(a...), context) ==
             core::QueryAnswer::NotReady)
           return CUDA_ERROR_NOT_READY;
       }
       beforePerThreadCall<PT>(false, a...);
-      return realFn(a...);
+      return noteStickyError(rt, realFn(a...));
     } else if constexpr (info.klass == ApiClass::Lifecycle) {
       const CUstream s = firstOf<CUstream>(a...);
       const CUevent e = firstOf<CUevent>(a...);

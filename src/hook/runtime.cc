@@ -298,7 +298,11 @@ void Runtime::writeExitReport() {
   log::Report r;
   {
     auto lock = engine_->lock();
-    engine_->flushAll();
+    // Nothing is held from here on: this thread's calls from now on bypass
+    // graft (no barrier would issue what it held), the idle flush stops, and
+    // other threads may go on launching meanwhile (tests/gpu/traps_threads2.cu,
+    // exit_late_spin, exit_late_sync).
+    engine_->stopReplay();
     // This thread's calls from here on (exit handlers, static destructors)
     // reach the driver without graft, so they could not join its per-thread
     // streams to their proxies: they are joined now. (Other threads go on
