@@ -226,7 +226,9 @@ CUresult buildLaunch(CUfunction f, const unsigned grid[3], const unsigned block[
           return CUDA_ERROR_INVALID_VALUE;
         }
       }
-      if (!buf || !bufSize || *bufSize < k->totalBytes) return CUDA_ERROR_INVALID_VALUE;
+      // The driver refuses a buffer whose size is not the kernel's parameter
+      // size (larger too), without reading it.
+      if (!buf || !bufSize || *bufSize != k->totalBytes) return CUDA_ERROR_INVALID_VALUE;
       for (size_t i = 0; i < n; ++i) {
         std::memcpy(out->params.data() + k->offsets[i], static_cast<const uint8_t*>(buf) + k->offsets[i], k->sizes[i]);
       }

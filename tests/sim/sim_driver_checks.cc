@@ -2,7 +2,8 @@
 // loop graft replays, on irregular steps: every return code and value must
 // be what the simulated driver gives eagerly (the program knows each code
 // and keeps a host copy of every value). One mode per divergence found on a
-// real GPU (tests/gpu/traps_edge.cu; fixed in 115473b and 97e575d):
+// real GPU (tests/gpu/traps_edge.cu, fixed in 115473b and 97e575d;
+// tests/gpu/traps_driver2.cu and traps_threads2.cu, fixed in b0e0eb1):
 //   sim_driver_checks --mode MODE [--steps N] [--expect-graphs]
 //
 // params-extra   cuLaunchKernel / cuLaunchKernelEx given kernelParams and an
@@ -56,6 +57,46 @@
 //                memory handles, as a real driver may: a tool that replays a
 //                graph of the ended context crashes (the simulator aborts).
 //
+// malformed-launch  launches the driver refuses for their configuration only,
+//                on irregular steps at the place of a valid launch:
+//                cuLaunchKernelEx with numAttrs 1 and attrs NULL, and
+//                cuLaunchKernel with an `extra` buffer whose
+//                CU_LAUNCH_PARAM_BUFFER_SIZE pointer is NULL, or whose size is
+//                not the kernel's parameter size (4096, where the buffer ends
+//                at a page that cannot be read, or 8 bytes less):
+//                refused (CUDA_ERROR_INVALID_VALUE), no effect. A tool that
+//                reads the configuration before the driver checked it
+//                dereferences NULL, or holds the launch and returns success.
+// sticky-error   once, on an irregular step, the step's last kernel reads an
+//                address that is no memory (the simulator's illegal-address
+//                fault: a sticky error); the step's synchronize reports
+//                CUDA_ERROR_ILLEGAL_ADDRESS, and ten more steps of the same
+//                calls (launches, an event record, a wait, a synchronize) each
+//                return it. A tool that goes on holding launches returns
+//                success for them.
+// other-context-query  kernels on the legacy stream of the program's
+//                context; on irregular steps, between them, the host makes a
+//                second context current (cuCtxPushCurrent) and asks
+//                cuStreamQuery of NULL and CU_STREAM_LEGACY: that context's
+//                default stream, idle (CUDA_SUCCESS); on other irregular steps
+//                with no context current (cuCtxSetCurrent(NULL)): the
+//                driver's CUDA_ERROR_INVALID_CONTEXT. A tool that answers for
+//                the legacy stream it holds work on says CUDA_ERROR_NOT_READY.
+// captured-event-wait  every step a cross-stream wait on the step's record;
+//                on irregular steps the program first captures a kernel and a
+//                record of a second event on a third stream (relaxed mode, the
+//                graph thrown away), and the wait names that event: last
+//                recorded in a capture, refused outside it
+//                (CUDA_ERROR_CAPTURED_EVENT; the wait on the step's record
+//                follows). A tool that holds the wait in its graph, with the
+//                event patched, returns success.
+// range-past-end cuMemcpyDtoDAsync of 64 bytes and cuMemsetD32Async of 16
+//                words whose start moves every step inside 256-byte buffers;
+//                on irregular steps the range ends 8 bytes past the
+//                allocation's end: refused (CUDA_ERROR_INVALID_VALUE), the
+//                target left alone. A tool that checks only the start holds
+//                them and returns success.
+//
 // --expect-graphs: also exit 3 (the path under test was not taken) unless
 // some kernels ran from graphs. Exit 1 on a wrong code or value.
 #include <cstdint>
@@ -64,6 +105,9 @@
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "sim_api.h"
 #include "sim_driver_loader.h"
@@ -466,6 +510,246 @@ void primaryRetain(const simtest::Driver& drv, int steps) {
   }
 }
 
+void malformedLaunch(const simtest::DriverApi& cu, CUfunction add, int steps) {
+  CUstream s;
+  SIM_CHECK(cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  const CUdeviceptr x = simtest::zeroedBuffer(cu), y = simtest::zeroedBuffer(cu), z = simtest::zeroedBuffer(cu),
+                    w = simtest::zeroedBuffer(cu);
+  // A parameter buffer at the end of a readable page, the next one not
+  // readable: what reads past its 24 bytes faults.
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  void* pages = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (pages == MAP_FAILED || mprotect(static_cast<char*>(pages) + page, page, PROT_NONE)) {
+    ++g_wrong;
+    return;
+  }
+  uint64_t* const edge = reinterpret_cast<uint64_t*>(static_cast<char*>(pages) + page - 3 * 8);
+  uint64_t hx = 0, hy = 0, hz = 0, hw = 0;
+  for (int i = 0; i < steps; ++i) {
+    SIM_CHECK(simtest::launchAdd(cu, add, y, x, 1, s));  // y = x + 1
+    hy = hx + 1;
+    // z = y + i through cuLaunchKernelEx; or with one attribute counted and none given.
+    // One odd launch on an irregular step (about one in nine), in turn.
+    const int odd = irregular(i, 10) ? i % 3 : -1;
+    const bool noAttrs = odd == 0;
+    CUlaunchConfig cfg = {};
+    cfg.gridDimX = cfg.gridDimY = cfg.gridDimZ = 1;
+    cfg.blockDimX = cfg.blockDimY = cfg.blockDimZ = 1;
+    cfg.hStream = s;
+    cfg.attrs = nullptr;
+    cfg.numAttrs = noAttrs ? 1 : 0;
+    CUdeviceptr to = z, from = y;
+    uint64_t k = uint64_t(i);
+    void* args[] = {&to, &from, &k};
+    expectCode(cu.cuLaunchKernelEx(&cfg, add, args, nullptr), noAttrs ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS,
+               noAttrs ? "cuLaunchKernelEx with numAttrs 1 and attrs NULL" : "cuLaunchKernelEx", i);
+    if (!noAttrs) hz = hy + uint64_t(i);
+    // w = z + 2 through an `extra` buffer; or with a NULL size pointer.
+    const bool noSize = odd == 1;
+    uint64_t buf1[3] = {w, z, 2};
+    size_t size1 = sizeof buf1;
+    void* extra1[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buf1, CU_LAUNCH_PARAM_BUFFER_SIZE, noSize ? nullptr : &size1,
+                      CU_LAUNCH_PARAM_END};
+    expectCode(cu.cuLaunchKernel(add, 1, 1, 1, 1, 1, 1, 0, s, nullptr, extra1),
+               noSize ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS,
+               noSize ? "cuLaunchKernel with a NULL CU_LAUNCH_PARAM_BUFFER_SIZE" : "cuLaunchKernel (extra)", i);
+    if (!noSize) hw = hz + 2;
+    // x = w + 3 through an `extra` buffer that ends where readable memory
+    // ends; or claiming a size other than the kernel's: 4096 bytes (past the
+    // readable page), or 8 bytes less.
+    const bool badSize = odd == 2;
+    uint64_t* buf2 = edge;
+    buf2[0] = x, buf2[1] = w, buf2[2] = 3;
+    size_t size2 = badSize ? (i % 2 ? 4096 : 2 * 8) : 3 * 8;
+    void* extra2[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buf2, CU_LAUNCH_PARAM_BUFFER_SIZE, &size2, CU_LAUNCH_PARAM_END};
+    expectCode(cu.cuLaunchKernel(add, 1, 1, 1, 1, 1, 1, 0, s, nullptr, extra2),
+               badSize ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS,
+               badSize ? "cuLaunchKernel with a buffer size not the kernel's" : "cuLaunchKernel (extra)", i);
+    if (!badSize) hx = hw + 3;
+    g_provoked += noAttrs + noSize + badSize;
+    if (i % 10 == 9 || i == steps - 1) {
+      checkWord(cu, s, x, hx, "x", i);
+      checkWord(cu, s, z, hz, "z", i);
+    }
+  }
+}
+
+void stickyError(const simtest::DriverApi& cu, CUfunction add, int steps) {
+  CUstream s, s2;
+  SIM_CHECK(cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  SIM_CHECK(cu.cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+  CUevent e;
+  SIM_CHECK(cu.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+  const CUdeviceptr x = simtest::zeroedBuffer(cu), y = simtest::zeroedBuffer(cu), c = simtest::zeroedBuffer(cu);
+  const CUdeviceptr nowhere = 0x1000;  // no memory: a kernel reading it faults
+  uint64_t hx = 0, hy = 0;
+  int faultAt = -1;
+  for (int i = 0; i < steps; ++i) {
+    if (faultAt < 0 && i >= steps / 3 && irregular(i, 13)) faultAt = i;
+    const bool after = faultAt >= 0 && i > faultAt;
+    const CUresult want = after ? CUDA_ERROR_ILLEGAL_ADDRESS : CUDA_SUCCESS;
+    expectCode(simtest::launchAdd(cu, add, y, x, uint64_t(i), s), want, "cuLaunchKernel", i);  // y = x + i
+    expectCode(cu.cuEventRecord(e, s), want, "cuEventRecord", i);
+    expectCode(cu.cuStreamWaitEvent(s2, e, 0), want, "cuStreamWaitEvent", i);
+    expectCode(simtest::launchAdd(cu, add, c, c, 1, s2), want, "cuLaunchKernel", i);
+    // x = y + 1; on the fault's step from no memory.
+    expectCode(simtest::launchAdd(cu, add, x, i == faultAt ? nowhere : y, 1, s), want, "cuLaunchKernel", i);
+    expectCode(cu.cuStreamSynchronize(s), faultAt >= 0 ? CUDA_ERROR_ILLEGAL_ADDRESS : CUDA_SUCCESS,
+               i == faultAt ? "cuStreamSynchronize after the faulting kernel" : "cuStreamSynchronize", i);
+    expectCode(cu.cuStreamSynchronize(s2), faultAt >= 0 ? CUDA_ERROR_ILLEGAL_ADDRESS : CUDA_SUCCESS,
+               "cuStreamSynchronize", i);
+    if (faultAt < 0) {
+      hy = hx + uint64_t(i), hx = hy + 1;
+      if (i % 10 == 9) expectValue(readWord(cu, x), hx, "x", i);
+    } else {
+      ++g_provoked;
+      if (i == faultAt + 10) break;
+    }
+  }
+  if (faultAt < 0) {
+    std::printf("sim_driver_checks: %s: no step faulted (too few steps)\n", g_mode);
+    ++g_wrong;
+  }
+}
+
+void otherContextQuery(const simtest::Driver& drv, CUcontext ctx, CUfunction add, int steps) {
+  const simtest::DriverApi& cu = drv.plain;
+  CUresult (*ctxCreate)(CUcontext*, CUctxCreateParams*, unsigned, CUdevice) = nullptr;
+  decltype(&::cuCtxPushCurrent) ctxPush = nullptr;
+  decltype(&::cuCtxPopCurrent) ctxPop = nullptr;
+  if (!simtest::lookupProc(drv, "cuCtxCreate", &ctxCreate) || !simtest::lookupProc(drv, "cuCtxPushCurrent", &ctxPush) ||
+      !simtest::lookupProc(drv, "cuCtxPopCurrent", &ctxPop)) {
+    ++g_wrong;
+    return;
+  }
+  CUcontext other = nullptr, popped = nullptr;
+  SIM_CHECK(ctxCreate(&other, nullptr, 0, 0));  // current now
+  SIM_CHECK(ctxPop(&popped));
+  SIM_CHECK(cu.cuCtxSetCurrent(ctx));
+  const CUdeviceptr x = simtest::zeroedBuffer(cu), y = simtest::zeroedBuffer(cu), c = simtest::zeroedBuffer(cu);
+  uint64_t hx = 0, hy = 0, hc = 0;
+  for (int i = 0; i < steps; ++i) {
+    SIM_CHECK(simtest::launchAdd(cu, add, y, x, uint64_t(i), nullptr));  // y = x + i, legacy stream
+    SIM_CHECK(simtest::launchAdd(cu, add, x, y, 1, nullptr));            // x = y + 1
+    // One query at a time, each followed by a launch (two in a row would be
+    // a poll, where a tool issues what it holds).
+    CUstream legacy = i % 2 ? CU_STREAM_LEGACY : nullptr;
+    if (irregular(i, 14)) {
+      SIM_CHECK(ctxPush(other));
+      expectCode(cu.cuStreamQuery(legacy), CUDA_SUCCESS,
+                 i % 2 ? "cuStreamQuery(CU_STREAM_LEGACY) in another context" : "cuStreamQuery(NULL) in another context",
+                 i);
+      SIM_CHECK(ctxPop(&popped));
+      expectValue(popped == other, 1, "the context popped is the one pushed", i);
+      ++g_provoked;
+    }
+    SIM_CHECK(simtest::launchAdd(cu, add, x, x, 2, nullptr));  // x += 2
+    if (irregular(i, 15)) {
+      SIM_CHECK(cu.cuCtxSetCurrent(nullptr));
+      expectCode(cu.cuStreamQuery(legacy), CUDA_ERROR_INVALID_CONTEXT,
+                 i % 2 ? "cuStreamQuery(CU_STREAM_LEGACY) with no context current"
+                       : "cuStreamQuery(NULL) with no context current",
+                 i);
+      SIM_CHECK(cu.cuCtxSetCurrent(ctx));
+      ++g_provoked;
+    }
+    SIM_CHECK(simtest::launchAdd(cu, add, c, c, 1, nullptr));  // c += 1
+    hc += 1;
+    hy = hx + uint64_t(i), hx = hy + 1 + 2;
+    if (i % 10 == 9 || i == steps - 1) {
+      checkWord(cu, nullptr, x, hx, "x", i);
+      expectValue(readWord(cu, c), hc, "c", i);
+    }
+  }
+  SIM_CHECK(cu.cuCtxSynchronize());
+}
+
+void capturedEventWait(const simtest::DriverApi& cu, CUfunction add, int steps) {
+  CUstream s, s2, s3;
+  SIM_CHECK(cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  SIM_CHECK(cu.cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+  SIM_CHECK(cu.cuStreamCreate(&s3, CU_STREAM_NON_BLOCKING));
+  CUevent eStep, eCap, eBack;
+  SIM_CHECK(cu.cuEventCreate(&eStep, CU_EVENT_DISABLE_TIMING));
+  SIM_CHECK(cu.cuEventCreate(&eCap, CU_EVENT_DISABLE_TIMING));
+  SIM_CHECK(cu.cuEventCreate(&eBack, CU_EVENT_DISABLE_TIMING));
+  const CUdeviceptr x = simtest::zeroedBuffer(cu), y = simtest::zeroedBuffer(cu), z = simtest::zeroedBuffer(cu);
+  uint64_t hx = 0, hy = 0;
+  for (int i = 0; i < steps; ++i) {
+    const bool captured = irregular(i, 16);
+    if (captured) {  // a kernel and a record of eCap, captured and thrown away
+      SIM_CHECK(cu.cuStreamBeginCapture(s3, CU_STREAM_CAPTURE_MODE_RELAXED));
+      SIM_CHECK(simtest::launchAdd(cu, add, z, z, 1, s3));
+      SIM_CHECK(cu.cuEventRecord(eCap, s3));
+      CUgraph g = nullptr;
+      SIM_CHECK(cu.cuStreamEndCapture(s3, &g));
+      SIM_CHECK(cu.cuGraphDestroy(g));
+    }
+    SIM_CHECK(simtest::launchAdd(cu, add, y, x, uint64_t(i), s));  // y = x + i
+    SIM_CHECK(cu.cuEventRecord(eStep, s));
+    // The wait after the synchronize names a record made before it: the
+    // step's own, or on capture steps eCap (y is complete either way).
+    SIM_CHECK(cu.cuStreamSynchronize(s));
+    if (captured) {
+      expectCode(cu.cuStreamWaitEvent(s2, eCap, 0), CUDA_ERROR_CAPTURED_EVENT,
+                 "cuStreamWaitEvent on an event last recorded in a capture", i);
+      ++g_provoked;
+    } else {
+      SIM_CHECK(cu.cuStreamWaitEvent(s2, eStep, 0));
+    }
+    SIM_CHECK(simtest::launchAdd(cu, add, x, y, 1, s2));  // x = y + 1
+    SIM_CHECK(cu.cuEventRecord(eBack, s2));
+    SIM_CHECK(cu.cuStreamWaitEvent(s, eBack, 0));
+    hy = hx + uint64_t(i), hx = hy + 1;
+    if (i % 10 == 9 || i == steps - 1) checkWord(cu, s, x, hx, "x", i);
+  }
+  SIM_CHECK(cu.cuCtxSynchronize());
+  expectValue(readWord(cu, z), 0, "z (written only by captured kernels)", steps);
+}
+
+void rangePastEnd(const simtest::DriverApi& cu, CUfunction add, int steps) {
+  CUstream s;
+  SIM_CHECK(cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  constexpr size_t kBytes = 256, kWords = kBytes / 8;
+  const CUdeviceptr x = simtest::zeroedBuffer(cu), p = simtest::zeroedBuffer(cu, kBytes),
+                    t = simtest::zeroedBuffer(cu, kBytes), q = simtest::zeroedBuffer(cu, kBytes);
+  std::vector<uint64_t> hp(kWords, 0), ht(kWords, 0), hq(kWords, 0);
+  uint64_t hx = 0;
+  for (int i = 0; i < steps; ++i) {
+    // p[off] = x + i; t[off, off + 64) = p[off, off + 64) (past the end: refused); x = t[off] + 3.
+    const bool pastCopy = irregular(i, 17);
+    const size_t off = pastCopy ? kBytes - 64 + 8 : 8 * size_t(i % 16);
+    SIM_CHECK(simtest::launchAdd(cu, add, p + off, x, uint64_t(i), s));
+    hp[off / 8] = hx + uint64_t(i);
+    expectCode(cu.cuMemcpyDtoDAsync(t + off, p + off, 64, s), pastCopy ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS,
+               pastCopy ? "cuMemcpyDtoDAsync past its allocation's end" : "cuMemcpyDtoDAsync", i);
+    if (!pastCopy)
+      for (size_t k = 0; k < 8; ++k) ht[off / 8 + k] = hp[off / 8 + k];
+    SIM_CHECK(simtest::launchAdd(cu, add, x, t + off, 3, s));
+    hx = ht[off / 8] + 3;
+    // q[off2, off2 + 64) = v (16 words; past the end: refused); x = q[off2] + x.
+    const bool pastSet = irregular(i, 18);
+    const size_t off2 = pastSet ? kBytes - 64 + 8 : 8 * size_t((i * 5) % 16);
+    const uint32_t v = uint32_t(i) * 2654435761u + 1u;
+    expectCode(cu.cuMemsetD32Async(q + off2, v, 16, s), pastSet ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS,
+               pastSet ? "cuMemsetD32Async past its allocation's end" : "cuMemsetD32Async", i);
+    if (!pastSet)
+      for (size_t k = 0; k < 8; ++k) hq[off2 / 8 + k] = uint64_t(v) | uint64_t(v) << 32;
+    SIM_CHECK(simtest::launchAdd(cu, add, x, q + off2, hx, s));
+    hx = hq[off2 / 8] + hx;
+    g_provoked += pastCopy + pastSet;
+    if (i % 10 == 9 || i == steps - 1) checkWord(cu, s, x, hx, "x", i);
+  }
+  SIM_CHECK(cu.cuCtxSynchronize());
+  std::vector<uint64_t> got(kWords);
+  size_t differ = 0;
+  for (auto [buf, want] : {std::pair{t, &ht}, std::pair{q, &hq}}) {
+    SIM_CHECK(cu.cuMemcpyDtoH(got.data(), buf, kBytes));
+    for (size_t k = 0; k < kWords; ++k) differ += got[k] != (*want)[k];
+  }
+  expectValue(differ, 0, "words of the copy's and the memset's targets that differ", steps);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -493,9 +777,15 @@ int main(int argc, char** argv) {
   else if (mode == "noop-query") noopQuery(cu, add, steps);
   else if (mode == "pool-stats") poolStats(drv, cu, add, steps);
   else if (mode == "primary-retain") primaryRetain(drv, steps / 2);
+  else if (mode == "malformed-launch") malformedLaunch(cu, add, steps);
+  else if (mode == "sticky-error") stickyError(cu, add, steps);
+  else if (mode == "other-context-query") otherContextQuery(drv, ctx, add, steps);
+  else if (mode == "captured-event-wait") capturedEventWait(cu, add, steps);
+  else if (mode == "range-past-end") rangePastEnd(cu, add, steps);
   else {
     std::printf("usage: sim_driver_checks --mode params-extra|empty-ops|unaligned-memset|bad-free|pageable-copy|"
-                "noop-query|pool-stats|primary-retain [--steps N] [--expect-graphs]\n");
+                "noop-query|pool-stats|primary-retain|malformed-launch|sticky-error|other-context-query|"
+                "captured-event-wait|range-past-end [--steps N] [--expect-graphs]\n");
     return 2;
   }
   SimCounters c{};
