@@ -88,11 +88,6 @@ namespace {
 
 // ---------------------------------------------------------------- helpers
 
-uint64_t hostDigest(const void* p, size_t bytes) {
-  Digest d;
-  d.add(p, bytes);
-  return d.h;
-}
 uint32_t bits(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
@@ -103,18 +98,6 @@ unsigned long long bits(double f) {
   std::memcpy(&u, &f, 8);
   return u;
 }
-unsigned long long ull(uint64_t v) { return static_cast<unsigned long long>(v); }
-
-__host__ __device__ inline uint32_t hash32(uint32_t x) {
-  x ^= x >> 16;
-  x *= 0x7feb352du;
-  x ^= x >> 15;
-  x *= 0x846ca68bu;
-  x ^= x >> 16;
-  return x;
-}
-// [0, 1) from the top 24 bits.
-__host__ __device__ inline float unitFloat(uint32_t h) { return float(h >> 8) * (1.0f / 16777216.0f); }
 __host__ __device__ inline int clampi(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
 // ================================================================ cg_solver

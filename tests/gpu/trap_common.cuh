@@ -75,6 +75,39 @@ uint64_t deviceDigest(const void* d, size_t bytes) {
   return g.h;
 }
 
+// A 32-bit mix, a float in [0, 1) from its top 24 bits, and a value for
+// printf's %llx.
+__host__ __device__ inline uint32_t hash32(uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x7feb352du;
+  x ^= x >> 15;
+  x *= 0x846ca68bu;
+  x ^= x >> 16;
+  return x;
+}
+__host__ __device__ inline float unitFloat(uint32_t h) { return float(h >> 8) * (1.0f / 16777216.0f); }
+[[maybe_unused]] inline unsigned long long ull(uint64_t v) { return static_cast<unsigned long long>(v); }
+
+// A digest of host memory.
+[[maybe_unused]] uint64_t hostDigest(const void* p, size_t bytes) {
+  Digest d;
+  d.add(p, bytes);
+  return d.h;
+}
+
+// The current device's ordinal.
+[[maybe_unused]] int currentDevice() {
+  int d = 0;
+  CK(cudaGetDevice(&d));
+  return d;
+}
+
+// About one step in `every` from step 16 on, with no period: a tool that
+// learned the common step (by then) meets the odd one in its place.
+[[maybe_unused]] bool irregular(int i, uint32_t salt, uint32_t every) {
+  return i >= 16 && hash32(uint32_t(i) * 0x9e3779b9u + salt * 0x85ebca6bu) % every == 0;
+}
+
 void print(const char* what, int at, uint64_t h) {
   std::printf("%s %d %016llx\n", what, at, static_cast<unsigned long long>(h));
 }
@@ -106,6 +139,7 @@ uint32_t* deviceBuffer(uint32_t seed, int n = kN) {
 // ---------------------------------------------------------------- kernels
 
 __host__ __device__ inline uint32_t rotl(uint32_t x, int r) { return (x << r) | (x >> (32 - r)); }
+
 
 // dst[k] mixes with src at another block's index: a launch that overlaps the
 // one before it, or runs before it, changes the result.

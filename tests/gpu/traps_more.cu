@@ -212,11 +212,6 @@ __global__ void sliceMix(uint32_t* dst, const uint32_t* src, int n, int off, int
   if (k < off + len) dst[k] = rotl(dst[k], 3) ^ (src[(k * 7 + 4099) % n] + salt);
 }
 
-int currentDevice() {
-  int d = 0;
-  CK(cudaGetDevice(&d));
-  return d;
-}
 
 // Loads a kernel now (cudaFuncGetAttributes does, under lazy loading), so
 // that its first use inside a capture loads nothing.

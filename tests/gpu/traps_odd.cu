@@ -44,11 +44,6 @@ namespace {
 
 // ---------------------------------------------------------------- helpers
 
-int currentDevice() {
-  int d = 0;
-  CK(cudaGetDevice(&d));
-  return d;
-}
 
 // Loads a kernel now (cudaFuncGetAttributes does, under lazy loading), so
 // that its first use inside a capture loads nothing.
@@ -116,11 +111,6 @@ struct Driver {
   PFN_cuLaunchKernel_v4000 launchKernel = driverFunction<PFN_cuLaunchKernel_v4000>("cuLaunchKernel");
 };
 
-uint64_t hostDigest(const void* p, size_t bytes) {
-  Digest d;
-  d.add(p, bytes);
-  return d.h;
-}
 
 // A kernel compiled from PTX (the driver compiles it): cross_context_copy's
 // kernel in the second context, and same_name_modules' two versions of one

@@ -118,32 +118,9 @@ namespace {
 
 // ---------------------------------------------------------------- helpers
 
-int currentDevice() {
-  int d = 0;
-  CK(cudaGetDevice(&d));
-  return d;
-}
 
-uint64_t hostDigest(const void* p, size_t bytes) {
-  Digest d;
-  d.add(p, bytes);
-  return d.h;
-}
 
-uint32_t hash32(uint32_t x) {
-  x ^= x >> 16;
-  x *= 0x7feb352du;
-  x ^= x >> 15;
-  x *= 0x846ca68bu;
-  x ^= x >> 16;
-  return x;
-}
 
-// About one step in `every` from step 16 on, with no period: a tool that
-// learned the common step (by then) meets the odd one in its place.
-bool irregular(int i, uint32_t salt, uint32_t every) {
-  return i >= 16 && hash32(uint32_t(i) * 0x9e3779b9u + salt * 0x85ebca6bu) % every == 0;
-}
 
 // Waits (sleeping 200 us at a time, at most `ms`) until done() holds; false
 // if it never did.
