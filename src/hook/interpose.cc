@@ -167,29 +167,24 @@ inline CUcontext defaultStreamContext(CUstream s) {
   return !s || s == CU_STREAM_LEGACY ? currentContext() : nullptr;
 }
 
-// Whether [p, p + bytes) lies inside one allocation the driver knows (of
-// device memory when deviceOnly). The driver refuses a copy or memset that
-// runs past its allocation's end, at the call (tests/gpu/traps_driver2.cu,
+// Where [p, p + bytes) lies, as the driver knows memory (one call): not in
+// memory it knows (pageable host memory, a freed block), in device memory or
+// host memory it knows, or running past the end of its allocation (which the
+// driver refuses in a copy or memset, at the call: tests/gpu/traps_driver2.cu,
 // range_past_end).
-inline bool rangeKnown(CUdeviceptr p, size_t bytes, bool deviceOnly) {
-  auto attribute = real<ApiId::k_cuPointerGetAttribute_4000>();
+enum class Range { Unknown, Device, Host, PastEnd };
+inline Range rangeOf(CUdeviceptr p, size_t bytes) {
   unsigned type = 0;
   CUdeviceptr start = 0;
   size_t size = 0;
-  if (attribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) != CUDA_SUCCESS || !type ||
-      (deviceOnly && type != CU_MEMORYTYPE_DEVICE))
-    return false;
-  if (attribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, p) != CUDA_SUCCESS ||
-      attribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, p) != CUDA_SUCCESS)
-    return true;  // no range told: the start's check only
-  return p >= start && bytes <= size && p - start <= size - bytes;
-}
-
-inline bool isDevicePointer(CUdeviceptr p) {
-  unsigned type = 0;
-  return real<ApiId::k_cuPointerGetAttribute_4000>()(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) ==
-             CUDA_SUCCESS &&
-         type == CU_MEMORYTYPE_DEVICE;
+  CUpointer_attribute attributes[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                      CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+  void* data[] = {&type, &start, &size};
+  // (Not an error for an unknown pointer: its attributes read 0.)
+  if (real<ApiId::k_cuPointerGetAttributes_7000>()(3, attributes, data, p) != CUDA_SUCCESS || !type)
+    return Range::Unknown;
+  if (size && (p < start || bytes > size || p - start > size - bytes)) return Range::PastEnd;
+  return type == CU_MEMORYTYPE_DEVICE ? Range::Device : Range::Host;
 }
 
 // A sticky error: the context can no longer be used (a device-side assert, a
@@ -323,9 +318,10 @@ struct Encoder<ApiId::k_cuMemcpyDtoDAsync_3020> {
   GRAFT_HOT static const OpDesc& encode(Runtime& rt, int pt, CUdeviceptr dst, CUdeviceptr src, size_t n,
                               CUstream s) {
     // Memory that is not device memory (pageable host memory, a freed block)
-    // is the driver's to refuse or copy, at the call: a held copy would
-    // already have returned success (tests/gpu/traps_edge.cu, refused_values).
-    if (n && (!rangeKnown(dst, n, true) || !rangeKnown(src, n, true)))
+    // or a range past its allocation's end is the driver's to refuse or copy,
+    // at the call: a held copy would already have returned success
+    // (tests/gpu/traps_edge.cu, refused_values).
+    if (n && (rangeOf(dst, n) != Range::Device || rangeOf(src, n) != Range::Device))
       return rt.encoder().boundary(ApiId::k_cuMemcpyDtoDAsync_3020, streamKey(s, pt), EagerCause::DriverChecks);
     return rt.encoder().memcpy(ApiId::k_cuMemcpyDtoDAsync_3020, streamKey(s, pt), currentContext(),
                                dst, src, n);
@@ -339,11 +335,12 @@ struct Encoder<ApiId::k_cuMemcpyAsync_4000> {
                               CUstream s) {
     // Unified addressing: only device-to-device copies are graphed; a copy
     // touching host memory runs eagerly at its position (DESIGN.md §2.6).
-    if (!isDevicePointer(dst) || !isDevicePointer(src))
+    const Range to = rangeOf(dst, n), from = rangeOf(src, n);
+    if (to == Range::PastEnd || from == Range::PastEnd)
+      return rt.encoder().boundary(ApiId::k_cuMemcpyAsync_4000, streamKey(s, pt), EagerCause::DriverChecks);
+    if (to != Range::Device || from != Range::Device)
       return rt.encoder().boundary(ApiId::k_cuMemcpyAsync_4000, streamKey(s, pt),
                                    EagerCause::HostMemoryCopy);
-    if (n && (!rangeKnown(dst, n, true) || !rangeKnown(src, n, true)))
-      return rt.encoder().boundary(ApiId::k_cuMemcpyAsync_4000, streamKey(s, pt), EagerCause::DriverChecks);
     return rt.encoder().memcpy(ApiId::k_cuMemcpyAsync_4000, streamKey(s, pt), currentContext(), dst,
                                src, n);
   }
@@ -355,14 +352,15 @@ struct MemsetEncoder {
   // Memory the driver does not know is its to refuse, at the call (as for
   // device copies above).
   GRAFT_HOT static const OpDesc& encode(Runtime& rt, int pt, CUdeviceptr dst, V value, size_t n, CUstream s) {
-    if (n && !rangeKnown(dst, n * ElementSize, false))
+    if (const Range r = n ? rangeOf(dst, n * ElementSize) : Range::Device; r == Range::Unknown || r == Range::PastEnd)
       return rt.encoder().boundary(Id, streamKey(s, pt), EagerCause::DriverChecks);
     return rt.encoder().memset(Id, streamKey(s, pt), currentContext(), dst, 0, unsigned(value),
                                ElementSize, n, 1);
   }
   GRAFT_HOT static const OpDesc& encode(Runtime& rt, int pt, CUdeviceptr dst, size_t pitch, V value,
                               size_t width, size_t height, CUstream s) {
-    if (width && height && !rangeKnown(dst, pitch * (height - 1) + width * ElementSize, false))
+    if (const Range r = width && height ? rangeOf(dst, pitch * (height - 1) + width * ElementSize) : Range::Device;
+        r == Range::Unknown || r == Range::PastEnd)
       return rt.encoder().boundary(Id, streamKey(s, pt), EagerCause::DriverChecks);
     return rt.encoder().memset(Id, streamKey(s, pt), currentContext(), dst, pitch, unsigned(value),
                                ElementSize, width, height);
