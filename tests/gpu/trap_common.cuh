@@ -7,10 +7,13 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #define CK(call)                                                                        \
@@ -151,6 +154,35 @@ __global__ void mix(uint32_t* dst, const uint32_t* src, int n, uint32_t salt) {
 __global__ void mix2(uint32_t* dst, const uint32_t* a, const uint32_t* b, int n, uint32_t salt) {
   const int k = blockIdx.x * blockDim.x + threadIdx.x;
   if (k < n) dst[k] = rotl(dst[k], 3) + (a[(k * 5 + 77) % n] ^ rotl(b[(k * 3 + 11) % n], 7)) + salt;
+}
+
+// A gate in a stream: a host function (hostGateWait, with a HostGateCall)
+// that blocks its stream until the host opened the gate for its step
+// (open >= want), or until timeoutMs passed, which it counts. Eagerly a
+// scenario's gates never time out; a replay that makes the opening depend
+// on work behind the gate shows in `timeouts`.
+struct HostGate {
+  explicit HostGate(unsigned ms) : timeoutMs(ms) {}
+  std::atomic<uint32_t> open{0};
+  std::atomic<uint32_t> timeouts{0};
+  std::atomic<uint32_t> ran{0};
+  const unsigned timeoutMs;
+};
+struct HostGateCall {
+  HostGate* gate;
+  uint32_t want;
+};
+[[maybe_unused]] void CUDART_CB hostGateWait(void* p) {
+  const auto* call = static_cast<const HostGateCall*>(p);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(call->gate->timeoutMs);
+  while (call->gate->open.load(std::memory_order_acquire) < call->want) {
+    if (std::chrono::steady_clock::now() > until) {
+      call->gate->timeouts.fetch_add(1);
+      break;
+    }
+    std::this_thread::yield();
+  }
+  call->gate->ran.fetch_add(1);
 }
 
 struct Scenario {

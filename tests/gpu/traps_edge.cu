@@ -467,32 +467,6 @@ void refusedValues() {
 
 // --- pageable_copy_gate
 
-struct CopyGate {
-  std::atomic<int> open{0};       // the last step the helper let through
-  std::atomic<int> announced{0};  // the last step whose host function the main thread issued
-  std::atomic<int> timeouts{0};
-  std::atomic<int> ran{0};
-};
-struct CopyGateCall {
-  CopyGate* gate;
-  int want;
-};
-
-// Waits (at most 250 ms, then counts a timeout) for the helper to open the
-// gate for this step.
-void CUDART_CB copyGateHost(void* p) {
-  const auto* call = static_cast<const CopyGateCall*>(p);
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(250);
-  while (call->gate->open.load(std::memory_order_acquire) < call->want) {
-    if (std::chrono::steady_clock::now() > until) {
-      call->gate->timeouts.fetch_add(1);
-      break;
-    }
-    std::this_thread::yield();
-  }
-  call->gate->ran.fetch_add(1);
-}
-
 // Four phases of `per` steps. Each step: a kernel and the gated host
 // function on S, then the main thread announces the step and copies the
 // kernel's result into pageable memory: phase 0 synchronizes S first and
@@ -508,29 +482,30 @@ void pageableCopyGate() {
   std::vector<uint32_t> host(kN);  // pageable
   const int per = std::max(g_iters / 25, 6);
   constexpr int kPhases = 4;
-  CopyGate gate;
-  CopyGateCall calls[4];
+  HostGate gate(250);
+  std::atomic<int> announced{0};  // the last step whose host function the main thread issued
+  HostGateCall calls[4];
   std::thread helper([&] {
     for (int i = 0; i < kPhases * per; ++i) {
-      while (gate.announced.load(std::memory_order_acquire) < i + 1) std::this_thread::yield();
+      while (announced.load(std::memory_order_acquire) < i + 1) std::this_thread::yield();
       std::this_thread::sleep_for(std::chrono::milliseconds(15));
       mix<<<kGrid, kBlock, 0, t>>>(b, base, kN, uint32_t(i));
       CKL();
-      gate.open.store(i + 1, std::memory_order_release);
+      gate.open.store(uint32_t(i + 1), std::memory_order_release);
     }
   });
   Digest seen;
   for (int phase = 0; phase < kPhases; ++phase) {
-    const int before = gate.timeouts.load();
+    const uint32_t before = gate.timeouts.load();
     for (int k = 0; k < per; ++k) {
       const int i = phase * per + k;
       mix<<<kGrid, kBlock, 0, s>>>(a, base, kN, uint32_t(i));
       CKL();
-      calls[i % 4] = CopyGateCall{&gate, i + 1};  // the call of 4 steps ago has run (its copy returned)
-      CK(cudaLaunchHostFunc(s, copyGateHost, &calls[i % 4]));
+      calls[i % 4] = HostGateCall{&gate, uint32_t(i + 1)};  // the call of 4 steps ago has run (its copy returned)
+      CK(cudaLaunchHostFunc(s, hostGateWait, &calls[i % 4]));
       mix<<<kGrid, kBlock, 0, s>>>(a, base, kN, uint32_t(i) + 1000);
       CKL();
-      gate.announced.store(i + 1, std::memory_order_release);
+      announced.store(i + 1, std::memory_order_release);
       switch (phase) {
         case 0:
           CK(cudaStreamSynchronize(s));
@@ -548,13 +523,13 @@ void pageableCopyGate() {
       }
       CK(cudaStreamSynchronize(s));  // (the copies into pageable memory have completed already)
       seen.add(host.data(), kN * 4);
-      while (gate.open.load(std::memory_order_acquire) < i + 1) std::this_thread::yield();
+      while (gate.open.load(std::memory_order_acquire) < uint32_t(i + 1)) std::this_thread::yield();
     }
     print("timeouts", phase, uint64_t(gate.timeouts.load() - before));
   }
   helper.join();
   CK(cudaDeviceSynchronize());
-  print("host_functions", gate.ran.load(), seen.h);
+  print("host_functions", int(gate.ran.load()), seen.h);
   print("end", 0, deviceDigest(a, kN * 4) ^ deviceDigest(b, kN * 4));
 }
 

@@ -924,30 +924,6 @@ void shapeOnly() {
 
 // --- host_func_gate
 
-struct Gate {
-  std::atomic<uint32_t> open{0};
-  std::atomic<uint32_t> timeouts{0};
-  std::atomic<uint32_t> ran{0};
-};
-struct GateCall {
-  Gate* gate;
-  uint32_t want;
-};
-// Waits (at most 1 s, then counts a timeout) until the host opened the gate
-// for this step.
-void CUDART_CB gateHost(void* p) {
-  const auto* call = static_cast<const GateCall*>(p);
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  while (call->gate->open.load(std::memory_order_acquire) < call->want) {
-    if (std::chrono::steady_clock::now() > until) {
-      call->gate->timeouts.fetch_add(1);
-      break;
-    }
-    std::this_thread::yield();
-  }
-  call->gate->ran.fetch_add(1);
-}
-
 // A host function in stream A that blocks until the host opens it, which the
 // host does only once stream B's work of the step (which never waits for A)
 // is done: at the start of A's step on even steps, between A's kernels on
@@ -957,15 +933,15 @@ void CUDART_CB gateHost(void* p) {
 void hostFuncGate() {
   cudaStream_t A = nonBlockingStream(), B = nonBlockingStream();
   uint32_t *x = deviceBuffer(681), *y = deviceBuffer(682), *z = deviceBuffer(683), *w = deviceBuffer(684);
-  Gate gate;
-  GateCall calls[4];
+  HostGate gate(1000);  // 1 s
+  HostGateCall calls[4];
   const int iters = std::max(g_iters / 4, 10);
   for (int i = 0; i < iters; ++i) {
-    GateCall* call = &calls[i % 4];  // the one of four steps ago has run (A was synchronized)
-    *call = GateCall{&gate, uint32_t(i + 1)};
-    if (i % 2 == 0) CK(cudaLaunchHostFunc(A, gateHost, call));
+    HostGateCall* call = &calls[i % 4];  // the one of four steps ago has run (A was synchronized)
+    *call = HostGateCall{&gate, uint32_t(i + 1)};
+    if (i % 2 == 0) CK(cudaLaunchHostFunc(A, hostGateWait, call));
     mix<<<kGrid, kBlock, 0, A>>>(y, w, kN, uint32_t(i));  // A and B share no buffer
-    if (i % 2 == 1) CK(cudaLaunchHostFunc(A, gateHost, call));
+    if (i % 2 == 1) CK(cudaLaunchHostFunc(A, hostGateWait, call));
     mix<<<kGrid, kBlock, 0, A>>>(w, y, kN, uint32_t(i) + 1);
     mix<<<kGrid, kBlock, 0, B>>>(x, z, kN, uint32_t(i));
     mix<<<kGrid, kBlock, 0, B>>>(z, x, kN, uint32_t(i));

@@ -673,30 +673,6 @@ void turnSharedStream() {
 
 // --- gate_behind_patch
 
-struct PatchGate {
-  std::atomic<uint32_t> open{0};
-  std::atomic<uint32_t> timeouts{0};
-  std::atomic<uint32_t> ran{0};
-};
-struct PatchGateCall {
-  PatchGate* gate;
-  uint32_t want;
-};
-// Waits (at most 400 ms, then counts a timeout) until the helper opened the
-// gate for this step.
-void CUDART_CB patchGateHost(void* p) {
-  const auto* call = static_cast<const PatchGateCall*>(p);
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(400);
-  while (call->gate->open.load(std::memory_order_acquire) < call->want) {
-    if (std::chrono::steady_clock::now() > until) {
-      call->gate->timeouts.fetch_add(1);
-      break;
-    }
-    std::this_thread::yield();
-  }
-  call->gate->ran.fetch_add(1);
-}
-
 // Step i on A: the gate, then four kernels with values of step i; the main
 // thread synchronizes A every sixth step and at the end (announcing it
 // first). The helper handles gate i once the main thread issued step i + 2
@@ -713,8 +689,8 @@ void gateBehindPatch() {
   CK(cudaEventRecord(done, A));
   CK(cudaStreamSynchronize(A));  // `done` is complete from here on
   const int steps = std::max(g_iters / 6, 10);
-  PatchGate gate;
-  PatchGateCall calls[8];
+  HostGate gate(400);
+  HostGateCall calls[8];
   std::atomic<int> posted{0}, syncing{-1};
   std::vector<int> codes(size_t(steps), 0);
   std::thread helper([&] {
@@ -729,8 +705,8 @@ void gateBehindPatch() {
     }
   });
   for (int i = 0; i < steps; ++i) {
-    calls[i % 8] = PatchGateCall{&gate, uint32_t(i + 1)};  // the one of 8 steps ago has run (A was synchronized)
-    CK(cudaLaunchHostFunc(A, patchGateHost, &calls[i % 8]));
+    calls[i % 8] = HostGateCall{&gate, uint32_t(i + 1)};  // the one of 8 steps ago has run (A was synchronized)
+    CK(cudaLaunchHostFunc(A, hostGateWait, &calls[i % 8]));
     mix<<<kGrid, kBlock, 0, A>>>(y, w, kN, uint32_t(i));
     mix<<<kGrid, kBlock, 0, A>>>(w, y, kN, uint32_t(i) * 3u + 1u);
     mix2<<<kGrid, kBlock, 0, A>>>(v, y, w, kN, uint32_t(i) * 5u + 2u);
