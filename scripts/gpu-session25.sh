@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Twenty-fifth session: limits and kernel attributes around replayed work, new traps.
 #   OUT=dir scripts/gpu-session25.sh BUILD traps [PROGRAMS]
-#       check_traps.py over the trap programs (default: traps, traps_libs,
-#       traps_more, traps_per_thread) under libgraft.so
+#       check_traps.py over the trap programs (default: all of
+#       tests/gpu/trap_programs.txt) under libgraft.so
 #   OUT=dir scripts/gpu-session25.sh BUILD losses [CASES]
 #       check_losses.py under libgraft.so, 300 steps, losses bitwise, coverage,
 #       and the report's count of setting calls (cuFuncSetAttribute,
@@ -23,7 +23,7 @@ W=tests/gpu/workloads.py
 if [ "$PART" = traps ]; then
   args=()
   for p in ${3//,/ }; do args+=(--traps $BA/tests/gpu/$p); done
-  [ ${#args[@]} = 0 ] && for p in traps traps_libs traps_more traps_odd traps_edge traps_threads2 traps_driver2 apps apps2 traps_per_thread; do args+=(--traps $BA/tests/gpu/$p); done
+  [ ${#args[@]} = 0 ] && for p in $(sed -n 's/^\([a-z0-9_]\+\) .*/\1/p' tests/gpu/trap_programs.txt); do args+=(--traps $BA/tests/gpu/$p); done
   python3 tests/gpu/check_traps.py "${args[@]}" --libgraft $BA/src/libgraft.so --out $O/traps | sed -n '/=== RESULT ===/,$p'
 elif [ "$PART" = losses ]; then
   CASES=${3:-mlp,gpt,sdpa,cnn,inductor_gpt}

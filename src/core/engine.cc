@@ -391,9 +391,6 @@ namespace {
 constexpr uint32_t kSegmentTryWindow = 64;
 constexpr uint32_t kDropAfterMismatches = 16;
 constexpr size_t kCostlyMismatchOps = 4;
-// Graft rests with graphs live when they carried fewer than 1 in this many of
-// the ops of a window of GRAFT_DORMANT_AFTER_OPS recorded ops.
-constexpr uint64_t kRestBelowGraphShare = 32;
 }  // namespace
 
 void Engine::resolveHeld(EagerCause cause, const OpDesc* trigger) {
@@ -866,15 +863,18 @@ void Engine::startRecordingWindow() {
 }
 
 void Engine::restIfNothingRepeats() {
+  // Judged at the first op recorded with nothing held (a program that holds
+  // ops most of the time must still be judged: the window goes on till then).
+  if (!held_.empty()) return;
   // (opsViaGraph falls when a graph launch failed: counted as none then.)
   const uint64_t viaGraph = stats_.opsViaGraph - std::min(stats_.opsViaGraph, window_via_graph_start_);
   const uint64_t recorded = recorded_since_build_;
   startRecordingWindow();
-  if (!held_.empty()) return;
-  // Graphs that carried under 1 in kRestBelowGraphShare of the window's ops
-  // (a short run repeated once, in a program whose shapes change every step)
-  // only cost their matching and false starts: rest as if there were none.
-  const bool graphsIdle = viaGraph * kRestBelowGraphShare < recorded;
+  // Graphs that carried under GRAFT_REST_BELOW_PCT of the window's ops (a
+  // short run repeated once, in a program whose shapes change every step; an
+  // optimizer's run among streams that change every step) save less than
+  // learning the rest costs: rest as if there were none.
+  const bool graphsIdle = viaGraph * 100 < uint64_t(config_.restBelowGraphPct) * (viaGraph + recorded);
   if (segments_.live() != 0 && !graphsIdle) return;
   rest(EagerCause::Dormant);
   if (rests_++ == 0 && segments_.live() != 0)
@@ -1301,7 +1301,12 @@ void Engine::buildPiece(const OpBuffer& ops, size_t begin, size_t end, uint64_t 
   seg->tokenHash = hashCombine(h.value ^ kSegmentSalt, h.length);
   Segment* stored = segments_.add(std::move(seg));
   ++stats_.graphsBuilt;
-  startRecordingWindow();
+  // A program still learning (no graph carried an op in this window yet) gets
+  // a full window after each build before it is judged; one whose graphs are
+  // replaying keeps its window, so graphs built again and again while they
+  // carry a small share of the ops (stream handles that change every step)
+  // do not keep it from resting.
+  if (stats_.opsViaGraph <= window_via_graph_start_) startRecordingWindow();
   GRAFT_DEBUG("segment #{}: graph of {} ops, first {} (after {} ops)", stored->id, stored->length(),
               executor_.describe(first), ops_total_);
 }

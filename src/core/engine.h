@@ -48,6 +48,9 @@ struct EngineConfig {
   // While no segment is live: recorded ops without a build before resting
   // (0: never); raised to (warmup + 1) * maxPeriod. A rest lasts 4x as many ops.
   uint64_t dormantAfterOps = 0;
+  // With segments live: rest when graphs carried under this share (percent)
+  // of a window's ops (0: never).
+  uint32_t restBelowGraphPct = 20;
 };
 
 enum class Decision : uint8_t { IssueNow, Held };
@@ -376,7 +379,7 @@ class Engine {
   EventInstances scratch_events_;
   Mismatch last_mismatch_;
   uint64_t dormant_after_ops_ = 0;      // effective EngineConfig::dormantAfterOps (0: never)
-  uint64_t recorded_since_build_ = 0;   // ops recorded since a segment was last built or a rest ended
+  uint64_t recorded_since_build_ = 0;   // ops recorded in the window (from a rest, a judgement, or a build while no graph carried ops in it)
   uint64_t window_via_graph_start_ = 0; // stats_.opsViaGraph when recorded_since_build_ was last reset
   uint64_t dormant_until_ = 0;          // ops_total_ at which the current rest ends (see dormant())
   uint64_t rests_ = 0;

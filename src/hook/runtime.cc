@@ -200,6 +200,7 @@ Runtime::Runtime(config::Mode startMode) : mode_(startMode), start_mode_(startMo
   c.maxVariants = uint32_t(o.maxVariants);
   c.maxSegments = uint32_t(o.maxSegments);
   c.dormantAfterOps = uint64_t(o.dormantAfterOps);
+  c.restBelowGraphPct = uint32_t(o.restBelowGraphPct);
   engine_ = core::makeHot<core::Engine>(c, *executor_);
   executor_->setDryRun(start_mode_ == config::Mode::Match);
   GRAFT_DEBUG("graft started in {} mode (pid {})", config::toString(mode_), getpid());

@@ -11,6 +11,7 @@ CASE: mlp mlp_item gpt amp sidestream lastbatch partgraph gemm cnn lstm dynamic 
       fno linalg lbfgs plateau swa parametrize sparse gnn pageable setstream
       ppo wgangp dpsgd offload reentrant unfreeze gpudata
       bnfreeze embbag sampling streampool optbwd lrtensor reparam ckpt
+      kvgrow beam encpad packed maml multitask sidebwd contrast
       pipeline2 ddp2 (or "list")
 
 --steps N is the total number of training steps; the first W (--warmup) are untimed.
@@ -42,7 +43,13 @@ at the end of every epoch (32 steps); bnfreeze " rv=<hex>" (the stem BatchNorm's
 variance summed), embbag " e=<hex>" (empty bags), sampling " n=<k> s=<hex>" (tokens sampled,
 the window's token sum), reparam " h=<n>" (the hidden width) and ckpt
 " ck=s|r<step>|sr<step>|-" (checkpoint saved, restored from the one of that step) on every
-line. ppo's loss is the mean of its 8 minibatch losses, wgangp's the critic's.
+line; kvgrow " p=<n> n=<n> g=<hex>" (prompt length, tokens generated, their summed logits),
+beam " n=<n> s=<hex> t=<hex>" (tokens searched, the best beams' summed scores and token
+sums), packed " T=<n> L=<n> s|u" (longest and total length, sorted or unsorted path), maml
+" k=<counts>" (inner steps per task), multitask " t=<tasks>" (c, r, t per micro-batch) and
+contrast " s=<hex> p=<n>" (the clamped logit scale, the queue pointer) on every line,
+encpad " ev=n:<hex>" or " ev=d:<hex>" (the eval loss, nested or dense fast path) on odd
+steps. ppo's loss is the mean of its 8 minibatch losses, wgangp's the critic's.
 decode is inference, not training: its "loss" is the sum of the chosen tokens' logits.
 No-sync cases keep the losses in a preallocated GPU tensor and read them after the loop.
 expandable runs with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, which main() sets
@@ -94,7 +101,13 @@ os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 # syncs, a WGAN-GP gradient penalty through double backward, DP-SGD per-sample gradients
 # with torch.func, activations offloaded to pinned memory by save_on_cpu, reentrant
 # checkpointing under a per-step manual_seed, gradual unfreezing with tensor learning rates,
-# a GPU-resident dataset reshuffled every epoch in channels_last).
+# a GPU-resident dataset reshuffled every epoch in channels_last); then two more red-team
+# rounds (the second: BatchNorm frozen in a rhythm, moving bag boundaries, self-sampling,
+# pooled streams, optimizer hooks, tensor learning rates, parameter surgery, checkpoints;
+# the third: a KV cache grown by torch.cat, beam search stopped by a read-back, the
+# TransformerEncoder's nested-tensor fast path, packed RNN batches, second-order MAML,
+# tasks drawn by a host RNG, a backward forked onto side streams, a contrastive queue
+# written at a moving pointer).
 ISSUE_CASES = ["mlp", "mlp_item", "gpt", "amp", "sidestream", "lastbatch", "partgraph", "gemm"]
 OTHER_CASES = ["cnn", "lstm", "dynamic", "accum", "inductor_mlp", "inductor_gpt", "sdpa", "ddp",
                "vit", "diffusion", "gan", "expandable", "decode", "loader", "serve",
@@ -102,7 +115,8 @@ OTHER_CASES = ["cnn", "lstm", "dynamic", "accum", "inductor_mlp", "inductor_gpt"
                "clipskip", "fno", "linalg", "lbfgs", "plateau", "swa", "parametrize", "sparse", "gnn",
                "pageable", "setstream", "ppo", "wgangp", "dpsgd", "offload", "reentrant", "unfreeze",
                "gpudata", "bnfreeze", "embbag", "sampling", "streampool", "optbwd", "lrtensor",
-               "reparam", "ckpt", "pipeline2", "ddp2"]
+               "reparam", "ckpt", "kvgrow", "beam", "encpad", "packed", "maml", "multitask", "sidebwd",
+               "contrast", "pipeline2", "ddp2"]
 # Cases that need two GPUs: with one, workloads.py exits 77 for them (check_losses.py
 # reports them skipped and goes on).
 TWO_GPU_CASES = ("pipeline2", "ddp2")
@@ -122,8 +136,13 @@ CASES = ISSUE_CASES + OTHER_CASES
 # (coalesce's count) and gnn (unique's count) steer their launches by values read back too.
 # ppo (torch.distributions' argument and support validation raises on NaN), reentrant
 # (clip_grad_norm_(error_if_nonfinite=True) raises on a non-finite norm) raise on garbage.
+# beam (the search stops on a flag read back every token), encpad (the nested tensor's
+# sizes and the left-aligned check are read back) and packed (pad_packed_sequence reads
+# the inverse permutation back and indexes the host's lengths with it: garbage raises)
+# too.
 GARBAGE_SENSITIVE_CASES = ("dynamic", "moe", "condstep", "linalg", "lbfgs", "plateau", "swa",
-                           "parametrize", "sparse", "gnn", "ppo", "reentrant")
+                           "parametrize", "sparse", "gnn", "ppo", "reentrant", "beam", "encpad",
+                           "packed")
 HANDGRAPH_CASES = ("mlp", "mlp_item", "gpt")
 COMPILE_CASES = ("mlp", "mlp_item", "gpt", "gemm")
 # The only change torch.compile(mode="reduce-overhead") needs to run these loops (DESIGN.md §1).
@@ -494,7 +513,98 @@ def build_models():
         def forward(self, x):
             return SwishFn.apply(x, self.beta)
 
+    class GrowBlock(nn.Module):
+        """The GPT block's layers for generation with a KV cache grown by torch.cat: the
+        cache, a two-item list [keys, values] of shape (B, heads, L, hd) or [None, None],
+        is replaced by the concatenation of itself and the new positions' keys and values
+        (a new, longer tensor every token). Without a cache (training) it is a plain causal
+        block."""
+
+        def __init__(self, d, heads):
+            super().__init__()
+            self.heads = heads
+            add_block_layers(self, d)
+
+        def forward(self, x, cache, causal):
+            B, T, C = x.shape
+            hd = C // self.heads
+            q, k, v = self.qkv(self.ln1(x)).view(B, T, 3, self.heads, hd).permute(2, 0, 3, 1, 4)
+            if cache is not None:
+                if cache[0] is not None:
+                    k = torch.cat([cache[0], k], dim=2)
+                    v = torch.cat([cache[1], v], dim=2)
+                cache[0], cache[1] = k, v
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))           # B, heads, T, L
+            if causal is not None:
+                att = att.masked_fill(causal, float("-inf"))
+            y = (F.softmax(att, dim=-1) @ v).transpose(1, 2).reshape(B, T, C)
+            x = x + self.proj(y)
+            return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+    class GrowDecoder(nn.Module):
+        """A GPT-style decoder whose forward(idx, start, caches) takes T tokens at positions
+        start..start+T-1; with caches (one [keys, values] list per block) it grows them, and
+        a prefill of T > 1 tokens is masked causally (a decode step of one token attends
+        over the whole cache); caches=None is training over the whole sequence."""
+
+        def __init__(self, vocab, maxlen, d, heads, layers):
+            super().__init__()
+            self.tok = nn.Embedding(vocab, d)
+            self.pos = nn.Embedding(maxlen, d)
+            self.blocks = nn.ModuleList([GrowBlock(d, heads) for _ in range(layers)])
+            self.ln_f = nn.LayerNorm(d)
+            self.head = nn.Linear(d, vocab, bias=False)
+            self.register_buffer("positions", torch.arange(maxlen), persistent=False)
+            self.register_buffer("future", torch.triu(torch.ones(maxlen, maxlen, dtype=torch.bool), 1),
+                                 persistent=False)
+
+        def forward(self, idx, start=0, caches=None):
+            T = idx.shape[1]
+            x = self.tok(idx) + self.pos(self.positions[start:start + T])
+            causal = self.future[:T, :T] if T > 1 else None
+            for k, b in enumerate(self.blocks):
+                x = b(x, None if caches is None else caches[k], causal)
+            return self.head(self.ln_f(x))                                  # B, T, vocab
+
+    class SideLinearFn(torch.autograd.Function):
+        """y = x W^T + b written by hand, whose backward forks: the weight and bias
+        gradients are computed on a side stream (which first waits for the stream backward
+        runs on), the input gradient meanwhile on backward's own stream; backward then joins
+        the side stream with wait_stream, or with an Event recorded on the side stream and
+        waited for (a new event each time), and hands the tensors between the streams with
+        record_stream. The input gradient is skipped when the input needs none."""
+
+        @staticmethod
+        def forward(ctx, x, w, b, side, use_event):
+            ctx.save_for_backward(x, w)
+            ctx.side, ctx.use_event = side, use_event
+            return F.linear(x, w, b)
+
+        @staticmethod
+        def backward(ctx, g):
+            x, w = ctx.saved_tensors
+            cur = torch.cuda.current_stream(g.device)
+            side = ctx.side
+            side.wait_stream(cur)
+            with torch.cuda.stream(side):
+                gw = g.t() @ x                                              # out, in
+                gb = g.sum(0)
+            gx = g @ w if ctx.needs_input_grad[0] else None                 # on cur, meanwhile
+            g.record_stream(side)
+            x.record_stream(side)
+            if ctx.use_event:
+                ev = torch.cuda.Event()
+                ev.record(side)
+                cur.wait_event(ev)
+            else:
+                cur.wait_stream(side)
+            gw.record_stream(cur)
+            gb.record_stream(cur)
+            return gx, gw, gb, None, None
+
     globals()["SDPAGPT"] = SDPAGPT
+    globals()["GrowDecoder"] = GrowDecoder
+    globals()["SideLinearFn"] = SideLinearFn
     globals()["ViT"] = ViT
     globals()["TinyUNet"] = TinyUNet
     globals()["KVDecoder"] = KVDecoder
@@ -3347,6 +3457,597 @@ class CkptWorkload(TaskWorkload):
         return super().loss_lines()
 
 
+# --------------------------------------------------------------------------- red-team round three
+# Loops a launch-holding, graph-replaying tool could get wrong in ways the rounds above do
+# not reach: a KV cache grown by torch.cat every token (every decode launch has the shapes
+# of no earlier one), beam search that stops on a value read back every token, the nested
+# tensor fast path of nn.TransformerEncoder (sizes read back) between training steps,
+# packed variable-length RNN batches, second-order meta-learning over inner loops of random
+# length, tasks drawn from a host RNG with a head that joins mid-run, a backward that forks
+# onto side streams from the autograd thread, and a contrastive queue written at a pointer
+# that moves every step.
+
+class KVGrowWorkload(Workload):
+    """Training between generations, as RL-from-samples and eval-while-training loops do:
+    every step is one training step of a 2-layer GPT-style decoder (16 sequences of 40
+    tokens, a noisy arithmetic progression per row; AdamW, foreach), then greedy
+    generation from the updated weights for 4 fresh prompts in eval mode under no_grad,
+    with the KV cache grown by torch.cat: the prompt (4 to 12 tokens) is prefilled with a
+    causal mask, and each of the 1 to 16 new tokens (both counts drawn every step by a
+    seeded host random.Random) runs the decoder on one token, concatenates its keys and
+    values to the cache (a new, one position longer tensor per layer, from the caching
+    allocator, the old one freed) and attends over all of it. So every decode launch has
+    the kernels of the one before it but other shapes (the attention GEMMs' and softmax's
+    sizes, grids and strides grow by one position a token), and the step's sequence,
+    prompt and token counts drawn afresh, repeats neither within a step nor across steps:
+    a tool that matches launches by kernel and patches their pointer arguments must not
+    replay a graph whose kernels were recorded at another length. The tokens are never read
+    by the host. Prompt and token counts and the generated tokens' summed logits end every
+    line (" p=<n> n=<n> g=<hex>"). No sync in the loop."""
+
+    batch, seq, vocab, d, heads, layers, maxlen = 16, 40, 256, 128, 4, 2, 64
+    gen_batch, prompt_range, new_range = 4, (4, 12), (1, 16)
+
+    def setup(self, mode="eager"):
+        import random
+        self.model = GrowDecoder(self.vocab, self.maxlen, self.d, self.heads, self.layers).to(self.dev)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=3e-4, weight_decay=0.01, foreach=True)
+        self.ar = torch.arange(self.seq + 1, device=self.dev)
+        self.counts = random.Random(8080)
+        self.gen_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.shapes = {}
+
+    def sequences(self, rows, n):
+        """rows x n tokens: an arithmetic progression mod vocab per row (random start,
+        stride 1 to 4), one token in ten replaced by a random one."""
+        start = torch.randint(0, self.vocab, (rows, 1), device=self.dev, generator=self.gen)
+        stride = torch.randint(1, 5, (rows, 1), device=self.dev, generator=self.gen)
+        tok = (start + stride * self.ar[:n]) % self.vocab
+        noise = torch.randint(0, self.vocab, (rows, n), device=self.dev, generator=self.gen)
+        flip = torch.rand(rows, n, device=self.dev, generator=self.gen) < 0.1
+        return torch.where(flip, noise, tok)
+
+    def step(self, i):
+        tok = self.sequences(self.batch, self.seq + 1)
+        self.model.train()
+        self.opt.zero_grad(set_to_none=True)
+        logits = self.model(tok[:, :-1])
+        loss = F.cross_entropy(logits.reshape(-1, self.vocab), tok[:, 1:].reshape(-1))
+        loss.backward()
+        self.opt.step()
+        p = self.counts.randint(*self.prompt_range)
+        n = self.counts.randint(*self.new_range)
+        self.model.eval()
+        with torch.no_grad():
+            caches = [[None, None] for _ in range(self.layers)]
+            prompt = self.sequences(self.gen_batch, p)
+            last = self.model(prompt, 0, caches)[:, -1]                    # B, vocab
+            total = torch.zeros((), device=self.dev)
+            for t in range(n):
+                best, nxt = last.max(dim=-1)
+                total = total + best.sum()
+                if t + 1 < n:
+                    last = self.model(nxt.unsqueeze(1), p + t, caches)[:, -1]
+            self.gen_buf[i].copy_(total)
+            del caches
+        self.shapes[i] = (p, n)
+        return loss
+
+    def loss_lines(self):
+        g = tensor_hexes(self.gen_buf)
+        for i, (p, n) in self.shapes.items():
+            self.extra[i] = "p=%d n=%d g=%s" % (p, n, g[i])
+        return super().loss_lines()
+
+
+class BeamWorkload(Workload):
+    """A GRUCell language model (PyTorch's fused GRU cell kernels, not cuDNN) trained with
+    teacher forcing, 20 cell steps a batch, on sequences that end in an end token (0) at a
+    data-dependent position (the first token divisible by 8 from the fifth on; the
+    positions after it ignored by the loss, ignore_index), Adam (foreach); after every
+    training step, beam search (4 beams for each of 4 three-token prompts) with the new
+    weights under no_grad: per token the cell's step, log_softmax, the beams' scores added,
+    topk over beams x vocabulary, the surviving beams' hidden states and histories
+    reordered with index_select by indices computed on the GPU (never read), the histories
+    grown by torch.cat; a prompt is done once its best beam has emitted the end token, and
+    whether all are is read back with .item() after every token (a sync whose value
+    decides whether another token's launches follow), 16 tokens at most. So the step ends
+    at a point only the GPU's values decide: a tool that replays a search recorded over
+    more tokens launches work the program never asked for, and every launch it holds back
+    must be issued before each read can return. The number of tokens searched and the
+    best beams' summed scores and token sums end every line (" n=<n> s=<hex> t=<hex>")."""
+
+    syncs = True
+    batch, seq, vocab, d, hidden, eos = 32, 20, 32, 64, 256, 0
+    prompts, beams, prompt_len, max_new = 4, 4, 3, 16
+
+    def setup(self, mode="eager"):
+        self.emb = nn.Embedding(self.vocab, self.d)
+        self.cell = nn.GRUCell(self.d, self.hidden)
+        self.out = nn.Linear(self.hidden, self.vocab)
+        self.model = nn.ModuleList([self.emb, self.cell, self.out]).to(self.dev)
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=2e-3, foreach=True)
+        self.ar = torch.arange(self.seq + 1, device=self.dev)
+        K = self.beams
+        self.beam_init = torch.tensor([0.0] + [float("-inf")] * (K - 1), device=self.dev).repeat(self.prompts)
+        self.base = (torch.arange(self.prompts, device=self.dev) * K).unsqueeze(1)    # first row of each prompt
+        self.score_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.tok_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.lens = {}
+
+    def sequences(self, rows):
+        """rows x (seq+1) tokens in 1..vocab-1 (an arithmetic progression, stride 1 to 6),
+        the end token at the first position from 4 on whose token is divisible by 8, and
+        the mask of the positions after it."""
+        start = torch.randint(1, self.vocab, (rows, 1), device=self.dev, generator=self.gen)
+        stride = torch.randint(1, 7, (rows, 1), device=self.dev, generator=self.gen)
+        tok = (start + stride * self.ar) % (self.vocab - 1) + 1
+        stop = (tok % 8 == 0) & (self.ar >= 4)
+        first = stop.int().argmax(dim=1).masked_fill(~stop.any(dim=1), self.seq + 1)   # the first stop
+        tok = tok.masked_fill(self.ar == first.unsqueeze(1), self.eos)
+        return tok, self.ar > first.unsqueeze(1)
+
+    def search(self):
+        B, K, V, H = self.prompts, self.beams, self.vocab, self.hidden
+        with torch.no_grad():
+            prompt = self.sequences(B)[0][:, :self.prompt_len]
+            h = torch.zeros(B, H, device=self.dev)
+            for t in range(self.prompt_len - 1):
+                h = self.cell(self.emb(prompt[:, t]), h)
+            h = h.unsqueeze(1).expand(B, K, H).reshape(B * K, H)
+            last = prompt[:, -1].unsqueeze(1).expand(B, K).reshape(B * K)
+            hist = last.unsqueeze(1)
+            scores = self.beam_init
+            done = torch.zeros(B, dtype=torch.bool, device=self.dev)
+            n = 0
+            while n < self.max_new:
+                h = self.cell(self.emb(last), h)
+                logp = F.log_softmax(self.out(h), dim=-1)                  # B*K, V
+                top, idx = (scores.unsqueeze(1) + logp).view(B, K * V).topk(K, dim=1)
+                rows = (idx // V + self.base).reshape(-1)                  # the beams that survive
+                tok = idx % V                                              # B, K
+                h = h.index_select(0, rows)
+                hist = torch.cat([hist.index_select(0, rows), tok.reshape(-1, 1)], dim=1)
+                scores = top.reshape(-1)
+                last = tok.reshape(-1)
+                done = done | (tok[:, 0] == self.eos)
+                n += 1
+                if done.all().item():                                      # the per-token sync
+                    break
+            best = scores.view(B, K)[:, 0].sum()
+            toks = hist.view(B, K, -1)[:, 0].sum().float()
+        return n, best, toks
+
+    def step(self, i):
+        tok, past = self.sequences(self.batch)
+        tgt = tok[:, 1:].masked_fill(past[:, 1:], -100)
+        self.opt.zero_grad(set_to_none=True)
+        x = self.emb(tok[:, :-1])
+        h = torch.zeros(self.batch, self.hidden, device=self.dev)
+        outs = []
+        for t in range(self.seq):
+            h = self.cell(x[:, t], h)
+            outs.append(h)
+        logits = self.out(torch.stack(outs, dim=1))                        # B, T, V
+        loss = F.cross_entropy(logits.reshape(-1, self.vocab), tgt.reshape(-1), ignore_index=-100)
+        loss.backward()
+        self.opt.step()
+        n, best, toks = self.search()
+        self.score_buf[i].copy_(best)
+        self.tok_buf[i].copy_(toks)
+        self.lens[i] = n
+        return loss
+
+    def loss_lines(self):
+        s, t = tensor_hexes(self.score_buf), tensor_hexes(self.tok_buf)
+        for i, n in self.lens.items():
+            self.extra[i] = "n=%d s=%s t=%s" % (n, s[i], t[i])
+        return super().loss_lines()
+
+
+class EncPadWorkload(Workload):
+    """nn.TransformerEncoder (2 post-norm layers, 4 heads, GELU, batch_first,
+    enable_nested_tensor=True) classifying padded token sequences whose lengths (4 to 48)
+    are redrawn on the GPU every step, masked with src_key_padding_mask (True past each
+    length) and mean-pooled over the valid positions; AdamW (foreach). Training steps take
+    the ordinary path (MultiheadAttention with the mask merged into
+    scaled_dot_product_attention, dropout). On every odd step an eval pass on a fresh
+    batch follows in eval mode under no_grad, which PyTorch sends down its fast path: the
+    mask is checked to be left-aligned (a bool read back), the batch is packed into a
+    nested tensor by _nested_tensor_from_mask (the lengths read back: the nested buffer's
+    size and the kernels' shapes follow from them), each layer runs as one
+    _transformer_encoder_layer_fwd over the nested tensor, and to_padded_tensor pads the
+    result again; every 10th step's eval (i % 10 == 5) has no mask and takes the dense
+    fast path (the same fused layer over the padded tensor). The same modules thus issue
+    three different launch sequences, one of them shaped by values read back mid-pass, in
+    a period-10 rhythm: a tool that replays the training step's recording for the eval
+    pass, or a nested pass recorded at other lengths, computes with the wrong kernels. The
+    eval loss ends the odd steps' lines (" ev=n:<hex>" nested, " ev=d:<hex>" dense). Syncs
+    on the nested passes only (four odd steps in five)."""
+
+    batch, seq, vocab, d, heads, nout, min_len = 32, 48, 1000, 128, 4, 10, 4
+
+    def setup(self, mode="eager"):
+        layer = nn.TransformerEncoderLayer(self.d, self.heads, dim_feedforward=4 * self.d, dropout=0.1,
+                                           activation="gelu", batch_first=True)
+        self.model = nn.ModuleDict({
+            "emb": nn.Embedding(self.vocab, self.d),
+            "enc": nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=True),
+            "head": nn.Linear(self.d, self.nout)}).to(self.dev)
+        self.pos = nn.Parameter(0.02 * torch.randn(1, self.seq, self.d, device=self.dev, generator=self.gen))
+        self.opt = torch.optim.AdamW(list(self.model.parameters()) + [self.pos], lr=3e-4, weight_decay=0.01,
+                                     foreach=True)
+        self.truth = torch.randn(self.vocab, self.nout, device=self.dev, generator=self.gen)
+        self.ar = torch.arange(self.seq, device=self.dev)
+        self.eval_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.evals = {}
+
+    def draw(self):
+        tok = torch.randint(0, self.vocab, (self.batch, self.seq), device=self.dev, generator=self.gen)
+        lengths = torch.randint(self.min_len, self.seq + 1, (self.batch,), device=self.dev, generator=self.gen)
+        pad = self.ar >= lengths.unsqueeze(1)                              # B, T: True past the end
+        keep = (~pad).unsqueeze(-1).float()
+        y = (F.embedding(tok, self.truth) * keep).sum(dim=1).argmax(dim=1)
+        return tok, pad, keep, lengths, y
+
+    def logits(self, tok, pad, keep, lengths):
+        m = self.model
+        x = m["emb"](tok) + self.pos
+        if pad is None:
+            return m["head"](m["enc"](x).mean(dim=1))
+        h = m["enc"](x, src_key_padding_mask=pad)           # the fast path may pad only to the longest
+        return m["head"]((h * keep[:, :h.shape[1]]).sum(dim=1) / lengths.unsqueeze(1).float())
+
+    def step(self, i):
+        tok, pad, keep, lengths, y = self.draw()
+        self.opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(self.logits(tok, pad, keep, lengths), y)
+        loss.backward()
+        self.opt.step()
+        if i % 2 == 1:
+            self.model.eval()
+            with torch.no_grad():
+                tok, pad, keep, lengths, y = self.draw()
+                dense = i % 10 == 5
+                if dense:
+                    y = F.embedding(tok, self.truth).sum(dim=1).argmax(dim=1)
+                    pad = None
+                el = F.cross_entropy(self.logits(tok, pad, keep, lengths), y)
+                self.eval_buf[i].copy_(el)
+            self.model.train()
+            self.evals[i] = "d" if dense else "n"
+        return loss
+
+    def loss_lines(self):
+        ev = tensor_hexes(self.eval_buf)
+        for i, kind in self.evals.items():
+            self.extra[i] = "ev=%s:%s" % (kind, ev[i])
+        return super().loss_lines()
+
+
+class PackedWorkload(Workload):
+    """A 2-layer cuDNN GRU over packed variable-length sequences, as speech and text
+    loops batch them: 16 sequences whose lengths (2 to 40) a seeded host random.Random
+    redraws every step, padded to the longest, packed by pack_padded_sequence(
+    enforce_sorted=False) (the lengths sorted on the host, the permutation copied to the
+    GPU from pageable memory, the batch gathered with index_select; the packed batch sizes
+    per time step, host data cuDNN gets as its sequence descriptor, change every step), the
+    GRU's output unpacked by pad_packed_sequence, which reads the inverse permutation back
+    (unsorted_indices.cpu(), a sync) to reorder the lengths; every 4th step the lengths come
+    sorted and enforce_sorted=True takes the path with no permutation and no read-back.
+    Loss: each position predicts the token before it (the padding ignored) plus a class from
+    the final hidden state of the top layer; Adam (foreach). The number of time steps, the
+    total of the lengths and which path ran differ from step to step with no period: a tool
+    that records the launch sequence of one packed batch and replays it for the next
+    replays cuDNN's kernels with another batch layout. The longest length, the total and
+    the path end every line (" T=<n> L=<n> s|u")."""
+
+    syncs = True
+    batch, vocab, d, hidden, nclass, min_len, max_len, sorted_every = 16, 500, 64, 128, 4, 2, 40, 4
+
+    def setup(self, mode="eager"):
+        import random
+        from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+        self.pack, self.unpack = pack_padded_sequence, pad_packed_sequence
+        self.model = nn.ModuleDict({
+            "emb": nn.Embedding(self.vocab, self.d),
+            "rnn": nn.GRU(self.d, self.hidden, num_layers=2, batch_first=True),
+            "tok": nn.Linear(self.hidden, self.vocab),
+            "cls": nn.Linear(self.hidden, self.nclass)}).to(self.dev)
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=2e-3, foreach=True)
+        self.draws = random.Random(1717)
+        self.ar = torch.arange(self.max_len, device=self.dev)
+        self.shapes = {}
+
+    def step(self, i):
+        m = self.model
+        lengths = [self.draws.randint(self.min_len, self.max_len) for _ in range(self.batch)]
+        presorted = i % self.sorted_every == self.sorted_every - 1
+        if presorted:
+            lengths.sort(reverse=True)
+        T = max(lengths)
+        tok = torch.randint(1, self.vocab, (self.batch, T), device=self.dev, generator=self.gen)
+        lens = torch.tensor(lengths, device=self.dev)                      # from pageable memory
+        valid = self.ar[:T] < lens.unsqueeze(1)                            # B, T
+        tgt = torch.cat([torch.full_like(tok[:, :1], -100), tok[:, :-1]], dim=1).masked_fill(~valid, -100)
+        y = tok[:, 0] % self.nclass
+        self.opt.zero_grad(set_to_none=True)
+        packed = self.pack(m["emb"](tok), lengths, batch_first=True, enforce_sorted=presorted)
+        out, hn = m["rnn"](packed)
+        padded, _ = self.unpack(out, batch_first=True, total_length=T)     # B, T, hidden
+        loss = (F.cross_entropy(m["tok"](padded).reshape(-1, self.vocab), tgt.reshape(-1), ignore_index=-100)
+                + F.cross_entropy(m["cls"](hn[-1]), y))
+        loss.backward()
+        self.opt.step()
+        self.shapes[i] = "T=%d L=%d %s" % (T, sum(lengths), "s" if presorted else "u")
+        return loss
+
+    def loss_lines(self):
+        for i, e in self.shapes.items():
+            self.extra[i] = e
+        return super().loss_lines()
+
+
+class MAMLWorkload(Workload):
+    """Second-order MAML (with learnable per-tensor inner learning rates, Meta-SGD style)
+    over a functional inner loop: every step draws 3 tasks (5-way classification by a
+    random projection, 25 support and 25 query samples each, from the GPU generator); for
+    each, 1 to 3 inner steps (drawn per task by a seeded host random.Random, so the step's
+    launch count has no period) each take torch.autograd.grad(create_graph=True) of the
+    support loss through torch.func.functional_call with the fast weights (non-leaf
+    tensors: the parameters minus their learning rate times the gradient), and the query
+    loss of the adapted weights joins the meta-loss; one backward then runs through every
+    inner backward (double backward of Linear, tanh, log_softmax and nll_loss), then
+    clip_grad_norm_ and Adam (foreach) over the model and the inner learning rates. The
+    inner loop's length decides how many backward passes are nested, and so the whole
+    second-order graph: consecutive steps share long runs of identical launches and then
+    part, at a point the host RNG decides. The inner step counts end every line
+    (" k=<a><b><c>"). No sync in the loop."""
+
+    din, hidden, nway, tasks, shots, queries, max_inner = 32, 64, 5, 3, 25, 25, 3
+
+    def setup(self, mode="eager"):
+        import random
+        from torch.func import functional_call
+        self.call = functional_call
+        self.model = nn.Sequential(nn.Linear(self.din, self.hidden), nn.Tanh(),
+                                   nn.Linear(self.hidden, self.hidden), nn.Tanh(),
+                                   nn.Linear(self.hidden, self.nway)).to(self.dev)
+        n = len(list(self.model.parameters()))
+        self.log_lr = nn.Parameter(torch.full((n,), math.log(0.3), device=self.dev))
+        self.params = list(self.model.parameters()) + [self.log_lr]
+        self.opt = torch.optim.Adam(self.params, lr=1e-3, foreach=True)
+        self.inner = random.Random(555)
+        self.counts = {}
+
+    def task(self):
+        w = torch.randn(self.din, self.nway, device=self.dev, generator=self.gen)
+        x = torch.randn(self.shots + self.queries, self.din, device=self.dev, generator=self.gen)
+        y = (x @ w).argmax(dim=1)
+        return x[:self.shots], y[:self.shots], x[self.shots:], y[self.shots:]
+
+    def step(self, i):
+        self.opt.zero_grad(set_to_none=True)
+        lrs = self.log_lr.exp()
+        meta = torch.zeros((), device=self.dev)
+        ks = []
+        for _ in range(self.tasks):
+            xs, ys, xq, yq = self.task()
+            k = self.inner.randint(1, self.max_inner)
+            fast = dict(self.model.named_parameters())
+            for _ in range(k):
+                support = F.cross_entropy(self.call(self.model, fast, (xs,)), ys)
+                grads = torch.autograd.grad(support, list(fast.values()), create_graph=True)
+                fast = {name: p - lrs[j] * g for j, ((name, p), g) in enumerate(zip(fast.items(), grads))}
+            meta = meta + F.cross_entropy(self.call(self.model, fast, (xq,)), yq) / self.tasks
+            ks.append(k)
+        meta.backward()
+        torch.nn.utils.clip_grad_norm_(self.params, 1.0)
+        self.opt.step()
+        self.counts[i] = ks
+        return meta
+
+    def loss_lines(self):
+        for i, ks in self.counts.items():
+            self.extra[i] = "k=" + "".join(str(k) for k in ks)
+        return super().loss_lines()
+
+
+class MultiTaskWorkload(Workload):
+    """Multi-task training with a shared trunk and three heads of other shapes: "c" (64
+    samples, 10 classes, cross-entropy), "r" (48 samples, 4 outputs, smooth L1 against a
+    tanh of a projection) and "t" (16 sequences of 10 tokens, a per-token 6-way tagger with
+    label smoothing, on the trunk's features joined to their sequence mean), each weighted by a
+    learnable log-variance (uncertainty weighting). Every step accumulates gradients over 1
+    to 3 micro-batches, each of a task drawn by a seeded host random.Random with weights
+    5:3:2 (so the step's launch sequence is one of 39 combinations of three interleaved
+    ones, in no period), backward after each; the tagger joins only at step 100 (its
+    parameters get gradients, and AdamW state, for the first time there). AdamW (foreach)
+    with zero_grad(set_to_none=True): the heads a step did not use have no gradient and are
+    left out of the step's foreach lists, and since each head's step count is its own the
+    bias corrections passed per tensor differ. A tool that predicts the next step from the
+    last ones mispredicts on most steps and must give back every launch it held for a
+    prediction that failed, in order. The tasks a step drew end every line (" t=<tasks>").
+    No sync in the loop."""
+
+    din, width, tag_from, max_micro = 128, 256, 100, 3
+    outs = (("cls", 10), ("reg", 4), ("tag", 6))
+
+    def setup(self, mode="eager"):
+        import random
+        w = self.width
+        self.model = nn.ModuleDict({
+            "trunk": nn.Sequential(nn.Linear(self.din, w), nn.GELU(), nn.Linear(w, w), nn.GELU()),
+            "cls": nn.Linear(w, 10), "reg": nn.Linear(w, 4), "tag": nn.Linear(2 * w, 6)}).to(self.dev)
+        self.log_vars = nn.Parameter(torch.zeros(3, device=self.dev))
+        self.opt = torch.optim.AdamW(list(self.model.parameters()) + [self.log_vars], lr=1e-3,
+                                     weight_decay=0.01, foreach=True)
+        self.proj = {name: torch.randn(self.din, n, device=self.dev, generator=self.gen) for name, n in self.outs}
+        self.draws = random.Random(4242)
+        self.plan = {}
+
+    def task_loss(self, t):
+        m = self.model
+        if t == 0:
+            x = torch.randn(64, self.din, device=self.dev, generator=self.gen)
+            return F.cross_entropy(m["cls"](m["trunk"](x)), (x @ self.proj["cls"]).argmax(dim=1))
+        if t == 1:
+            x = torch.randn(48, self.din, device=self.dev, generator=self.gen)
+            return F.smooth_l1_loss(m["reg"](m["trunk"](x)), torch.tanh(x @ self.proj["reg"]))
+        x = torch.randn(16, 10, self.din, device=self.dev, generator=self.gen)
+        h = m["trunk"](x)                                                  # 16, 10, width
+        h = torch.cat([h, h.mean(dim=1, keepdim=True).expand_as(h)], dim=2)
+        y = (x @ self.proj["tag"]).argmax(dim=2)
+        return F.cross_entropy(m["tag"](h).reshape(-1, 6), y.reshape(-1), label_smoothing=0.1)
+
+    def step(self, i):
+        n = self.draws.randint(1, self.max_micro)
+        if i >= self.tag_from:
+            tasks = [self.draws.choices((0, 1, 2), weights=(5, 3, 2))[0] for _ in range(n)]
+        else:
+            tasks = [self.draws.choices((0, 1), weights=(5, 3))[0] for _ in range(n)]
+        self.opt.zero_grad(set_to_none=True)
+        total = torch.zeros((), device=self.dev)
+        for t in tasks:
+            lv = self.log_vars[t]
+            loss = (torch.exp(-lv) * self.task_loss(t) + lv) / n
+            loss.backward()
+            total = total + loss.detach()
+        self.opt.step()
+        self.plan[i] = "".join("crt"[t] for t in tasks)
+        return total
+
+    def loss_lines(self):
+        for i, p in self.plan.items():
+            self.extra[i] = "t=" + p
+        return super().loss_lines()
+
+
+class SideBwdWorkload(TaskWorkload):
+    """An MLP (5 layers, ReLU, dropout 0.1) whose every Linear is a custom autograd
+    Function (SideLinearFn) whose backward forks onto a side stream: on the autograd
+    engine's device thread, the side stream waits for backward's stream, computes the
+    weight and bias gradients there while backward's own stream computes the input
+    gradient (none for the first layer), and is joined again by wait_stream or, on a
+    layer and step where (step + layer) % 3 == 0, by an Event created, recorded on the side
+    stream and waited for (cuEventCreate, cuEventRecord, cuStreamWaitEvent and the
+    event's destruction, from the autograd thread, mid-backward); the tensors are handed
+    between the streams with record_stream. Layers alternate between two side streams (the
+    second of high priority). The weight gradients, allocated on the side streams, become
+    .grad directly (zero_grad(set_to_none=True), so AccumulateGrad steals them), and AdamW
+    (foreach) reads them on the main stream. The join pattern has period 3. A tool that
+    orders held launches per stream must keep the cross-stream edges the program drew on
+    another thread, whichever primitive drew them: a weight update that reads a gradient
+    before the side stream wrote it, or a side GEMM that reads the output gradient before
+    backward's stream produced it, changes the loss. No sync in the loop."""
+
+    layers = 5
+    grads_to_none = True
+
+    def setup(self, mode="eager"):
+        dims = [self.din] + [self.hidden] * (self.layers - 1) + [self.nout]
+        self.lins = nn.ModuleList([nn.Linear(a, b) for a, b in zip(dims[:-1], dims[1:])]).to(self.dev)
+        self.model = self.lins
+        self.drop = nn.Dropout(0.1)
+        self.sides = [torch.cuda.Stream(device=self.dev), torch.cuda.Stream(device=self.dev, priority=-1)]
+        self.opt = torch.optim.AdamW(self.lins.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
+        self.label_setup()
+        self.phase = 0
+        self.fwd = self.forward
+
+    def forward(self, x):
+        h = x
+        last = len(self.lins) - 1
+        for k, lin in enumerate(self.lins):
+            h = SideLinearFn.apply(h, lin.weight, lin.bias, self.sides[k % 2], (self.phase + k) % 3 == 0)
+            if k < last:
+                h = self.drop(F.relu(h))
+        return h
+
+    def step(self, i):
+        self.phase = i % 3
+        return super().step(i)
+
+
+class ContrastWorkload(Workload):
+    """Contrastive learning as MoCo and CLIP combine it: a query encoder (MLP to 64-d,
+    L2-normalised) trained on two views of 384 samples from 32 latent classes (noise, and
+    feature dropout), a key encoder that follows it by a momentum update
+    (torch._foreach_lerp_) after every step, a queue of 4000 past keys, and a learnable
+    temperature (CLIP's logit_scale: exp() in the graph, clamped in place under no_grad
+    after every optimizer step). Loss: cross-entropy over [positive, 4000 queue
+    negatives] (a 384 x 4000 similarity GEMM) plus CLIP's symmetric in-batch loss over a
+    384 x 384 similarity matrix (cross-entropy over its rows and over its transpose);
+    AdamW (foreach). The keys are enqueued at a host pointer that moves by 384 every step
+    (period 125, since 4000 is no multiple of 384): while they fit, by a copy into
+    queue[ptr:ptr+384] (a device-to-device copy whose destination address moves every
+    step), and when they wrap, every tenth step or so, by index_copy_ with indices
+    computed from the pointer (another kernel); the queue is read by the next step's GEMM.
+    A tool that patches the copy's destination, or a kernel's scalar pointer argument,
+    from the step it recorded writes the keys over the wrong rows. The clamped logit scale
+    and the pointer after the step end every line (" s=<hex> p=<n>"). No sync in the
+    loop."""
+
+    batch, din, width, dim, classes, queue_len, momentum = 384, 128, 256, 64, 32, 4000, 0.99
+
+    def setup(self, mode="eager"):
+        import copy
+        self.enc_q = nn.Sequential(nn.Linear(self.din, self.width), nn.ReLU(), nn.Linear(self.width, self.width),
+                                   nn.ReLU(), nn.Linear(self.width, self.dim)).to(self.dev)
+        self.enc_k = copy.deepcopy(self.enc_q).requires_grad_(False)
+        self.logit_scale = nn.Parameter(torch.tensor(math.log(1 / 0.07), device=self.dev))
+        self.max_scale = math.log(100.0)
+        self.q_params = list(self.enc_q.parameters())
+        self.k_params = list(self.enc_k.parameters())
+        self.opt = torch.optim.AdamW(self.q_params + [self.logit_scale], lr=1e-3, weight_decay=0.01, foreach=True)
+        self.centers = torch.randn(self.classes, self.din, device=self.dev, generator=self.gen)
+        self.queue = F.normalize(torch.randn(self.queue_len, self.dim, device=self.dev, generator=self.gen), dim=1)
+        self.ar = torch.arange(self.batch, device=self.dev)
+        self.zeros = torch.zeros(self.batch, dtype=torch.long, device=self.dev)
+        self.ptr = 0
+        self.scale_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.ptrs = {}
+
+    def step(self, i):
+        B = self.batch
+        c = torch.randint(0, self.classes, (B,), device=self.dev, generator=self.gen)
+        x = self.centers.index_select(0, c) + 0.5 * torch.randn(B, self.din, device=self.dev, generator=self.gen)
+        x1 = x + 0.1 * torch.randn(B, self.din, device=self.dev, generator=self.gen)
+        x2 = x * (torch.rand(B, self.din, device=self.dev, generator=self.gen) > 0.1).float() / 0.9
+        self.opt.zero_grad(set_to_none=True)
+        q1 = F.normalize(self.enc_q(x1), dim=1)
+        q2 = F.normalize(self.enc_q(x2), dim=1)
+        with torch.no_grad():
+            k = F.normalize(self.enc_k(x2), dim=1)
+        scale = self.logit_scale.exp()
+        l_pos = (q1 * k).sum(dim=1, keepdim=True)                          # B, 1
+        l_neg = q1 @ self.queue.t()                                        # B, queue_len
+        moco = F.cross_entropy(torch.cat([l_pos, l_neg], dim=1) * scale, self.zeros)
+        sim = scale * (q1 @ q2.t())                                        # B, B
+        clip = 0.5 * (F.cross_entropy(sim, self.ar) + F.cross_entropy(sim.t(), self.ar))
+        loss = moco + clip
+        loss.backward()
+        self.opt.step()
+        with torch.no_grad():
+            self.logit_scale.clamp_(0.0, self.max_scale)
+            torch._foreach_lerp_(self.k_params, self.q_params, 1.0 - self.momentum)
+            end = self.ptr + B
+            if end <= self.queue_len:
+                self.queue[self.ptr:end].copy_(k)
+            else:
+                self.queue.index_copy_(0, (self.ar + self.ptr) % self.queue_len, k)
+            self.ptr = end % self.queue_len
+        self.scale_buf[i].copy_(self.logit_scale.detach())
+        self.ptrs[i] = self.ptr
+        return loss
+
+    def loss_lines(self):
+        s = tensor_hexes(self.scale_buf)
+        for i, p in self.ptrs.items():
+            self.extra[i] = "s=%s p=%d" % (s[i], p)
+        return super().loss_lines()
+
+
 WORKLOADS = {
     "mlp": ClassifierWorkload,
     "mlp_item": MLPItem,
@@ -3405,6 +4106,14 @@ WORKLOADS = {
     "lrtensor": LRTensorWorkload,
     "reparam": ReparamWorkload,
     "ckpt": CkptWorkload,
+    "kvgrow": KVGrowWorkload,
+    "beam": BeamWorkload,
+    "encpad": EncPadWorkload,
+    "packed": PackedWorkload,
+    "maml": MAMLWorkload,
+    "multitask": MultiTaskWorkload,
+    "sidebwd": SideBwdWorkload,
+    "contrast": ContrastWorkload,
     "pipeline2": Pipeline2Workload,
     "ddp2": DDP2Workload,
 }

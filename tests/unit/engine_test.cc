@@ -1233,14 +1233,69 @@ TEST(Engine, GraftKeepsMatchingWhileItsGraphsCarryOps) {
   for (int it = 0; it < 10; ++it) iteration(h, 40, it);
   ASSERT_GE(h.exec.builds, 1);
   // Stretches of new shapes between loop iterations: the graph carries a
-  // sixth of the ops, so every op keeps going through the engine.
+  // third of the ops (over GRAFT_REST_BELOW_PCT's 20 %), so every op keeps
+  // going through the engine.
+  uint64_t shape = 0;
+  for (int round = 0; round < 30; ++round) {
+    nonRepeating(h, 80, shape);
+    iteration(h, 40, 99);
+  }
+  EXPECT_EQ(h.dormantOps, 0u);
+  EXPECT_GE(h.viaGraph(), size_t(30 * 40));
+  h.expectEquivalent();
+}
+
+// The loop of GraftKeepsMatchingWhileItsGraphsCarryOps with longer stretches
+// of new shapes: a sixth of the ops through the graph. Under `pct`, and
+// whether graft rested.
+bool restsWithAGraphCarryingASixth(uint32_t pct) {
+  core::EngineConfig c = Harness::defaultConfig();
+  c.maxPeriod = 64;
+  c.dormantAfterOps = 256;
+  c.restBelowGraphPct = pct;
+  Harness h(c);
+  for (int it = 0; it < 10; ++it) iteration(h, 40, it);
+  EXPECT_GE(h.exec.builds, 1);
   uint64_t shape = 0;
   for (int round = 0; round < 12; ++round) {
     nonRepeating(h, 200, shape);
     iteration(h, 40, 99);
   }
-  EXPECT_EQ(h.dormantOps, 0u);
-  EXPECT_GE(h.viaGraph(), size_t(12 * 40));
+  h.expectEquivalent();
+  return h.dormantOps > 0;
+}
+
+TEST(Engine, GraftRestsWhenItsGraphsCarryUnderTheSetShare) {
+  EXPECT_TRUE(restsWithAGraphCarryingASixth(20)) << "a sixth is under GRAFT_REST_BELOW_PCT=20";
+  EXPECT_FALSE(restsWithAGraphCarryingASixth(10)) << "a sixth is over GRAFT_REST_BELOW_PCT=10";
+  EXPECT_FALSE(restsWithAGraphCarryingASixth(0)) << "GRAFT_REST_BELOW_PCT=0: no rest while a graph is live";
+}
+
+TEST(Engine, GraphsBuiltAgainAndAgainDoNotKeepGraftFromResting) {
+  // A loop whose graph replays, and runs that repeat a few times and then
+  // change (stream handles that come back in rotation): graft keeps building
+  // graphs for them, and they carry a small share of the ops. A build must
+  // not restart the window in which graft judges that share, or it never
+  // rests.
+  core::EngineConfig c = Harness::defaultConfig();
+  c.maxPeriod = 256;
+  c.dormantAfterOps = 256;  // raised to (3 + 1) * 256 = 1024
+  Harness h(c);
+  for (int it = 0; it < 10; ++it) iteration(h, 20, it);
+  ASSERT_GE(h.exec.builds, 1);
+  uint64_t shape = 0;
+  int roundsWithBuilds = 0;
+  for (int round = 0; round < 40 && !h.engine.dormant(); ++round) {
+    const int buildsBefore = h.exec.builds;
+    // Six times this round, then never again; then new shapes. Under a
+    // window's worth of ops recorded per round, and under a fifth of the ops
+    // through graphs.
+    for (int rep = 0; rep < 6; ++rep) iteration(h, 40, 7, 70000 + 100 * uint64_t(round));
+    nonRepeating(h, 700, shape);
+    roundsWithBuilds += h.exec.builds > buildsBefore;
+  }
+  EXPECT_GE(roundsWithBuilds, 2) << "the runs that repeat a few times got graphs";
+  EXPECT_TRUE(h.engine.dormant()) << "graft never rested while it kept building graphs";
   h.expectEquivalent();
 }
 
