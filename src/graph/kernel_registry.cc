@@ -75,8 +75,16 @@ GRAFT_COLD KernelInfo* KernelRegistry::resolve(CUfunction f) {
   for (int family = 0; family < 2 && !info->layoutKnown; ++family) {
     info->offsets.clear();
     info->sizes.clear();
+    // A kernel's parameters take at most 32764 bytes, so at most that many
+    // parameters: the driver answers "past the last" before the cap, and a
+    // layout that reached it is not known (never a truncated one).
+    constexpr size_t kMaxParams = 32768;
     bool ok = false;
-    for (size_t index = 0; index < 4096; ++index) {
+    for (size_t index = 0;; ++index) {
+      if (index == kMaxParams) {
+        ok = false;
+        break;
+      }
       size_t offset = 0, size = 0;
       CUresult r = CUDA_ERROR_NOT_SUPPORTED;
       if (family == 0 && kernelParam)

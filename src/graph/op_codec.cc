@@ -309,17 +309,18 @@ GRAFT_HOT const OpDesc& OpEncoder::memset(ApiId api, core::StreamKey stream, CUc
   return finish(OpKind::Memset, api, stream, 0, sizeof(s), sizeof(v));
 }
 
-void OpEncoder::noteEventCreated(CUevent event, unsigned flags) {
-  events_[reinterpret_cast<uint64_t>(event)] = (flags & CU_EVENT_INTERPROCESS)     ? EventKind::Interprocess
-                                               : (flags & CU_EVENT_DISABLE_TIMING) ? EventKind::Untimed
-                                                                                   : EventKind::Timing;
+void OpEncoder::noteEventCreated(CUevent event, unsigned flags, CUcontext ctx) {
+  const EventKind kind = (flags & CU_EVENT_INTERPROCESS)     ? EventKind::Interprocess
+                         : (flags & CU_EVENT_DISABLE_TIMING) ? EventKind::Untimed
+                                                             : EventKind::Timing;
+  events_[reinterpret_cast<uint64_t>(event)] = {kind, reinterpret_cast<uint64_t>(ctx)};
 }
 
 core::EagerCause OpEncoder::eventOpEagerCause(CUevent event, bool record) const {
   const auto it = events_.find(reinterpret_cast<uint64_t>(event));
   if (it == events_.end()) return core::EagerCause::UnseenEvent;
-  if (it->second == EventKind::Interprocess) return core::EagerCause::InterprocessEvent;
-  if (record && it->second == EventKind::Timing) return core::EagerCause::TimingEvent;
+  if (it->second.kind == EventKind::Interprocess) return core::EagerCause::InterprocessEvent;
+  if (record && it->second.kind == EventKind::Timing) return core::EagerCause::TimingEvent;
   return core::EagerCause::None;
 }
 

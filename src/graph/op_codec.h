@@ -112,7 +112,22 @@ class OpEncoder {
   //     cannot see), so both must reach the driver at their position;
   //   not seen created (opened with cuIpcOpenEventHandle, or created before
   //     graft started): neither, for the same reasons.
-  void noteEventCreated(CUevent event, unsigned flags);
+  // `ctx`: the context current at its creation, the event's. A record on a
+  // stream of another context stays eager: the driver's to refuse
+  // (recordOnStream; tests/sim/sim_review_hook.cc, event-other-context).
+  void noteEventCreated(CUevent event, unsigned flags, CUcontext ctx);
+  // Whether a record of `event` may be held for a stream of context
+  // `streamCtx`: the event was created in that context.
+  // A boundary for a record that goes to the driver: with the reason an
+  // eager event has (unseen, timing, interprocess), else DriverChecks.
+  const core::OpDesc& boundaryUnlessEventEager(hook::ApiId api, core::StreamKey stream, CUevent event) {
+    const core::EagerCause c = eventOpEagerCause(event, true);
+    return boundary(api, stream, c != core::EagerCause::None ? c : core::EagerCause::DriverChecks);
+  }
+  bool recordInContext(CUevent event, CUcontext streamCtx) const {
+    const auto it = events_.find(reinterpret_cast<uint64_t>(event));
+    return it != events_.end() && it->second.ctx == reinterpret_cast<uint64_t>(streamCtx);
+  }
   void noteEventDestroyed(CUevent event) {
     events_.erase(reinterpret_cast<uint64_t>(event));
     if (!captured_records_.empty()) captured_records_.erase(reinterpret_cast<uint64_t>(event));
@@ -165,7 +180,11 @@ class OpEncoder {
   enum class EventKind : uint8_t { Untimed, Timing, Interprocess };
   // Why a record (or a wait) of `event` must stay eager; None if a graph may hold it.
   core::EagerCause eventOpEagerCause(CUevent event, bool record) const;
-  std::unordered_map<uint64_t, EventKind> events_;
+  struct EventInfo {
+    EventKind kind;
+    uint64_t ctx;  // the context current at its creation
+  };
+  std::unordered_map<uint64_t, EventInfo> events_;
   std::unordered_set<uint64_t> captured_records_;  // events whose last record the program captured
 };
 

@@ -379,10 +379,26 @@ template <> struct Encoder<ApiId::k_cuMemsetD2D16Async_3020>
 template <> struct Encoder<ApiId::k_cuMemsetD2D32Async_3020>
     : MemsetEncoder<ApiId::k_cuMemsetD2D32Async_3020, 4, unsigned int> {};
 
+// The context of the stream a call names (a default stream: the current
+// context's); null if the driver does not know the stream.
+inline CUcontext streamContext(CUstream s) {
+  if (!s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) return currentContextUntimed();
+  CUcontext ctx = nullptr;
+  return real<ApiId::k_cuStreamGetCtx_9020>()(s, &ctx) == CUDA_SUCCESS ? ctx : nullptr;
+}
+
+// An event's record on a stream of another context than the event's (or on
+// a stream the driver does not know): the driver's to refuse, at its position.
+inline bool recordForDriver(Runtime& rt, CUevent e, CUstream s) {
+  return !rt.encoder().recordInContext(e, streamContext(s));
+}
+
 template <>
 struct Encoder<ApiId::k_cuEventRecord_2000> {
   static constexpr bool kGraphable = true;
   GRAFT_HOT static const OpDesc& encode(Runtime& rt, int pt, CUevent e, CUstream s) {
+    if (recordForDriver(rt, e, s))
+      return rt.encoder().boundaryUnlessEventEager(ApiId::k_cuEventRecord_2000, streamKey(s, pt), e);
     return rt.encoder().eventRecord(ApiId::k_cuEventRecord_2000, streamKey(s, pt), defaultStreamContext(s), e,
                                     0);
   }
@@ -395,6 +411,8 @@ struct Encoder<ApiId::k_cuEventRecordWithFlags_11010> {
     if (flags != CU_EVENT_RECORD_DEFAULT)
       return rt.encoder().boundary(ApiId::k_cuEventRecordWithFlags_11010, streamKey(s, pt),
                                    EagerCause::OtherStreamOrdered);
+    if (recordForDriver(rt, e, s))
+      return rt.encoder().boundaryUnlessEventEager(ApiId::k_cuEventRecordWithFlags_11010, streamKey(s, pt), e);
     return rt.encoder().eventRecord(ApiId::k_cuEventRecordWithFlags_11010, streamKey(s, pt),
                                     defaultStreamContext(s), e, flags);
   }
@@ -838,7 +856,8 @@ template <ApiId Id, int PT, typename Real, typename... A>
       const CUresult r = realFn(a...);
       if (r == CUDA_SUCCESS) {
         auto lock = rt.engine().lock();
-        rt.encoder().noteEventCreated(*firstOf<CUevent*>(a...), firstOf<unsigned int>(a...));
+        rt.encoder().noteEventCreated(*firstOf<CUevent*>(a...), firstOf<unsigned int>(a...),
+                                      currentContextUntimed());
       }
       return r;
     } else if constexpr (info.traits & trait::BEGIN) {

@@ -219,14 +219,15 @@ namespace {
 // again, as soon as the call returns) and on events graft did not see created
 // (opened from another process) run eagerly at their position, with reasons.
 TEST(OpCodec, EventOpsHeldOnlyForPrivateEventsGraftSawCreated) {
+  const auto kCtx = reinterpret_cast<CUcontext>(0x7000);
   OpEncoder enc;
   const auto untimed = reinterpret_cast<CUevent>(0x1000);
   const auto timing = reinterpret_cast<CUevent>(0x2000);
   const auto shared = reinterpret_cast<CUevent>(0x3000);
   const auto unseen = reinterpret_cast<CUevent>(0x4000);
-  enc.noteEventCreated(untimed, CU_EVENT_DISABLE_TIMING);
-  enc.noteEventCreated(timing, CU_EVENT_DEFAULT);
-  enc.noteEventCreated(shared, CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS);
+  enc.noteEventCreated(untimed, CU_EVENT_DISABLE_TIMING, kCtx);
+  enc.noteEventCreated(timing, CU_EVENT_DEFAULT, kCtx);
+  enc.noteEventCreated(shared, CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS, kCtx);
   auto record = [&](CUevent e) {
     return enc.eventRecord(hook::ApiId::k_cuEventRecord_2000, core::StreamKey(0x5000), nullptr, e, 0);
   };
@@ -249,11 +250,37 @@ TEST(OpCodec, EventOpsHeldOnlyForPrivateEventsGraftSawCreated) {
   // A handle value reused by the driver takes the new event's kind.
   enc.noteEventDestroyed(shared);
   EXPECT_EQ(wait(shared).cause, core::EagerCause::UnseenEvent);
-  enc.noteEventCreated(shared, CU_EVENT_DISABLE_TIMING);
+  enc.noteEventCreated(shared, CU_EVENT_DISABLE_TIMING, kCtx);
   EXPECT_EQ(record(shared).kind, core::OpKind::EventRecord);
   enc.noteEventDestroyed(untimed);
-  enc.noteEventCreated(untimed, CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS);
+  enc.noteEventCreated(untimed, CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS, kCtx);
   EXPECT_EQ(record(untimed).cause, core::EagerCause::InterprocessEvent);
+}
+
+// A record may be held only on a stream of the event's own context (the
+// context current when it was created): elsewhere the driver refuses it, so
+// it goes to the driver, with the reason an eager event has if it has one.
+TEST(OpCodec, RecordsHeldOnlyInTheEventsContext) {
+  const auto ctxA = reinterpret_cast<CUcontext>(0x7000);
+  const auto ctxB = reinterpret_cast<CUcontext>(0x8000);
+  OpEncoder enc;
+  const auto untimed = reinterpret_cast<CUevent>(0x1000);
+  const auto timing = reinterpret_cast<CUevent>(0x2000);
+  const auto unseen = reinterpret_cast<CUevent>(0x4000);
+  enc.noteEventCreated(untimed, CU_EVENT_DISABLE_TIMING, ctxA);
+  enc.noteEventCreated(timing, CU_EVENT_DEFAULT, ctxA);
+  EXPECT_TRUE(enc.recordInContext(untimed, ctxA));
+  EXPECT_FALSE(enc.recordInContext(untimed, ctxB));
+  EXPECT_FALSE(enc.recordInContext(untimed, nullptr)) << "a stream the driver does not know";
+  EXPECT_FALSE(enc.recordInContext(unseen, ctxA));
+  const core::StreamKey stream(0x5000);
+  const auto& other = enc.boundaryUnlessEventEager(hook::ApiId::k_cuEventRecord_2000, stream, untimed);
+  EXPECT_EQ(other.kind, core::OpKind::Boundary);
+  EXPECT_EQ(other.cause, core::EagerCause::DriverChecks);
+  EXPECT_EQ(enc.boundaryUnlessEventEager(hook::ApiId::k_cuEventRecord_2000, stream, timing).cause,
+            core::EagerCause::TimingEvent);
+  EXPECT_EQ(enc.boundaryUnlessEventEager(hook::ApiId::k_cuEventRecord_2000, stream, unseen).cause,
+            core::EagerCause::UnseenEvent);
 }
 
 }  // namespace
