@@ -43,15 +43,8 @@ Engine::Engine(const EngineConfig& config, Executor& executor)
                size_t(32) << 20),
       detector_(config.warmup, config.maxPeriod),
       executor_(executor) {
-  if (config.dormantAfterOps) {
+  if (config.dormantAfterOps)
     dormant_after_ops_ = std::max<uint64_t>(config.dormantAfterOps, uint64_t(config.warmup + 1) * config.maxPeriod);
-    // By then a period of up to maxPeriod came twice and a run of
-    // early_rest_run_ more: its candidate's run is at least that.
-    early_rest_run_ = std::min<uint64_t>(kEarlyRestRun, config.maxPeriod);
-    early_rest_after_ops_ =
-        std::max<uint64_t>(dormant_after_ops_ / 2, 2 * uint64_t(config.maxPeriod) + early_rest_run_);
-    if (early_rest_after_ops_ >= dormant_after_ops_) early_rest_after_ops_ = 0;
-  }
   held_.reserve(kHeldReserveOps, kHeldReserveBytes);
   held_matched_.reserve(kHeldReserveOps);
   failed_launches_.reserve(64);
@@ -861,29 +854,12 @@ GRAFT_HOT void Engine::recordEagerOp(const OpDesc& op, bool boundary) {
   feedDetector(hash, 1, boundary);
   if (!dormant_after_ops_) return;
   if (++recorded_since_build_ >= dormant_after_ops_) restIfNothingRepeats();
-  else if (recorded_since_build_ >= early_rest_after_ops_ && early_rest_after_ops_ && !early_judged_)
-    restEarlyIfNothingRepeats();
   if (ops_total_ - interleave_.startOps >= kInterleaveWindowOps) restIfThreadsInterleave();
 }
 
 void Engine::startRecordingWindow() {
   recorded_since_build_ = 0;
   window_via_graph_start_ = stats_.opsViaGraph;
-  early_judged_ = false;
-  detector_.clearLongestRun();
-}
-
-void Engine::restEarlyIfNothingRepeats() {
-  if (!held_.empty()) return;  // judged at the next op recorded with nothing held
-  early_judged_ = true;
-  if (segments_.live() != 0 || detector_.longestRun() >= early_rest_run_) return;
-  const uint64_t recorded = recorded_since_build_;
-  rest(EagerCause::Dormant, 2 * dormant_after_ops_);
-  if (rests_++ == 0)
-    GRAFT_INFO("no stretch of {} ops repeated in {} ops: resting (only counting) for the next {} ops, then "
-               "looking again (GRAFT_DORMANT_AFTER_OPS)", early_rest_run_, recorded, 2 * dormant_after_ops_);
-  else
-    GRAFT_DEBUG("resting again for {} ops (rest #{}, nothing repeated)", 2 * dormant_after_ops_, rests_);
 }
 
 void Engine::restIfNothingRepeats() {
@@ -900,7 +876,7 @@ void Engine::restIfNothingRepeats() {
   // learning the rest costs: rest as if there were none.
   const bool graphsIdle = viaGraph * 100 < uint64_t(config_.restBelowGraphPct) * (viaGraph + recorded);
   if (segments_.live() != 0 && !graphsIdle) return;
-  rest(EagerCause::Dormant, 4 * dormant_after_ops_);
+  rest(EagerCause::Dormant);
   if (rests_++ == 0 && segments_.live() != 0)
     GRAFT_INFO("graphs carried {} of the last {} ops, which did not repeat: resting (only counting) for the "
                "next {} ops, then looking again (GRAFT_DORMANT_AFTER_OPS)", viaGraph, viaGraph + recorded,
@@ -924,7 +900,7 @@ void Engine::restIfThreadsInterleave() {
   if (dormant() || !(often || steadyWithoutGraphs)) return;
   // Nothing is held, and submit() drained the queued graph launches before
   // this op was issued; the rest's ops drain them too (countDormant).
-  rest(EagerCause::ThreadsInterleave, 4 * dormant_after_ops_);
+  rest(EagerCause::ThreadsInterleave);
   if (interleave_rests_++ == 0)
     GRAFT_INFO("threads issue ops at the same time (in the last {} ops, {} switches between threads and {} "
                "ops through graphs): resting (only counting) for the next {} ops, then looking again "
@@ -943,9 +919,9 @@ void Engine::endRestIfThreadsCalm() {
   GRAFT_DEBUG("threads no longer issue ops at the same time ({} switches in {} ops): rest ended", switches, ops);
 }
 
-void Engine::rest(EagerCause cause, uint64_t ops) {
+void Engine::rest(EagerCause cause) {
   startRecordingWindow();
-  dormant_until_ = ops_total_ + ops;
+  dormant_until_ = ops_total_ + 4 * dormant_after_ops_;
   rest_cause_ = cause;
   // What runs during the rest is not seen: no period may span it.
   detector_.reset();

@@ -263,12 +263,6 @@ class Engine {
   void issueHeldEagerly(const OpDesc& op, EagerCause cause);
   void recordEagerOp(const OpDesc& op, bool boundary);
   void restIfNothingRepeats();
-  // Halfway through the first look of a window (early_rest_after_ops_
-  // recorded ops, while no graph is live): rests, for half as long as a full
-  // window's rest, when no stretch of kEarlyRestRun tokens (fewer with a
-  // short GRAFT_MAX_PERIOD) has repeated: every period graft could still
-  // find would have come twice by then and shown such a run.
-  void restEarlyIfNothingRepeats();
   void startRecordingWindow();
   // At the end of each window of kInterleaveWindowOps ops: rests when the
   // window had a switch between threads at least every kOpsPerThreadSwitch
@@ -285,9 +279,8 @@ class Engine {
   // kOpsPerThreadSwitchNoGraph ops (the threads stopped issuing ops at the
   // same time).
   void endRestIfThreadsCalm();
-  // Starts a rest (dormant()) of `ops` ops; `cause` is what its ops are
-  // counted as.
-  void rest(EagerCause cause, uint64_t ops);
+  // Starts a rest (dormant()); `cause` is what its ops are counted as.
+  void rest(EagerCause cause);
   void pushBoundaryToken(uint64_t hash);
   void feedDetector(uint64_t tokenHash, uint64_t ops, bool boundary);
   void buildFromPeriod(const PeriodDetector::Confirmation& confirmed);
@@ -386,10 +379,6 @@ class Engine {
   EventInstances scratch_events_;
   Mismatch last_mismatch_;
   uint64_t dormant_after_ops_ = 0;      // effective EngineConfig::dormantAfterOps (0: never)
-  uint64_t early_rest_after_ops_ = 0;   // see restEarlyIfNothingRepeats (0: none)
-  uint64_t early_rest_run_ = 0;         // the run it asks for
-  bool early_judged_ = false;           // restEarlyIfNothingRepeats ran in this window
-  static constexpr uint64_t kEarlyRestRun = 256;
   uint64_t recorded_since_build_ = 0;   // ops recorded in the window (from a rest, a judgement, or a build while no graph carried ops in it)
   uint64_t window_via_graph_start_ = 0; // stats_.opsViaGraph when recorded_since_build_ was last reset
   uint64_t dormant_until_ = 0;          // ops_total_ at which the current rest ends (see dormant())

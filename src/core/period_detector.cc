@@ -28,7 +28,6 @@ PeriodDetector::PeriodDetector(uint32_t warmup, uint32_t maxPeriod)
 
 void PeriodDetector::reset() {
   pushed_ = 0;
-  longest_run_ = 0;
   ops_pushed_ = 0;
   last_boundary_ = 0;
   std::fill(grams_.begin(), grams_.end(), GramBucket{});
@@ -57,7 +56,6 @@ GRAFT_HOT PeriodDetector::Confirmation PeriodDetector::push(uint64_t tokenHash, 
     Candidate cand = candidates_[c];
     if (at(i - cand.period) == tokenHash) {
       ++cand.run;
-      longest_run_ = std::max(longest_run_, cand.run);
       candidates_[kept++] = cand;
     }
   }

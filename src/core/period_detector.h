@@ -53,12 +53,6 @@ class PeriodDetector {
   // period newly confirmed at this token (the largest, if several).
   Confirmation push(uint64_t tokenHash, uint64_t ops = 1, bool boundary = false);
   void reset();
-  // The longest run of any candidate since clearLongestRun() (or reset()):
-  // tokens in a row equal to the token one candidate period before. A
-  // program that repeats a stretch of n tokens shows a run of about n once
-  // the stretch came twice.
-  uint64_t longestRun() const { return longest_run_; }
-  void clearLongestRun() { longest_run_ = 0; }
 
 
  private:
@@ -81,7 +75,6 @@ class PeriodDetector {
   uint64_t last_boundary_ = 0;  // position + 1 of the last boundary token; 0: none
   uint64_t ring_mask_;
   uint64_t pushed_ = 0;
-  uint64_t longest_run_ = 0;
   // The n-gram index: buckets of kGramWays 8-byte entries, one cache line
   // each, so a token reads one line of it. An entry holds 32 bits of the
   // gram's hash and the low 32 bits of its position + 1 (0: empty); a full
