@@ -70,11 +70,42 @@ std::string enumText(E v) {
   return std::string(namesOf(E{})[static_cast<size_t>(v)]);
 }
 
+// A value as the warning shows it: as given, or quoted with escapes when it
+// is empty or holds blanks, quotes or control characters (a trailing space
+// would not show; a newline would split the line).
+std::string shownValue(std::string_view value) {
+  const bool plain = !value.empty() && std::all_of(value.begin(), value.end(), [](char c) {
+    return static_cast<unsigned char>(c) > 0x20 && c != 0x7f && c != '"' && c != '\\';
+  });
+  if (plain) return std::string(value);
+  std::string s = "\"";
+  for (const char c : value) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      s += '\\';
+      s += c;
+    } else if (c == '\n') {
+      s += "\\n";
+    } else if (c == '\t') {
+      s += "\\t";
+    } else if (u < 0x20 || u == 0x7f) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      s += "\\x";
+      s += kHex[u >> 4];
+      s += kHex[u & 15];
+    } else {
+      s += c;
+    }
+  }
+  s += '"';
+  return s;
+}
+
 std::string invalid(std::string_view env, std::string_view value, std::string_view expected,
                     std::string_view fallback) {
   std::string s(env);
   s += "=";
-  s += value;
+  s += shownValue(value);
   s += " is not valid (expected ";
   s += expected;
   s += "); using ";

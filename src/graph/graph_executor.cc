@@ -1015,7 +1015,8 @@ void GraphExecutor::freeAsync(uint64_t pointer, core::StreamKey stream, uint64_t
   waitForLaunches();  // and the frees put behind them, which come before this one
   if (pool_ && pool_->owns(pointer)) {
     // A per-thread stream's work is on its proxy (graph/per_thread_streams.h).
-    pool_->freeAsync(pointer, core::isPerThreadKey(stream) ? reinterpret_cast<uint64_t>(asStream(stream)) : stream);
+    pool_->freeAsync(pointer, core::isPerThreadKey(stream) ? reinterpret_cast<uint64_t>(asStream(stream)) : stream,
+                     reinterpret_cast<uint64_t>(orLastContext(reinterpret_cast<CUcontext>(domain))));
     return;
   }
   issueFree({pointer, stream, orLastContext(reinterpret_cast<CUcontext>(domain))});

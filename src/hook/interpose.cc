@@ -618,7 +618,8 @@ CUresult allocAsync(Runtime& rt, Real realFn, CUdeviceptr* out, size_t bytes, CU
       auto lock = rt.engine().lock();
       capturing = rt.engine().programCaptureActive();
     }
-    if (!capturing && !core::isAnyPerThread(key) && pool->allocate(bytes, key, out))
+    if (!capturing && !core::isAnyPerThread(key) &&
+        pool->allocate(bytes, key, reinterpret_cast<uint64_t>(currentContext()), out))
       return CUDA_SUCCESS;
   }
   // Issued at once, before the launches queued on graft's launch thread, as it
@@ -677,9 +678,10 @@ CUresult freeAsync(Runtime& rt, Real realFn, CUdeviceptr p, CUstream s) {
     pool->freeNow(p);
   } else if (core::isPerThreadKey(key)) {
     // Its work is on its proxy (graph/per_thread_streams.h).
-    pool->freeAsync(p, reinterpret_cast<uint64_t>(graph::PerThreadStreams::proxyOf(key)));
+    pool->freeAsync(p, reinterpret_cast<uint64_t>(graph::PerThreadStreams::proxyOf(key)),
+                    reinterpret_cast<uint64_t>(currentContext()));
   } else {
-    pool->freeAsync(p, key);
+    pool->freeAsync(p, key, reinterpret_cast<uint64_t>(currentContext()));
   }
   return CUDA_SUCCESS;
 }
@@ -966,6 +968,8 @@ template <ApiId Id, int PT, typename Real, typename... A>
         if (s) {
           rt.engine().releaseStream(streamKey(s, PT));
           rt.executor().forgetStream(s);
+          // Its pool blocks: fenced while it exists, and no longer its handle's.
+          if (pool::DevicePool* pool = rt.pool()) pool->streamDestroyed(reinterpret_cast<uint64_t>(s));
         }
       }
       return realFn(a...);

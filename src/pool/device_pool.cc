@@ -120,10 +120,10 @@ void DevicePool::takeLocked(std::vector<FreeBlock>& list, size_t index, CUdevice
   *out = b.ptr;
 }
 
-bool DevicePool::allocate(size_t bytes, uint64_t stream, CUdeviceptr* out) {
+bool DevicePool::allocate(size_t bytes, uint64_t stream, uint64_t ctx, CUdeviceptr* out) {
   std::lock_guard<std::mutex> guard(mutex_);
   CUdevice current = 0;
-  if (!initLocked() || driver_.ctxGetDevice(&current) != CUDA_SUCCESS || current != device_) {
+  if (bytes == 0 || !initLocked() || driver_.ctxGetDevice(&current) != CUDA_SUCCESS || current != device_) {
     ++stats_.declined;
     return false;
   }
@@ -133,7 +133,7 @@ bool DevicePool::allocate(size_t bytes, uint64_t stream, CUdeviceptr* out) {
   bool found = false;
   // Freed on this stream (or after a device synchronize): reusable at once.
   for (size_t i = list.size(); i-- > 0 && !found;) {
-    if (list[i].stream == stream || list[i].stream == 0) {
+    if ((list[i].stream == stream && list[i].ctx == ctx) || list[i].stream == 0) {
       takeLocked(list, i, out);
       ++stats_.reusedSameStream;
       found = true;
@@ -142,6 +142,9 @@ bool DevicePool::allocate(size_t bytes, uint64_t stream, CUdeviceptr* out) {
   // Freed on another stream: once a fence recorded after the free has completed.
   for (size_t i = list.size(); i-- > 0 && !found;) {
     FreeBlock& b = list[i];
+    // Another context's legacy stream: a fence recorded now would go on this
+    // context's.
+    if (b.stream == kLegacyStream && b.ctx != ctx) continue;
     if (!b.fence) {
       b.fence = fenceFor(b.stream);
       if (!b.fence) continue;
@@ -169,11 +172,11 @@ bool DevicePool::owns(CUdeviceptr p) const {
   return live_.count(p) != 0;
 }
 
-void DevicePool::freeAsync(CUdeviceptr p, uint64_t stream) {
+void DevicePool::freeAsync(CUdeviceptr p, uint64_t stream, uint64_t ctx) {
   std::lock_guard<std::mutex> guard(mutex_);
   auto it = live_.find(p);
   if (it == live_.end()) return;
-  free_[it->second.sizeClass].push_back(FreeBlock{p, stream ? stream : 1, nullptr});
+  free_[it->second.sizeClass].push_back(FreeBlock{p, stream ? stream : 1, nullptr, ctx});
   ++unfenced_[stream ? stream : 1];
   stats_.inUseBytes -= it->second.bytes;
   live_.erase(it);
@@ -183,9 +186,36 @@ void DevicePool::freeNow(CUdeviceptr p) {
   std::lock_guard<std::mutex> guard(mutex_);
   auto it = live_.find(p);
   if (it == live_.end()) return;
-  free_[it->second.sizeClass].push_back(FreeBlock{p, 0, nullptr});
+  free_[it->second.sizeClass].push_back(FreeBlock{p, 0, nullptr, 0});
   stats_.inUseBytes -= it->second.bytes;
   live_.erase(it);
+}
+
+void DevicePool::streamDestroyed(uint64_t stream) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  if (!stream || stream == kLegacyStream) return;
+  for (auto& [cls, list] : free_) {
+    for (FreeBlock& b : list) {
+      if (b.stream != stream) continue;
+      // Fenced on the stream while it exists (a failed fence leaves the block
+      // to a synchronize: the fence path cannot record on a destroyed stream).
+      if (!b.fence) {
+        b.fence = fenceFor(stream);
+        if (b.fence) ++fence_refs_[b.fence];
+      }
+      b.stream = kDestroyedStream;
+    }
+  }
+  // A new stream with this handle starts with no frees and no fence (the
+  // fences the blocks hold stay theirs, counted in fence_refs_).
+  if (auto current = stream_fence_.find(stream); current != stream_fence_.end()) {
+    if (fence_refs_[current->second] == 0) {
+      spare_events_.push_back(current->second);
+      fence_refs_.erase(current->second);
+    }
+    stream_fence_.erase(current);
+  }
+  unfenced_.erase(stream);
 }
 
 PoolStats DevicePool::stats() const {

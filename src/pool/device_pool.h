@@ -7,10 +7,14 @@
 // gets the same addresses every iteration and its graphs need no patches.
 //
 // Stream-ordered reuse, never looser than the driver's own pool:
-//  - a block freed on stream S is reusable at once by an allocation on S
-//    (everything after the allocation on S runs after the free);
+//  - a block freed on stream S is reusable at once by an allocation on S in
+//    the same context (everything after the allocation on S runs after the
+//    free; the legacy stream's key names every context's legacy stream);
 //  - on another stream only after a fence event, recorded on S after the
-//    free, has completed.
+//    free, has completed (a block freed on another context's legacy stream:
+//    only there, or after a synchronize);
+//  - a destroyed stream's blocks are fenced before it goes, and its handle,
+//    which a new stream may get, no longer counts as theirs.
 // freeAsync() must be called at the free's position in stream order (graft's
 // engine defers a free past the ops it still holds before calling it).
 //
@@ -58,12 +62,16 @@ class DevicePool {
  public:
   DevicePool(const PoolDriver& driver, uint64_t reserveBytes) : driver_(driver), reserve_bytes_(reserveBytes) {}
 
-  // Serves `bytes` for use after the current point of `stream`. False when the
+  // Serves `bytes` (not 0: the driver's to judge) for use after the current
+  // point of `stream`, an allocation made in context `ctx`. False when the
   // pool cannot (the caller then asks the driver).
-  bool allocate(size_t bytes, uint64_t stream, CUdeviceptr* out);
+  bool allocate(size_t bytes, uint64_t stream, uint64_t ctx, CUdeviceptr* out);
   bool owns(CUdeviceptr p) const;
-  // The program's free, at its position in `stream`'s order.
-  void freeAsync(CUdeviceptr p, uint64_t stream);
+  // The program's free, at its position in `stream`'s order, made in `ctx`.
+  void freeAsync(CUdeviceptr p, uint64_t stream, uint64_t ctx);
+  // `stream` is about to be destroyed (everything graft held on it issued):
+  // its blocks get their fence now and are no longer its.
+  void streamDestroyed(uint64_t stream);
   // A free after the device was synchronized: reusable by any stream at once.
   void freeNow(CUdeviceptr p);
   PoolStats stats() const;
@@ -73,6 +81,7 @@ class DevicePool {
     CUdeviceptr ptr;
     uint64_t stream;   // freed in this stream's order (0: reusable anywhere)
     CUevent fence;     // recorded on `stream` after the free; null until fenced
+    uint64_t ctx;      // the context of the free
   };
   struct Live {
     uint32_t sizeClass;
@@ -83,6 +92,9 @@ class DevicePool {
   bool carveLocked(uint32_t cls, uint64_t classBytes, CUdeviceptr* out);
   bool mapLocked(uint64_t bytes, CUdeviceptr* out);
   CUevent fenceFor(uint64_t stream);
+  // A destroyed stream's blocks (their handle may name a new stream).
+  static constexpr uint64_t kDestroyedStream = ~uint64_t(0);
+  static constexpr uint64_t kLegacyStream = 1;  // core::kLegacyStream
   void takeLocked(std::vector<FreeBlock>& list, size_t index, CUdeviceptr* out);
 
   PoolDriver driver_;
