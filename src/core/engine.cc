@@ -700,6 +700,17 @@ void Engine::releaseStream(StreamKey stream) {
   drainLaunches();
 }
 
+void Engine::streamCreated(StreamKey stream, uint64_t context) {
+  StreamCounters& c = streams_[stream];
+  const uint64_t before = c.createdIn;
+  c.createdIn = context;
+  if (before == 0 || before == context) return;
+  const size_t dropped =
+      forgetSegmentsWith([stream](const OpDesc& op) { return op.stream == stream; }, /*certain=*/false);
+  if (dropped)
+    GRAFT_DEBUG("stream {:#x} created again in another context: {} graphs with it dropped", stream, dropped);
+}
+
 bool Engine::deferEventDestroy(uint64_t event) {
   event_records_.erase(event);
   polled_events_.erase(event);  // a new event may get the handle

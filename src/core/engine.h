@@ -155,6 +155,12 @@ class Engine {
   QueryAnswer query(StreamKey stream, uint64_t event, uint64_t queryHash, uint64_t context = 0);
   // A stream is about to be destroyed: nothing held may use it.
   void releaseStream(StreamKey stream);
+  // The program created a stream in `context`. A handle that a stream of
+  // another context had before (destroyed since) names a stream the graphs
+  // built with it cannot be launched on, and launches on it from the old
+  // context are refused by the driver: those graphs go, so such launches
+  // reach the driver (tests/sim/sim_review_engine.cc, recycled-stream-context).
+  void streamCreated(StreamKey stream, uint64_t context);
   // The program destroys an event. If held ops use it, its destruction is
   // deferred until they have been issued (returns true: the caller must not
   // destroy it now); CUDA allows destroying an event with pending work.
@@ -329,6 +335,7 @@ class Engine {
     uint64_t forkedAtOp = 0;
     uint64_t forkedOwnOps = 0;
     uint64_t forkedContext = 0;  // of a record on a default stream
+    uint64_t createdIn = 0;      // the context of its latest creation graft saw (0: none)
     // The program destroyed the stream and has issued nothing on its handle
     // since: the handle names no stream, and the driver must not be asked
     // about it (it may crash), so runs with ops on it are not built.

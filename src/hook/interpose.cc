@@ -854,6 +854,14 @@ template <ApiId Id, int PT, typename Real, typename... A>
       return freeAsync<PT>(rt, realFn, a...);
     } else if constexpr (Id == ApiId::k_cuMemFree_3020) {
       return freeSync(rt, realFn, a...);
+    } else if constexpr (Id == ApiId::k_cuStreamCreate_2000 || Id == ApiId::k_cuStreamCreateWithPriority_5050) {
+      const CUresult r = realFn(a...);
+      if (r == CUDA_SUCCESS) {
+        auto lock = rt.engine().lock();
+        rt.engine().streamCreated(reinterpret_cast<StreamKey>(*firstOf<CUstream*>(a...)),
+                                  reinterpret_cast<uint64_t>(currentContextUntimed()));
+      }
+      return r;
     } else if constexpr (Id == ApiId::k_cuEventCreate_2000) {
       const CUresult r = realFn(a...);
       if (r == CUDA_SUCCESS) {

@@ -66,7 +66,7 @@ _C = {
                        "cuGraphicsMapResources", "cuGraphicsUnmapResources", "cuMemMapArrayAsync",
                        "cuStreamAttachMemAsync", "cuMemBatchDecompressAsync", "cuLaunch", "cuLaunchGrid",
                        "cuLaunchGridAsync"],
-    "lifecycle": ["cuStreamDestroy", "cuEventCreate", "cuEventDestroy", "cuCtxDestroy",
+    "lifecycle": ["cuStreamCreate", "cuStreamCreateWithPriority", "cuStreamDestroy", "cuEventCreate", "cuEventDestroy", "cuCtxDestroy",
                   "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxReset", "cuModuleUnload", "cuLibraryUnload"],
     "setting": ["cuFuncSetAttribute", "cuKernelSetAttribute"],
 }
