@@ -889,9 +889,9 @@ void Engine::restIfNothingRepeats() {
   if (segments_.live() != 0 && !graphsIdle) return;
   rest(EagerCause::Dormant);
   if (rests_++ == 0 && segments_.live() != 0)
-    GRAFT_INFO("graphs carried {} of the last {} ops, which did not repeat: resting (only counting) for the "
-               "next {} ops, then looking again (GRAFT_DORMANT_AFTER_OPS)", viaGraph, viaGraph + recorded,
-               4 * dormant_after_ops_);
+    GRAFT_INFO("graphs carried {} of the last {} ops (under GRAFT_REST_BELOW_PCT={} %): resting (only "
+               "counting) for the next {} ops, then looking again (GRAFT_DORMANT_AFTER_OPS)", viaGraph,
+               viaGraph + recorded, config_.restBelowGraphPct, 4 * dormant_after_ops_);
   else if (rests_ == 1)
     GRAFT_INFO("no op sequence worth a graph repeated in {} ops: resting (only counting) for the next {} "
                "ops, then looking again (GRAFT_DORMANT_AFTER_OPS)", dormant_after_ops_, 4 * dormant_after_ops_);

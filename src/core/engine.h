@@ -161,6 +161,10 @@ class Engine {
   // context are refused by the driver: those graphs go, so such launches
   // reach the driver (tests/sim/sim_review_engine.cc, recycled-stream-context).
   void streamCreated(StreamKey stream, uint64_t context);
+  // The context `stream` is in (0: unknown), as streamCreated compares it.
+  void noteStreamContext(StreamKey stream, uint64_t context) {
+    if (context) streams_[stream].createdIn = context;
+  }
   // The program destroys an event. If held ops use it, its destruction is
   // deferred until they have been issued (returns true: the caller must not
   // destroy it now); CUDA allows destroying an event with pending work.
@@ -335,7 +339,7 @@ class Engine {
     uint64_t forkedAtOp = 0;
     uint64_t forkedOwnOps = 0;
     uint64_t forkedContext = 0;  // of a record on a default stream
-    uint64_t createdIn = 0;      // the context of its latest creation graft saw (0: none)
+    uint64_t createdIn = 0;      // its context, as of its latest creation or destruction graft saw (0: none)
     // The program destroyed the stream and has issued nothing on its handle
     // since: the handle names no stream, and the driver must not be asked
     // about it (it may crash), so runs with ops on it are not built.

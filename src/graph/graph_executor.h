@@ -109,6 +109,17 @@ class GraphExecutor final : public core::Executor {
     blocking_.erase(reinterpret_cast<uint64_t>(stream));
     stream_ctx_.erase(reinterpret_cast<uint64_t>(stream));
   }
+  // The program created `stream` in `ctx` (its handle may be a destroyed
+  // stream's that graft did not see go): what was cached about it is the new one's.
+  void noteStreamCreated(CUstream stream, CUcontext ctx) {
+    blocking_.erase(reinterpret_cast<uint64_t>(stream));
+    stream_ctx_[reinterpret_cast<uint64_t>(stream)] = ctx;
+  }
+  // A program stream's context (null for the legacy and the calling thread's
+  // per-thread key, and for a stream the driver does not know). Cached until
+  // the stream is destroyed or created again; calls the driver once per stream.
+  // Under the engine lock.
+  CUcontext streamContext(core::StreamKey key);
 
  private:
   struct ContextPool {
@@ -187,7 +198,6 @@ class GraphExecutor final : public core::Executor {
   std::unordered_map<uint64_t, bool> blocking_;
   // The context of each program stream seen at build time (cuStreamGetCtx).
   std::unordered_map<uint64_t, CUcontext> stream_ctx_;
-  CUcontext streamContext(core::StreamKey key);
   // The context an op runs in: its own, else its stream's (null if neither).
   CUcontext runContext(const core::OpDesc& op);
   // `ctx` when set (and remembered), else the last context graft used.

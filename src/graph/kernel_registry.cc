@@ -80,11 +80,7 @@ GRAFT_COLD KernelInfo* KernelRegistry::resolve(CUfunction f) {
     // layout that reached it is not known (never a truncated one).
     constexpr size_t kMaxParams = 32768;
     bool ok = false;
-    for (size_t index = 0;; ++index) {
-      if (index == kMaxParams) {
-        ok = false;
-        break;
-      }
+    for (size_t index = 0; index < kMaxParams; ++index) {
       size_t offset = 0, size = 0;
       CUresult r = CUDA_ERROR_NOT_SUPPORTED;
       if (family == 0 && kernelParam)
@@ -93,7 +89,6 @@ GRAFT_COLD KernelInfo* KernelRegistry::resolve(CUfunction f) {
       if (r == CUDA_SUCCESS) {
         info->offsets.push_back(uint32_t(offset));
         info->sizes.push_back(uint32_t(size));
-        ok = true;
         continue;
       }
       // Past the last parameter (at index 0 for a kernel without any) the

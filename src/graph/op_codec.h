@@ -96,8 +96,10 @@ class OpEncoder {
                              size_t width, size_t height);
   // A record or wait that must stay eager comes back as a boundary (see
   // noteEventCreated).
+  // `streamCtx` (records): the context of the stream a record names (null:
+  // unknown), which must be the event's.
   const core::OpDesc& eventRecord(hook::ApiId api, core::StreamKey stream, CUcontext ctx, CUevent event,
-                                  unsigned flags);
+                                  unsigned flags, CUcontext streamCtx);
   const core::OpDesc& eventWait(hook::ApiId api, core::StreamKey stream, CUcontext ctx, CUevent event,
                                 unsigned flags);
   // The events the program created, by kind; which of their records and
@@ -114,20 +116,8 @@ class OpEncoder {
   //     graft started): neither, for the same reasons.
   // `ctx`: the context current at its creation, the event's. A record on a
   // stream of another context stays eager: the driver's to refuse
-  // (recordOnStream; tests/sim/sim_review_hook.cc, event-other-context).
+  // (eventRecord's streamCtx; tests/sim/sim_review_hook.cc, event-other-context).
   void noteEventCreated(CUevent event, unsigned flags, CUcontext ctx);
-  // Whether a record of `event` may be held for a stream of context
-  // `streamCtx`: the event was created in that context.
-  // A boundary for a record that goes to the driver: with the reason an
-  // eager event has (unseen, timing, interprocess), else DriverChecks.
-  const core::OpDesc& boundaryUnlessEventEager(hook::ApiId api, core::StreamKey stream, CUevent event) {
-    const core::EagerCause c = eventOpEagerCause(event, true);
-    return boundary(api, stream, c != core::EagerCause::None ? c : core::EagerCause::DriverChecks);
-  }
-  bool recordInContext(CUevent event, CUcontext streamCtx) const {
-    const auto it = events_.find(reinterpret_cast<uint64_t>(event));
-    return it != events_.end() && it->second.ctx == reinterpret_cast<uint64_t>(streamCtx);
-  }
   void noteEventDestroyed(CUevent event) {
     events_.erase(reinterpret_cast<uint64_t>(event));
     if (!captured_records_.empty()) captured_records_.erase(reinterpret_cast<uint64_t>(event));
@@ -179,7 +169,9 @@ class OpEncoder {
   const core::OpDesc* expected_ = nullptr;
   enum class EventKind : uint8_t { Untimed, Timing, Interprocess };
   // Why a record (or a wait) of `event` must stay eager; None if a graph may hold it.
-  core::EagerCause eventOpEagerCause(CUevent event, bool record) const;
+  // Why an op on `event` stays eager (None: it may be held). A record also
+  // needs `streamCtx` to be the event's context.
+  core::EagerCause eventOpEagerCause(CUevent event, bool record, CUcontext streamCtx = nullptr) const;
   struct EventInfo {
     EventKind kind;
     uint64_t ctx;  // the context current at its creation

@@ -379,28 +379,21 @@ template <> struct Encoder<ApiId::k_cuMemsetD2D16Async_3020>
 template <> struct Encoder<ApiId::k_cuMemsetD2D32Async_3020>
     : MemsetEncoder<ApiId::k_cuMemsetD2D32Async_3020, 4, unsigned int> {};
 
-// The context of the stream a call names (a default stream: the current
-// context's); null if the driver does not know the stream.
-inline CUcontext streamContext(CUstream s) {
-  if (!s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) return currentContextUntimed();
-  CUcontext ctx = nullptr;
-  return real<ApiId::k_cuStreamGetCtx_9020>()(s, &ctx) == CUDA_SUCCESS ? ctx : nullptr;
-}
-
-// An event's record on a stream of another context than the event's (or on
-// a stream the driver does not know): the driver's to refuse, at its position.
-inline bool recordForDriver(Runtime& rt, CUevent e, CUstream s) {
-  return !rt.encoder().recordInContext(e, streamContext(s));
+// The context of the stream a record names: the current one for a default
+// stream; a program stream's from graft's cache (one driver call per stream;
+// null for a stream the driver does not know).
+inline CUcontext recordStreamContext(Runtime& rt, CUstream s, CUcontext defaultCtx) {
+  if (!s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) return defaultCtx ? defaultCtx : currentContextUntimed();
+  return rt.executor().streamContext(reinterpret_cast<StreamKey>(s));
 }
 
 template <>
 struct Encoder<ApiId::k_cuEventRecord_2000> {
   static constexpr bool kGraphable = true;
   GRAFT_HOT static const OpDesc& encode(Runtime& rt, int pt, CUevent e, CUstream s) {
-    if (recordForDriver(rt, e, s))
-      return rt.encoder().boundaryUnlessEventEager(ApiId::k_cuEventRecord_2000, streamKey(s, pt), e);
-    return rt.encoder().eventRecord(ApiId::k_cuEventRecord_2000, streamKey(s, pt), defaultStreamContext(s), e,
-                                    0);
+    const CUcontext ctx = defaultStreamContext(s);
+    return rt.encoder().eventRecord(ApiId::k_cuEventRecord_2000, streamKey(s, pt), ctx, e, 0,
+                                    recordStreamContext(rt, s, ctx));
   }
 };
 
@@ -411,10 +404,9 @@ struct Encoder<ApiId::k_cuEventRecordWithFlags_11010> {
     if (flags != CU_EVENT_RECORD_DEFAULT)
       return rt.encoder().boundary(ApiId::k_cuEventRecordWithFlags_11010, streamKey(s, pt),
                                    EagerCause::OtherStreamOrdered);
-    if (recordForDriver(rt, e, s))
-      return rt.encoder().boundaryUnlessEventEager(ApiId::k_cuEventRecordWithFlags_11010, streamKey(s, pt), e);
-    return rt.encoder().eventRecord(ApiId::k_cuEventRecordWithFlags_11010, streamKey(s, pt),
-                                    defaultStreamContext(s), e, flags);
+    const CUcontext ctx = defaultStreamContext(s);
+    return rt.encoder().eventRecord(ApiId::k_cuEventRecordWithFlags_11010, streamKey(s, pt), ctx, e, flags,
+                                    recordStreamContext(rt, s, ctx));
   }
 };
 
@@ -858,8 +850,10 @@ template <ApiId Id, int PT, typename Real, typename... A>
       const CUresult r = realFn(a...);
       if (r == CUDA_SUCCESS) {
         auto lock = rt.engine().lock();
-        rt.engine().streamCreated(reinterpret_cast<StreamKey>(*firstOf<CUstream*>(a...)),
-                                  reinterpret_cast<uint64_t>(currentContextUntimed()));
+        const CUstream created = *firstOf<CUstream*>(a...);
+        const CUcontext ctx = currentContextUntimed();
+        rt.executor().noteStreamCreated(created, ctx);
+        rt.engine().streamCreated(reinterpret_cast<StreamKey>(created), reinterpret_cast<uint64_t>(ctx));
       }
       return r;
     } else if constexpr (Id == ApiId::k_cuEventCreate_2000) {
@@ -974,6 +968,10 @@ template <ApiId Id, int PT, typename Real, typename... A>
         if (e) rt.encoder().noteEventDestroyed(e);
         if (e && rt.engine().deferEventDestroy(reinterpret_cast<uint64_t>(e))) return CUDA_SUCCESS;
         if (s) {
+          // The context it had (the engine compares a later creation of its
+          // handle with it: Engine::streamCreated), asked while it exists.
+          rt.engine().noteStreamContext(streamKey(s, PT),
+                                        reinterpret_cast<uint64_t>(rt.executor().streamContext(streamKey(s, PT))));
           rt.engine().releaseStream(streamKey(s, PT));
           rt.executor().forgetStream(s);
           // Its pool blocks: fenced while it exists, and no longer its handle's.

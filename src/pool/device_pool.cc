@@ -83,9 +83,10 @@ bool DevicePool::carveLocked(uint32_t cls, uint64_t classBytes, CUdeviceptr* out
   return true;
 }
 
-CUevent DevicePool::fenceFor(uint64_t stream) {
-  auto current = stream_fence_.find(stream);
-  if (current != stream_fence_.end() && unfenced_[stream] == 0) return current->second;
+CUevent DevicePool::fenceFor(uint64_t stream, uint64_t ctx) {
+  const uint64_t key = fenceKey(stream, ctx);
+  auto current = stream_fence_.find(key);
+  if (current != stream_fence_.end() && unfenced_[key] == 0) return current->second;
   // Frees on `stream` since its last fence: record a new fence after them.
   CUevent e = nullptr;
   if (!spare_events_.empty()) {
@@ -102,8 +103,8 @@ CUevent DevicePool::fenceFor(uint64_t stream) {
     spare_events_.push_back(current->second);
     fence_refs_.erase(current->second);
   }
-  stream_fence_[stream] = e;
-  unfenced_[stream] = 0;
+  stream_fence_[key] = e;
+  unfenced_[key] = 0;
   return e;
 }
 
@@ -111,7 +112,7 @@ void DevicePool::takeLocked(std::vector<FreeBlock>& list, size_t index, CUdevice
   const FreeBlock b = list[index];
   list.erase(list.begin() + std::ptrdiff_t(index));
   if (b.fence && --fence_refs_[b.fence] == 0) {
-    auto current = stream_fence_.find(b.stream);
+    auto current = stream_fence_.find(fenceKey(b.stream, b.ctx));
     if (current == stream_fence_.end() || current->second != b.fence) {
       spare_events_.push_back(b.fence);
       fence_refs_.erase(b.fence);
@@ -133,7 +134,8 @@ bool DevicePool::allocate(size_t bytes, uint64_t stream, uint64_t ctx, CUdevicep
   bool found = false;
   // Freed on this stream (or after a device synchronize): reusable at once.
   for (size_t i = list.size(); i-- > 0 && !found;) {
-    if ((list[i].stream == stream && list[i].ctx == ctx) || list[i].stream == 0) {
+    // (The legacy stream's key names every context's legacy stream.)
+    if ((list[i].stream == stream && (stream != kLegacyStream || list[i].ctx == ctx)) || list[i].stream == 0) {
       takeLocked(list, i, out);
       ++stats_.reusedSameStream;
       found = true;
@@ -146,7 +148,8 @@ bool DevicePool::allocate(size_t bytes, uint64_t stream, uint64_t ctx, CUdevicep
     // context's.
     if (b.stream == kLegacyStream && b.ctx != ctx) continue;
     if (!b.fence) {
-      b.fence = fenceFor(b.stream);
+      if (b.stream == kDestroyedStream) continue;  // its fence failed: kept, never reused
+      b.fence = fenceFor(b.stream, b.ctx);
       if (!b.fence) continue;
       ++fence_refs_[b.fence];
     }
@@ -177,7 +180,7 @@ void DevicePool::freeAsync(CUdeviceptr p, uint64_t stream, uint64_t ctx) {
   auto it = live_.find(p);
   if (it == live_.end()) return;
   free_[it->second.sizeClass].push_back(FreeBlock{p, stream ? stream : 1, nullptr, ctx});
-  ++unfenced_[stream ? stream : 1];
+  ++unfenced_[fenceKey(stream ? stream : kLegacyStream, ctx)];
   stats_.inUseBytes -= it->second.bytes;
   live_.erase(it);
 }
@@ -197,10 +200,10 @@ void DevicePool::streamDestroyed(uint64_t stream) {
   for (auto& [cls, list] : free_) {
     for (FreeBlock& b : list) {
       if (b.stream != stream) continue;
-      // Fenced on the stream while it exists (a failed fence leaves the block
-      // to a synchronize: the fence path cannot record on a destroyed stream).
+      // Fenced on the stream while it exists (a block whose fence fails is
+      // kept and never reused: nothing can be recorded on a destroyed stream).
       if (!b.fence) {
-        b.fence = fenceFor(stream);
+        b.fence = fenceFor(stream, b.ctx);
         if (b.fence) ++fence_refs_[b.fence];
       }
       b.stream = kDestroyedStream;

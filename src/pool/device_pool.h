@@ -91,7 +91,12 @@ class DevicePool {
   uint32_t classOf(size_t bytes, uint64_t* classBytes) const;
   bool carveLocked(uint32_t cls, uint64_t classBytes, CUdeviceptr* out);
   bool mapLocked(uint64_t bytes, CUdeviceptr* out);
-  CUevent fenceFor(uint64_t stream);
+  // The latest fence after the frees on `stream` (for the legacy stream, on
+  // context `ctx`'s), recorded now if frees came since.
+  CUevent fenceFor(uint64_t stream, uint64_t ctx);
+  // The key of stream_fence_ and unfenced_: the stream, or for the legacy
+  // stream, which every context has, its context (odd: no stream handle).
+  static uint64_t fenceKey(uint64_t stream, uint64_t ctx) { return stream == kLegacyStream ? (ctx | 1) : stream; }
   // A destroyed stream's blocks (their handle may name a new stream).
   static constexpr uint64_t kDestroyedStream = ~uint64_t(0);
   static constexpr uint64_t kLegacyStream = 1;  // core::kLegacyStream
@@ -110,8 +115,8 @@ class DevicePool {
   std::unordered_map<uint32_t, std::pair<CUdeviceptr, uint64_t>> carving_;  // class -> chunk cursor, left
   std::unordered_map<CUdeviceptr, Live> live_;
   std::vector<CUevent> spare_events_;
-  std::unordered_map<uint64_t, CUevent> stream_fence_;  // per stream: its latest fence
-  std::unordered_map<uint64_t, uint64_t> unfenced_;     // per stream: frees since that fence
+  std::unordered_map<uint64_t, CUevent> stream_fence_;  // per fenceKey: its latest fence
+  std::unordered_map<uint64_t, uint64_t> unfenced_;     // per fenceKey: frees since that fence
   std::unordered_map<CUevent, uint32_t> fence_refs_;    // free blocks waiting on each fence
   PoolStats stats_;
 };

@@ -229,7 +229,7 @@ TEST(OpCodec, EventOpsHeldOnlyForPrivateEventsGraftSawCreated) {
   enc.noteEventCreated(timing, CU_EVENT_DEFAULT, kCtx);
   enc.noteEventCreated(shared, CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS, kCtx);
   auto record = [&](CUevent e) {
-    return enc.eventRecord(hook::ApiId::k_cuEventRecord_2000, core::StreamKey(0x5000), nullptr, e, 0);
+    return enc.eventRecord(hook::ApiId::k_cuEventRecord_2000, core::StreamKey(0x5000), nullptr, e, 0, kCtx);
   };
   auto wait = [&](CUevent e) {
     return enc.eventWait(hook::ApiId::k_cuStreamWaitEvent_3020, core::StreamKey(0x5000), nullptr, e, 0);
@@ -269,18 +269,18 @@ TEST(OpCodec, RecordsHeldOnlyInTheEventsContext) {
   const auto unseen = reinterpret_cast<CUevent>(0x4000);
   enc.noteEventCreated(untimed, CU_EVENT_DISABLE_TIMING, ctxA);
   enc.noteEventCreated(timing, CU_EVENT_DEFAULT, ctxA);
-  EXPECT_TRUE(enc.recordInContext(untimed, ctxA));
-  EXPECT_FALSE(enc.recordInContext(untimed, ctxB));
-  EXPECT_FALSE(enc.recordInContext(untimed, nullptr)) << "a stream the driver does not know";
-  EXPECT_FALSE(enc.recordInContext(unseen, ctxA));
-  const core::StreamKey stream(0x5000);
-  const auto& other = enc.boundaryUnlessEventEager(hook::ApiId::k_cuEventRecord_2000, stream, untimed);
-  EXPECT_EQ(other.kind, core::OpKind::Boundary);
-  EXPECT_EQ(other.cause, core::EagerCause::DriverChecks);
-  EXPECT_EQ(enc.boundaryUnlessEventEager(hook::ApiId::k_cuEventRecord_2000, stream, timing).cause,
-            core::EagerCause::TimingEvent);
-  EXPECT_EQ(enc.boundaryUnlessEventEager(hook::ApiId::k_cuEventRecord_2000, stream, unseen).cause,
-            core::EagerCause::UnseenEvent);
+  auto record = [&](CUevent e, CUcontext streamCtx) {
+    return enc.eventRecord(hook::ApiId::k_cuEventRecord_2000, core::StreamKey(0x5000), nullptr, e, 0, streamCtx);
+  };
+  EXPECT_EQ(record(untimed, ctxA).kind, core::OpKind::EventRecord);
+  EXPECT_EQ(record(untimed, ctxB).kind, core::OpKind::Boundary);
+  EXPECT_EQ(record(untimed, ctxB).cause, core::EagerCause::DriverChecks);
+  EXPECT_EQ(record(untimed, nullptr).cause, core::EagerCause::DriverChecks) << "a stream the driver does not know";
+  EXPECT_EQ(record(timing, ctxB).cause, core::EagerCause::TimingEvent);
+  EXPECT_EQ(record(unseen, ctxA).cause, core::EagerCause::UnseenEvent);
+  // Waits may name another context's event (the driver takes them).
+  EXPECT_EQ(enc.eventWait(hook::ApiId::k_cuStreamWaitEvent_3020, core::StreamKey(0x5000), nullptr, untimed, 0).kind,
+            core::OpKind::EventWait);
 }
 
 }  // namespace
