@@ -56,36 +56,13 @@
 
 #include "sim_api.h"
 #include "sim_driver_loader.h"
+#include "sim_mode_checks.h"
 
 namespace {
 
-const char* g_mode = "";
-int g_wrong = 0;  // wrong codes and values
-int g_provoked = 0;
+using namespace simtest::modes;
 
-bool irregular(int step, uint64_t salt) {
-  return step >= 8 && simMix64(uint64_t(step) * 0x9e3779b97f4a7c15ull + salt * 0x632be59bd9b4e019ull) % 9 == 0;
-}
-
-void expectCode(CUresult got, CUresult want, const char* what, int step) {
-  if (got == want) return;
-  if (g_wrong++ < 8)
-    std::printf("sim_review_hook: %s: step %d: %s returned %d, the driver returns %d\n", g_mode, step, what, int(got),
-                int(want));
-}
-
-void expectValue(uint64_t got, uint64_t want, const char* what, int step) {
-  if (got == want) return;
-  if (g_wrong++ < 8)
-    std::printf("sim_review_hook: %s: step %d: %s is %llu, expected %llu\n", g_mode, step, what,
-                (unsigned long long)got, (unsigned long long)want);
-}
-
-uint64_t readWord(const simtest::DriverApi& cu, CUdeviceptr p) {
-  uint64_t v = 0;
-  SIM_CHECK(cu.cuMemcpyDtoH(&v, p, 8));
-  return v;
-}
+bool irregular(int step, uint64_t salt) { return irregularStep(step, salt, 8, 9); }
 
 void checkWord(const simtest::DriverApi& cu, CUstream s, CUdeviceptr p, uint64_t want, const char* what, int step) {
   SIM_CHECK(cu.cuStreamSynchronize(s));
@@ -348,6 +325,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--expect-graphs")) expectGraphs = true;
     else mode = "?";
   }
+  g_program = "sim_review_hook";
   g_mode = mode.c_str();
   simtest::Driver drv;
   CUcontext ctx = nullptr;
@@ -364,19 +342,5 @@ int main(int argc, char** argv) {
                 "copy-other-context [--steps N] [--expect-graphs]\n");
     return 2;
   }
-  SimCounters c{};
-  simCounters(&c);
-  std::printf("sim_review_hook: %s: %d steps, %d odd calls; effects from graphs %llu, eager %llu\n", g_mode, steps,
-              g_provoked, (unsigned long long)c.effectsGraph, (unsigned long long)c.effectsEager);
-  if (g_wrong || simtest::failedCalls()) {
-    std::printf("sim_review_hook: %s: %d wrong codes or values, %d failed calls\n", g_mode, g_wrong,
-                simtest::failedCalls());
-    return 1;
-  }
-  if (expectGraphs && c.effectsGraph == 0) {
-    std::printf("sim_review_hook: %s: no kernel ran from a graph: the path under test was not taken\n", g_mode);
-    return 3;
-  }
-  std::printf("sim_review_hook: %s: every code and value as the driver gives them\n", g_mode);
-  return 0;
+  return report(steps, expectGraphs);
 }

@@ -1,0 +1,68 @@
+// The harness of the simulator programs that check one odd pattern per
+// `--mode` (sim_driver_checks, sim_review_engine, sim_review_graph,
+// sim_review_hook): every return code and value the program gets is compared
+// with what the simulated driver gives eagerly, and main ends with report().
+// Single-threaded use; allocates nothing.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+
+#include "sim_api.h"
+#include "sim_driver_loader.h"
+
+namespace simtest::modes {
+
+inline const char* g_program = "";  // the program's name, for its lines
+inline const char* g_mode = "";
+inline int g_wrong = 0;     // wrong codes and values
+inline int g_provoked = 0;  // odd calls made
+
+// Steps (from `from` on) where a mode makes its odd call: about one in
+// `every`, with no period (different steps for each salt).
+inline bool irregularStep(int step, uint64_t salt, int from, uint64_t every) {
+  return step >= from && simMix64(uint64_t(step) * 0x9e3779b97f4a7c15ull + salt * 0x632be59bd9b4e019ull) % every == 0;
+}
+
+inline void expectCode(CUresult got, CUresult want, const char* what, int step) {
+  if (got == want) return;
+  if (g_wrong++ < 8)
+    std::printf("%s: %s: step %d: %s returned %d, the driver returns %d\n", g_program, g_mode, step, what, int(got),
+                int(want));
+}
+
+inline void expectValue(uint64_t got, uint64_t want, const char* what, int step) {
+  if (got == want) return;
+  if (g_wrong++ < 8)
+    std::printf("%s: %s: step %d: %s is %llu, expected %llu\n", g_program, g_mode, step, what,
+                (unsigned long long)got, (unsigned long long)want);
+}
+
+inline uint64_t readWord(const simtest::DriverApi& cu, CUdeviceptr p) {
+  uint64_t v = 0;
+  SIM_CHECK(cu.cuMemcpyDtoH(&v, p, 8));
+  return v;
+}
+
+// main's exit code: 1 for a wrong code or value or a failed call, 3 when
+// `expectGraphs` and no kernel ran from a graph (the path under test was not
+// taken), else 0; with one line saying which.
+inline int report(int steps, bool expectGraphs) {
+  SimCounters c{};
+  simCounters(&c);
+  std::printf("%s: %s: %d steps, %d odd calls; effects from graphs %llu, eager %llu\n", g_program, g_mode, steps,
+              g_provoked, (unsigned long long)c.effectsGraph, (unsigned long long)c.effectsEager);
+  if (g_wrong || simtest::failedCalls()) {
+    std::printf("%s: %s: %d wrong codes or values, %d failed calls\n", g_program, g_mode, g_wrong,
+                simtest::failedCalls());
+    return 1;
+  }
+  if (expectGraphs && c.effectsGraph == 0) {
+    std::printf("%s: %s: no kernel ran from a graph: the path under test was not taken\n", g_program, g_mode);
+    return 3;
+  }
+  std::printf("%s: %s: every code and value as the driver gives them\n", g_program, g_mode);
+  return 0;
+}
+
+}  // namespace simtest::modes
