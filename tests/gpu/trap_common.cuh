@@ -7,12 +7,19 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -137,6 +144,79 @@ uint32_t* deviceBuffer(uint32_t seed, int n = kN) {
   CK(cudaMalloc(&d, n * sizeof(uint32_t)));
   CK(cudaMemcpy(d, h.data(), n * sizeof(uint32_t), cudaMemcpyHostToDevice));
   return d;
+}
+
+// ---------------------------------------------------------------- probes
+
+// This program run again as `NAME FLAG VARIANT` in a fresh process (exec
+// before any CUDA call: a call the driver lets fault would leave the
+// scenario's own context broken), for at most 60 s: its output (trailing
+// newlines cut) and how it ended.
+struct ChildRun {
+  std::string text;  // "exit N: OUTPUT", "signal N" or "timed out"
+  std::string out;
+  int exitCode = -1;  // -1: killed by a signal or timed out
+};
+
+inline ChildRun runSelfInChild(const char* name, const char* flag, const char* variant) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  int fds[2];
+  if (pipe(fds) != 0) {
+    std::fprintf(stderr, "traps: pipe failed\n");
+    std::exit(1);
+  }
+  const pid_t pid = fork();
+  if (pid < 0) {
+    std::fprintf(stderr, "traps: fork failed\n");
+    std::exit(1);
+  }
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    close(fds[0]);
+    close(fds[1]);
+    execl("/proc/self/exe", name, flag, variant, static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(fds[1]);
+  std::string out;
+  bool timedOut = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (;;) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0) {
+      timedOut = true;
+      break;
+    }
+    pollfd p = {fds[0], POLLIN, 0};
+    const int r = poll(&p, 1, int(left));
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0) timedOut = true;
+    if (r <= 0) break;
+    char buf[256];
+    const ssize_t got = read(fds[0], buf, sizeof buf);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    out.append(buf, size_t(got));
+  }
+  close(fds[0]);
+  if (timedOut) kill(pid, SIGKILL);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  ChildRun res;
+  res.out = out;
+  if (timedOut) {
+    res.text = "timed out";
+  } else if (WIFSIGNALED(status)) {
+    res.text = "signal " + std::to_string(WTERMSIG(status));
+  } else {
+    res.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    res.text = "exit " + std::to_string(res.exitCode) + ": " + out;
+  }
+  return res;
 }
 
 // ---------------------------------------------------------------- kernels

@@ -832,65 +832,12 @@ struct ProbeResult {
 };
 
 ProbeResult runProbe(const char* variant) {
-  std::fflush(stdout);
-  std::fflush(stderr);
-  int fds[2];
-  if (pipe(fds) != 0) {
-    std::fprintf(stderr, "traps: pipe failed\n");
-    std::exit(1);
-  }
-  const pid_t pid = fork();
-  if (pid < 0) {
-    std::fprintf(stderr, "traps: fork failed\n");
-    std::exit(1);
-  }
-  if (pid == 0) {  // a fresh process: exec before any CUDA call
-    dup2(fds[1], 1);
-    close(fds[0]);
-    close(fds[1]);
-    execl("/proc/self/exe", "traps_driver2", "--probe-launch", variant, static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  close(fds[1]);
-  std::string out;
-  bool timedOut = false;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  for (;;) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
-    if (left <= 0) {
-      timedOut = true;
-      break;
-    }
-    pollfd p = {fds[0], POLLIN, 0};
-    const int r = poll(&p, 1, int(left));
-    if (r < 0 && errno == EINTR) continue;
-    if (r == 0) timedOut = true;
-    if (r <= 0) break;
-    char buf[256];
-    const ssize_t got = read(fds[0], buf, sizeof buf);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) break;
-    out.append(buf, size_t(got));
-  }
-  close(fds[0]);
-  if (timedOut) kill(pid, SIGKILL);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  const ChildRun run = runSelfInChild("traps_driver2", "--probe-launch", variant);
   ProbeResult res;
-  if (timedOut) {
-    res.text = "timed out";
-  } else if (WIFSIGNALED(status)) {
-    res.text = "signal " + std::to_string(WTERMSIG(status));
-  } else {
-    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    res.text = "exit " + std::to_string(code) + ": " + out;
-    int launch = 0, sync = 0;
-    res.refusedCleanly =
-        code == 0 && std::sscanf(out.c_str(), "launch %d sync %d", &launch, &sync) == 2 && launch != 0 && sync == 0;
-  }
+  res.text = run.text;
+  int launch = 0, sync = 0;
+  res.refusedCleanly = run.exitCode == 0 && std::sscanf(run.out.c_str(), "launch %d sync %d", &launch, &sync) == 2 &&
+                       launch != 0 && sync == 0;
   return res;
 }
 

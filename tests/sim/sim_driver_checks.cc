@@ -728,17 +728,10 @@ void rangePastEnd(const simtest::DriverApi& cu, CUfunction add, int steps) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int steps = 200;
-  bool expectGraphs = false;
-  std::string mode;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--mode") && i + 1 < argc) mode = argv[++i];
-    else if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) steps = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--expect-graphs")) expectGraphs = true;
-    else mode = "?";
-  }
-  g_program = "sim_driver_checks";
-  g_mode = mode.c_str();
+  const ModeArgs args = parseModeArgs(argc, argv, "sim_driver_checks", 200);
+  const std::string& mode = args.mode;
+  const int steps = args.steps;
+  const bool expectGraphs = args.expectGraphs;
   simtest::Driver drv;
   const bool ownContext = mode != "primary-retain";
   CUcontext ctx = nullptr;

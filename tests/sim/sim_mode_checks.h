@@ -7,6 +7,9 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
 
 #include "sim_api.h"
 #include "sim_driver_loader.h"
@@ -17,6 +20,30 @@ inline const char* g_program = "";  // the program's name, for its lines
 inline const char* g_mode = "";
 inline int g_wrong = 0;     // wrong codes and values
 inline int g_provoked = 0;  // odd calls made
+
+// The command line: --mode M, --steps N, --expect-graphs (anything else
+// makes the mode "?", which the program answers with its usage). Names the
+// program's lines and their mode (g_program, g_mode).
+struct ModeArgs {
+  std::string mode;
+  int steps = 0;
+  bool expectGraphs = false;
+};
+inline std::string g_modeText;
+inline ModeArgs parseModeArgs(int argc, char** argv, const char* program, int defaultSteps) {
+  ModeArgs a;
+  a.steps = defaultSteps;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--mode") && i + 1 < argc) a.mode = argv[++i];
+    else if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) a.steps = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--expect-graphs")) a.expectGraphs = true;
+    else a.mode = "?";
+  }
+  g_program = program;
+  g_modeText = a.mode;
+  g_mode = g_modeText.c_str();
+  return a;
+}
 
 // Steps (from `from` on) where a mode makes its odd call: about one in
 // `every`, with no period (different steps for each salt).

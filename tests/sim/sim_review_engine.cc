@@ -287,17 +287,10 @@ void eventChurnHeld(const simtest::DriverApi& cu, CUfunction add, int steps) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int steps = 120;
-  bool expectGraphs = false;
-  std::string mode;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--mode") && i + 1 < argc) mode = argv[++i];
-    else if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) steps = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--expect-graphs")) expectGraphs = true;
-    else mode = "?";
-  }
-  g_program = "sim_review_engine";
-  g_mode = mode.c_str();
+  const ModeArgs args = parseModeArgs(argc, argv, "sim_review_engine", 120);
+  const std::string& mode = args.mode;
+  const int steps = args.steps;
+  const bool expectGraphs = args.expectGraphs;
   simtest::Driver drv;
   CUcontext ctx = nullptr;
   if (int rc = simtest::startProgram("sim_review_engine", &drv, &ctx)) return rc;
