@@ -11,9 +11,18 @@ namespace {
 
 CUresult ok() { return CUDA_SUCCESS; }
 
+// Each launch adds a node to a capture (graft checks that a captured op added
+// one): the node a capture ends on is a new handle after every launch.
+uintptr_t g_lastNode = 0x8000;
 CUresult launchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                      unsigned, CUstream, void**, void**) { return CUDA_SUCCESS; }
-CUresult launchKernelEx(const CUlaunchConfig*, CUfunction, void**, void**) { return CUDA_SUCCESS; }
+                      unsigned, CUstream, void**, void**) {
+  g_lastNode += 16;
+  return CUDA_SUCCESS;
+}
+CUresult launchKernelEx(const CUlaunchConfig*, CUfunction, void**, void**) {
+  g_lastNode += 16;
+  return CUDA_SUCCESS;
+}
 // Four parameters; a handle with bit 0x20 set (op_cost --big) has a 4 KiB
 // last parameter, like PyTorch's multi-tensor-apply kernels.
 CUresult kernelGetParamInfo(CUkernel k, size_t index, size_t* offset, size_t* size) {
@@ -48,10 +57,11 @@ CUresult endCapture(CUstream, CUgraph* g) {
   *g = reinterpret_cast<CUgraph>(0x7000);
   return CUDA_SUCCESS;
 }
-CUgraphNode g_node = reinterpret_cast<CUgraphNode>(0x8000);
+CUgraphNode g_node;
 CUresult captureInfo(CUstream, CUstreamCaptureStatus* st, cuuint64_t*, CUgraph*,
                      const CUgraphNode** deps, const CUgraphEdgeData**, size_t* n) {
   *st = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  g_node = reinterpret_cast<CUgraphNode>(g_lastNode);
   if (deps) *deps = &g_node;
   if (n) *n = 1;
   return CUDA_SUCCESS;

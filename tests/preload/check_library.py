@@ -18,6 +18,10 @@
       is moved onto a huge page, or is refused only for what the machine lacks
       (huge pages, executable anonymous memory), never for libgraft's own layout; without the
       option nothing is moved.
+  check_library.py op-cost-replays LIBGRAFT NULL_CUDA_DIR OP_COST
+      bench/op_cost under graft against the null driver replays graphs (it
+      times the fast lane; a null driver graft cannot capture with made it
+      time the eager path unnoticed).
 """
 import json
 import os
@@ -108,6 +112,29 @@ def check_hot_text(lib, simdir, program):
     return failures, f"GRAFT_HOT_TEXT=1: {info}"
 
 
+def check_op_cost_replays(lib, nulldir, program):
+    """bench/op_cost times graft's fast lane only while its launches replay:
+    against the null driver, graft must build graphs and carry nearly all ops."""
+    with tempfile.TemporaryDirectory() as tmp:
+        env = dict(os.environ, LD_LIBRARY_PATH=nulldir, LD_PRELOAD=lib, GRAFT_LOG_LEVEL="warn",
+                   GRAFT_MODE="graph", GRAFT_STATS=f"{tmp}/report.json")
+        p = subprocess.run([program, "200", "200", "--vary", "--distinct"], env=env, capture_output=True,
+                           text=True, timeout=120)
+        if p.returncode != 0:
+            return [f"op_cost exited {p.returncode}: {p.stderr[-500:]}"], ""
+        report = json.loads(pathlib.Path(f"{tmp}/report.json").read_text())
+    replay = report["replay"]
+    share = replay["ops_via_graph"] / max(1, replay["ops_total"])
+    fast = replay["ops_fast_lane"] / max(1, replay["ops_total"])
+    failures = []
+    if replay["graphs_built"] == 0 or share < 0.95 or fast < 0.5:
+        failures.append(f"op_cost under graft: {replay['graphs_built']} graphs built, {100 * share:.1f} % "
+                        f"through graphs, {100 * fast:.1f} % on the fast lane (the benchmark would time "
+                        f"another path than the fast lane)")
+    return failures, (f"{replay['graphs_built']} graphs, {100 * share:.1f} % through graphs, "
+                      f"{100 * fast:.1f} % on the fast lane")
+
+
 def check_static_init(lib):
     symbols = {}
     for line in run("nm", lib).splitlines():
@@ -134,7 +161,8 @@ def check_static_init(lib):
 def main():
     what = sys.argv[1]
     checks = {"exports": check_exports, "readme": check_readme, "core-no-cuda": check_core,
-              "hot-text": check_hot_text, "static-init": check_static_init}
+              "hot-text": check_hot_text, "static-init": check_static_init,
+              "op-cost-replays": check_op_cost_replays}
     failures, info = checks[what](*sys.argv[2:])
     for f in failures:
         print("FAIL:", f)
