@@ -95,6 +95,14 @@ struct GraphHandle {
     // on the launch stream), a record after it, once its stream waited for the
     // graph (never looser than eager, possibly stricter).
     bool besideLaunch = false;
+    // A record that is the last op of a branch with a tail event: its node
+    // keeps its placeholder (edges to waits inside the segment stay), and the
+    // program's record is issued on that branch's program stream right after
+    // the stream's tail wait, so it completes when the stream has nothing
+    // left, as eagerly (from the node, the tail record and the stream's wait
+    // on it would still be pending: a query of the stream said
+    // CUDA_ERROR_NOT_READY after the event completed). -1: none.
+    int32_t tailBranch = -1;
     // Launch-time: a later record of the same event in the instance
     // supersedes this one. Only the last record of an event in a segment is
     // the program's; an earlier one serves waits inside the segment, which
@@ -104,6 +112,7 @@ struct GraphHandle {
   };
   std::vector<EventOp> eventOps;  // every event op, in op order
   bool anyBesideLaunch = false;
+  std::vector<int32_t> tailRecordOf;  // branched: per branch, the eventOps index of its tail record (-1: none)
   std::vector<uint32_t> recordOps;                           // indices into eventOps of the records
   std::vector<std::pair<uint64_t, uint32_t>> recordScratch;  // launch-time (event, index), reserved at build
   // Kernel parameter offsets of op i: paramOffsets[paramStart[i] .. paramStart[i + 1]).
@@ -264,6 +273,7 @@ void GraphExecutor::dropPool(CUcontext ctx) {
 
 bool GraphExecutor::isBlocking(core::StreamKey key) {
   if (key == core::kLegacyStream) return false;  // the legacy stream itself
+  if (core::isPerThreadKey(key)) return true;    // a per-thread stream (and its proxy) is blocking
   auto it = blocking_.find(key);
   if (it != blocking_.end()) return it->second;
   unsigned flags = 0;
@@ -285,7 +295,9 @@ int GraphExecutor::issue(const OpDesc& op) {
   // Event ops carry no context; another thread (the idle flush) may have none
   // current, so use the last context graft saw.
   ContextScope scope(orLastContext(contextOf(op)));
-  return int(issueOp(op, asStream(op.stream), kernels_, params_));
+  const int r = int(issueOp(op, asStream(op.stream), kernels_, params_));
+  if (core::isPerThreadKey(op.stream)) [[unlikely]] PerThreadStreams::issued(op.stream);
+  return r;
 }
 
 CUcontext GraphExecutor::runContext(const OpDesc& op) {
@@ -563,6 +575,19 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
     }
     for (size_t e = 0; e < g->eventOps.size(); ++e)
       if (g->eventOps[e].record) g->recordOps.push_back(uint32_t(e));
+    if (branched) {
+      // Each branch's last op: a record there is issued after the tail wait.
+      std::vector<int64_t> lastOpOn(streams.size(), -1);
+      for (size_t i = 0; i < ops.size(); ++i) lastOpOn[streamOf[i]] = int64_t(i);
+      g->tailRecordOf.assign(streams.size(), -1);
+      for (size_t e = 0; e < g->eventOps.size(); ++e) {
+        GraphHandle::EventOp& ev = g->eventOps[e];
+        const size_t si = streamOf[ev.op];
+        if (!ev.record || !ev.node || !g->tailEvents[si] || lastOpOn[si] != int64_t(ev.op)) continue;
+        ev.tailBranch = int32_t(si);
+        g->tailRecordOf[si] = int32_t(e);
+      }
+    }
     g->recordScratch.reserve(g->recordOps.size());
     for (size_t si = 0; si < g->tailEvents.size(); ++si)
       if (g->tailEvents[si] && (r = recordNodeOn(g->tailEvents[si], captureStream(pool, si, &r))) != CUDA_SUCCESS)
@@ -812,10 +837,15 @@ int GraphExecutor::runLaunch(LaunchJob& job, std::string* why) {
       g->eventOps[g->recordScratch[i].second].superseded =
           i + 1 < g->recordScratch.size() && g->recordScratch[i + 1].first == g->recordScratch[i].first;
   }
+  // The branch launched on (see below) has no tail wait: its last record
+  // stays in its node. (Should a refused event below rule out the join
+  // stream, that record completes just before its stream's tail wait.)
+  const int tentativeJoinBranch = job.onJoinStream && !g->anyBesideLaunch ? g->joinsInto : -1;
   for (size_t k = 0; k < g->eventOps.size(); ++k) {
     GraphHandle::EventOp& e = g->eventOps[k];
     if (!e.node || e.besideLaunch) continue;
-    const CUevent want = e.superseded ? e.placeholder : reinterpret_cast<CUevent>(job.events[k]);
+    const bool afterTail = e.tailBranch >= 0 && e.tailBranch != tentativeJoinBranch;
+    const CUevent want = e.superseded || afterTail ? e.placeholder : reinterpret_cast<CUevent>(job.events[k]);
     if (want == e.holds) continue;
     const CUresult refused = setNodeEvent(g->exec, e, want);
     if (refused == CUDA_SUCCESS) {
@@ -881,7 +911,15 @@ int GraphExecutor::runLaunch(LaunchJob& job, std::string* why) {
   bool ok = true;
   for (size_t i = 0; ok && i < g->tailOrder.size(); ++i) {
     const uint32_t b = g->tailOrder[i];
-    if (int(b) != joinBranch) ok = (r = waitOn(g->branchStreams[b], g->tailEvents[b])) == CUDA_SUCCESS;
+    if (int(b) == joinBranch) continue;
+    ok = (r = waitOn(g->branchStreams[b], g->tailEvents[b])) == CUDA_SUCCESS;
+    // The branch's last op, a program record: after the wait (see EventOp::tailBranch).
+    const int32_t t = g->tailRecordOf[b];
+    if (!ok || t < 0) continue;
+    const GraphHandle::EventOp& e = g->eventOps[size_t(t)];
+    if (e.besideLaunch || e.superseded || e.tailBranch == tentativeJoinBranch) continue;
+    const OpDesc op = instanceOp(job, e.op);
+    ok = (r = issueOp(op, g->branchStreams[b], kernels_, job.pointers)) == CUDA_SUCCESS;
   }
   for (const GraphHandle::EventOp& e : g->eventOps) {
     if (!g->anyBesideLaunch) break;
@@ -892,6 +930,8 @@ int GraphExecutor::runLaunch(LaunchJob& job, std::string* why) {
       r = rr;
     }
   }
+  // Per-thread streams' proxies mark the work just issued there (the join's event).
+  for (const core::StreamKey key : g->perThreadKeys) PerThreadStreams::issued(key);
   if (!ok) {
     // The graph is enqueued; stay never-looser-than-eager by waiting for it.
     GRAFT_WARN("stream bookkeeping after a graph launch failed ({}); synchronizing", errorName(r));
@@ -911,6 +951,7 @@ int GraphExecutor::reissueInstance(const LaunchJob& job) {
     const int rc = int(issueOp(op, asStream(op.stream), kernels_, params_));
     if (rc && !first) first = rc;
   }
+  for (const core::StreamKey key : job.graph->perThreadKeys) PerThreadStreams::issued(key);
   return first;
 }
 

@@ -19,6 +19,10 @@ struct Proxy {
   CUevent entry = nullptr;                // recorded on the per-thread stream (bridge)
   CUevent exit = nullptr;                 // recorded on the proxy (join)
   std::atomic<bool> joinPending{false};   // graft issued on the proxy since the last join
+  // Work graft issued on the proxy (counted as proxyOf hands it out), and how
+  // much of it `exit`'s last record follows (PerThreadStreams::issued).
+  std::atomic<uint64_t> issues{0};
+  std::atomic<uint64_t> exitCovers{0};
   std::atomic<bool> dead{false};          // its context ended: never named again
   bool bridgePending = true;              // owner only: the stream got work directly since the last bridge
 };
@@ -80,13 +84,20 @@ int primaryDeviceOf(CUcontext ctx) {
 }
 
 // The join: the owner's per-thread stream (in p's context, current) waits for
-// what graft issued on the proxy.
+// what graft issued on the proxy, through `exit`, recorded right after that
+// work (PerThreadStreams::issued): recorded now, on the blocking proxy, it
+// would also wait for legacy-stream work issued since, which the per-thread
+// stream's earlier work never waits for.
 void join(Proxy& p) {
   if (!p.joinPending.exchange(false, std::memory_order_acq_rel)) return;
   const CUstream proxy = p.stream.load(std::memory_order_relaxed);
-  if (real<ApiId::k_cuEventRecord_2000>()(p.exit, proxy) == CUDA_SUCCESS)
-    real<ApiId::k_cuStreamWaitEvent_3020>()(CU_STREAM_PER_THREAD, p.exit, 0);
-  else  // the order cannot be carried over: wait for the proxy's work here
+  // Work issued with no record after it (not through issued()): recorded now.
+  if (p.exitCovers.load(std::memory_order_acquire) != p.issues.load(std::memory_order_acquire) &&
+      real<ApiId::k_cuEventRecord_2000>()(p.exit, proxy) != CUDA_SUCCESS) {
+    real<ApiId::k_cuStreamSynchronize_2000>()(proxy);  // the order cannot be carried over: wait for it here
+    return;
+  }
+  if (real<ApiId::k_cuStreamWaitEvent_3020>()(CU_STREAM_PER_THREAD, p.exit, 0) != CUDA_SUCCESS)
     real<ApiId::k_cuStreamSynchronize_2000>()(proxy);
 }
 
@@ -137,12 +148,35 @@ CUstream PerThreadStreams::proxyOf(core::StreamKey key) {
   // context may live on after a release that was not the last).
   Proxy* p = proxyAt(key);
   if (!p) return nullptr;
+  p->issues.fetch_add(1, std::memory_order_acq_rel);
   p->joinPending.store(true, std::memory_order_release);
   return p->stream.load(std::memory_order_relaxed);
 }
 
 void PerThreadStreams::noteIssued(core::StreamKey key) {
-  if (Proxy* p = liveAt(key)) p->joinPending.store(true, std::memory_order_release);
+  if (Proxy* p = liveAt(key)) {
+    p->issues.fetch_add(1, std::memory_order_acq_rel);
+    p->joinPending.store(true, std::memory_order_release);
+  }
+}
+
+void PerThreadStreams::issued(core::StreamKey key) {
+  Proxy* p = proxyAt(key);
+  if (!p) return;
+  const uint64_t covers = p->issues.load(std::memory_order_acquire);
+  ContextScope scope(p->context);
+  if (real<ApiId::k_cuEventRecord_2000>()(p->exit, p->stream.load(std::memory_order_relaxed)) != CUDA_SUCCESS)
+    return;  // the join records it
+  // (Two threads' records may store out of order: a lower count only makes
+  // the join record again.)
+  p->exitCovers.store(covers, std::memory_order_release);
+}
+
+CUresult PerThreadStreams::queryProxy() {
+  if (t_owned_ == 0) return CUDA_SUCCESS;
+  Proxy* p = mineIn(currentContext());
+  if (!p || !p->joinPending.load(std::memory_order_acquire)) return CUDA_SUCCESS;
+  return real<ApiId::k_cuStreamQuery_2000>()(p->stream.load(std::memory_order_relaxed));
 }
 
 CUcontext PerThreadStreams::contextOf(core::StreamKey key) {

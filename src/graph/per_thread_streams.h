@@ -18,10 +18,11 @@
 //    functions get their stream handle; stream memory operations, attached
 //    memory), which go to the stream itself after a join;
 //  - join (beforeDriverCall): before any other call of the owner that names
-//    its per-thread stream reaches the driver (a sync, a query, a capture's
-//    start, a synchronous copy), if graft issued work on the proxy since the
-//    last join, the proxy records `exit` and the per-thread stream waits on
-//    it. graft has then issued every launch queued before the call (the
+//    its per-thread stream reaches the driver (a sync, a capture's start, a
+//    synchronous copy), if graft issued work on the proxy since the last
+//    join, the per-thread stream waits on `exit`, which the proxy records
+//    right after each piece of work graft issues there (issued()). A query
+//    makes no join: it asks the proxy first (queryProxy). graft has then issued every launch queued before the call (the
 //    engine drains them for every call that issues or observes GPU work), so
 //    `exit` follows all of it;
 //  - bridge (bridgeIfPending): when such a call may have given the per-thread
@@ -71,6 +72,19 @@ class PerThreadStreams {
   // Any thread: graft issues work on the proxy of `key` (a graph launched on
   // it, or with a branch it waits for): the owner's next call joins.
   static void noteIssued(core::StreamKey key);
+  // Any thread, right after graft issued work on the proxy of `key` (and
+  // before anything later reaches the legacy stream): records the proxy's
+  // `exit` event, which the next join waits on, and marks the join pending.
+  // Recorded at the join instead, on the blocking proxy, it would also wait
+  // for legacy-stream work issued after the proxy's (tests/sim
+  // sim_review4_copies, pts-join-legacy). Calls the driver.
+  static void issued(core::StreamKey key);
+  // Owner thread, before a query of its per-thread stream in the current
+  // context reaches the driver: what graft issued on the proxy since the last
+  // join counts as the stream's work, with no join (a join's wait is new work
+  // a query would find not done yet): CUDA_SUCCESS when there is none or it
+  // is complete, else the driver's answer for the proxy.
+  static CUresult queryProxy();
   // The context of a per-thread key's stream (nullptr for any other key).
   static CUcontext contextOf(core::StreamKey key);
   // Owner thread, before an op on `key` is submitted to the engine (held or

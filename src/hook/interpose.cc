@@ -137,7 +137,9 @@ GRAFT_COLD CUresult forwardPerThread(StreamKey key, bool mayHold, Real realFn, A
     config = *c;
     config.hStream = proxy;
   }
-  return realFn(onProxy<PT>(a, proxy, &config)...);
+  const CUresult r = realFn(onProxy<PT>(a, proxy, &config)...);
+  graph::PerThreadStreams::issued(key);  // the join's event, before any later legacy-stream work
+  return r;
 }
 template <ApiId Id, int PT, typename Real, typename... A>
 [[gnu::always_inline]] inline CUresult forwardDirect(StreamKey key, bool mayHold, Real realFn, A... a) {
@@ -510,8 +512,11 @@ template <ApiId Id, int PT, typename Real, typename... A>
   if constexpr (IsKernelLaunch<Id>) {
     if (holdIfExpected<Id, PT>(rt, a...)) return CUDA_SUCCESS;
   }
-  if constexpr (apiInfo(Id).klass == ApiClass::EventRecord)
-    rt.encoder().noteEventRecord(firstOf<CUevent>(a...), rt.engine().programCaptureActive());
+  // Whether a record is made in the program's capture, as the call finds it
+  // (noted once the record is held or the driver took it: a refused record
+  // leaves the event's last record as it was).
+  [[maybe_unused]] bool recordInCapture = false;
+  if constexpr (apiInfo(Id).klass == ApiClass::EventRecord) recordInCapture = rt.engine().programCaptureActive();
   rt.engine().noteSubmitter(submitterToken());
   const OpDesc* op;
   core::OpDesc expected;  // see OpEncoder::setExpected
@@ -541,7 +546,11 @@ template <ApiId Id, int PT, typename Real, typename... A>
     core::StageTimer timer(core::Stage::Match);
     decision = rt.engine().submit(*op);
   }
-  if (decision == core::Decision::Held) return CUDA_SUCCESS;
+  if (decision == core::Decision::Held) {
+    if constexpr (apiInfo(Id).klass == ApiClass::EventRecord)
+      rt.encoder().noteEventRecord(firstOf<CUevent>(a...), false);  // held: never inside a program capture
+    return CUDA_SUCCESS;
+  }
   if (mode == config::Mode::Match && (op->kind == OpKind::Kernel || op->kind == OpKind::Memset ||
                                      op->kind == OpKind::Memcpy)) [[unlikely]] {
     // Benchmark-only: graft's work without the GPU's (see GRAFT_MODE).
@@ -575,6 +584,8 @@ template <ApiId Id, int PT, typename Real, typename... A>
                         ? forwardPerThread<Id, PT>(op->stream, rt.engine().mayHold(), realFn, a...)
                         : realFn(a...);
   core::StageTimer timer(core::Stage::Record);
+  if constexpr (apiInfo(Id).klass == ApiClass::EventRecord)
+    if (r == CUDA_SUCCESS) rt.encoder().noteEventRecord(firstOf<CUevent>(a...), recordInCapture);
   rt.engine().completeIssued(*op, r == CUDA_SUCCESS);
   if (isStickyError(r)) [[unlikely]] stopAfterStickyError(rt, r);
   return r;
@@ -958,7 +969,12 @@ template <ApiId Id, int PT, typename Real, typename... A>
             core::QueryAnswer::NotReady)
           return CUDA_ERROR_NOT_READY;
       }
-      beforePerThreadCall<PT>(false, a...);
+      // A query of the per-thread stream makes no join (its wait would be new
+      // work not done yet): the proxy's work is asked about first.
+      if (graph::PerThreadStreams::owned() && namesPerThreadStream<PT>(a...)) [[unlikely]] {
+        if (const CUresult proxy = graph::PerThreadStreams::queryProxy(); proxy != CUDA_SUCCESS)
+          return noteStickyError(rt, proxy);
+      }
       return noteStickyError(rt, realFn(a...));
     } else if constexpr (info.klass == ApiClass::Lifecycle) {
       const CUstream s = firstOf<CUstream>(a...);
