@@ -105,6 +105,9 @@ void Engine::noteWait(const OpDesc& op) {
     return;
   }
   c.forkedFrom = it->second.stream;
+  // The legacy and per-thread stream keys name one stream per context: which
+  // one waited.
+  c.waitContext = isDefaultStream(op.stream) ? executor_.contextOfEventOp(op) : 0;
   c.forkedFromOps = it->second.streamOps;
   c.forkedRecordAtOp = it->second.atOp;
   c.forkedContext = it->second.context;
@@ -255,6 +258,13 @@ void Engine::countDormant(StreamKey stream) {
 
 GRAFT_HOT void Engine::completeIssued(const OpDesc& op, bool succeeded) {
   ++stats_.eagerByCause[size_t(pending_cause_)];
+  if (!succeeded && (op.kind == OpKind::EventRecord || op.kind == OpKind::EventWait)) [[unlikely]] {
+    // A record or wait the driver refused changed nothing, but noteActivity
+    // took it for done: nothing graft knows of the event's records, nor of
+    // what the stream's later work follows, holds any longer.
+    if (op.kind == OpKind::EventRecord) event_records_.erase(op.event);
+    else if (last_stream_counters_) last_stream_counters_->forkedFrom = 0;  // (its counters: countStream ran for it)
+  }
   if (stepsAside() || !succeeded) return;
   recordEagerOp(op, pending_boundary_);
 }
@@ -479,7 +489,8 @@ bool Engine::forkedBeforeHeld(const Segment& s, size_t begin) const {
     if (it == streams_.end()) return false;
     const StreamCounters& c = it->second;
     if (c.forkedFrom != join || c.forkedAtOp >= segmentStart || c.forkedFromOps != joinOpsAtStart) return false;
-    if (isDefaultStream(join) && c.forkedContext != s.fork.context) return false;  // another context's
+    if (isDefaultStream(join) && c.forkedContext != s.fork.context) return false;  // another context's record
+    if (isDefaultStream(b) && c.waitContext != s.fork.context) return false;        // another context's wait
     if (s.fork.joinSyncsImplicitly) {
       // A launch on the join stream also waits for whatever the legacy
       // stream's implicit synchronization orders before it, issued up to the

@@ -339,6 +339,7 @@ class Engine {
     uint64_t forkedAtOp = 0;
     uint64_t forkedOwnOps = 0;
     uint64_t forkedContext = 0;  // of a record on a default stream
+    uint64_t waitContext = 0;    // of the wait, on a default stream (its key names one stream per context)
     uint64_t createdIn = 0;      // its context, as of its latest creation or destruction graft saw (0: none)
     // The program destroyed the stream and has issued nothing on its handle
     // since: the handle names no stream, and the driver must not be asked

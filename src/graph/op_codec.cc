@@ -98,14 +98,23 @@ GRAFT_FAST_LANE static bool paramsEqual(const KernelInfo& info, void* const* par
     }
     return std::memcmp(r, p, n) == 0;
   };
+  // (A null entry is not equal: the caller finds it, hasNullParam.)
   if (info.compactCount != kNotCompact) {
     for (unsigned i = 0; i < info.compactCount; ++i)
-      if (!same(recorded + info.compactOffsets[i], params[i], info.compactSizes[i])) return false;
+      if (!params[i] || !same(recorded + info.compactOffsets[i], params[i], info.compactSizes[i])) return false;
     return true;
   }
   for (size_t i = 0; i < info.sizes.size(); ++i)
-    if (!same(recorded + info.offsets[i], params[i], info.sizes[i])) return false;
+    if (!params[i] || !same(recorded + info.offsets[i], params[i], info.sizes[i])) return false;
   return true;
+}
+
+// A null entry among the kernel's parameters (kernelParams form): the launch
+// is the driver's to judge; graft must not read it.
+static bool hasNullParam(const KernelInfo& info, void* const* params) {
+  for (size_t i = 0; i < info.sizes.size(); ++i)
+    if (!params[i]) return true;
+  return false;
 }
 
 GRAFT_FAST_LANE core::EagerCause OpEncoder::describeLaunch(CUcontext ctx, KernelInfo& info,
@@ -155,6 +164,7 @@ GRAFT_FAST_LANE core::EagerCause OpEncoder::describeLaunch(CUcontext ctx, Kernel
   size_t valueSize = 0;
   if (a.kernelParams || !a.extra) {
     if (a.kernelParams && !info.layoutKnown) return core::EagerCause::UnknownParams;
+    if (a.kernelParams && hasNullParam(info, a.kernelParams)) return core::EagerCause::DriverChecks;
     ks->paramMode = kParamsArray;
     valueSize = a.kernelParams ? info.paramBytes : 0;
     *buffer = nullptr;
@@ -224,6 +234,7 @@ GRAFT_FAST_LANE OpEncoder::Sameness OpEncoder::compareLaunch(const OpDesc& expec
     *value = expected.value;
     return Sameness::Equal;
   }
+  if (hasNullParam(info, a.kernelParams)) [[unlikely]] return Sameness::Differs;
   writeKernelValue(info, a, nullptr, info.paramBytes);
   *value = {value_.data(), info.paramBytes};
   return Sameness::ValueDiffers;

@@ -76,7 +76,7 @@ inline StreamKey perThreadStreamKey() { return graph::PerThreadStreams::keyFor(c
 template <int PT, typename... A>
 bool namesPerThreadStream(A... a) {
   bool names = false, hasStream = false;
-  auto one = [&](auto x) {
+  [[maybe_unused]] auto one = [&](auto x) {
     if constexpr (std::is_same_v<decltype(x), CUstream>) {
       hasStream = true;
       names |= x == CU_STREAM_PER_THREAD || (PT && !x);

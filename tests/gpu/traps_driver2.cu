@@ -92,7 +92,8 @@
 //                         than the kernel's parameters and than the buffer
 //                         (which ends at a page the process may not read);
 //                         an unknown attribute id and a NULL buffer pointer as
-//                         controls. Each is first tried in a fresh process
+//                         controls, and (probe only) a null entry among
+//                         kernelParams. Each is first tried in a fresh process
 //                         (this binary run with --probe-launch V), whose
 //                         exit or signal is printed; where the driver refuses
 //                         one cleanly, the loop then makes it on irregular
@@ -813,6 +814,9 @@ int probeLaunch(const char* variant) {
     cfg.attrs = v == "null_attrs" ? nullptr : &unknown;
     cfg.numAttrs = 1;
     r = cuLaunchKernelEx(&cfg, f, params, nullptr);
+  } else if (v == "null_param") {
+    void* holed[] = {&a, nullptr, &n, &salt};  // a null entry among the parameters
+    r = cuLaunchKernel(f, kGrid, 1, 1, kBlock, 1, 1, 0, nullptr, holed, nullptr);
   } else if (v == "null_size" || v == "oversize_buffer" || v == "null_buffer") {
     if (v == "oversize_buffer") size = 4096;
     void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, v == "null_buffer" ? nullptr : guarded.args,
@@ -842,9 +846,10 @@ ProbeResult runProbe(const char* variant) {
 }
 
 void malformedLaunchConfig() {
-  const char* const kProbes[] = {"null_attrs", "null_size", "oversize_buffer", "unknown_attr", "null_buffer"};
-  bool refused[5] = {};
-  for (int k = 0; k < 5; ++k) {
+  const char* const kProbes[] = {"null_attrs", "null_size", "oversize_buffer", "unknown_attr", "null_buffer",
+                                 "null_param"};
+  bool refused[6] = {};
+  for (int k = 0; k < 6; ++k) {
     const ProbeResult p = runProbe(kProbes[k]);
     std::printf("probe %s: %s\n", kProbes[k], p.text.c_str());
     refused[k] = p.refusedCleanly;
