@@ -1228,7 +1228,8 @@ std::vector<size_t> Engine::scheduleCuts(const OpBuffer& ops, size_t begin, size
     // piece of up to 1024 ops was measured no faster on PyTorch loops without
     // a sync, and lost coverage: a late mismatch flushes more held ops.)
     std::vector<size_t> cuts;
-    size_t piece = config_.segmentOps ? config_.segmentOps : std::max<size_t>(32, minOps);
+    // (A piece shorter than GRAFT_MIN_SEGMENT_OPS would never be built.)
+    size_t piece = std::max<size_t>(config_.segmentOps ? config_.segmentOps : 32, minOps);
     size_t at = begin;
     while (n - at > piece + minOps) {
       at = nudgeLater(at + piece, n);
@@ -1274,7 +1275,8 @@ void Engine::buildPiece(const OpBuffer& ops, size_t begin, size_t end, uint64_t 
   if (segments_.findExpanded(h)) return;
   const OpDesc first = ops.view(begin);
   if (segments_.live() >= config_.maxSegments) {
-    if (stats_.buildFailures++ == 0)
+    // Not a build failure: counted (once per sequence refused) as variant_limit is.
+    if (stats_.eagerByCause[size_t(EagerCause::SegmentLimit)]++ == 0)
       GRAFT_INFO("segment limit GRAFT_MAX_SEGMENTS={} reached: further sequences stay eager",
                  config_.maxSegments);
     return;

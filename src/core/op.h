@@ -104,7 +104,8 @@ enum class OpKind : uint8_t {
     "ops, then looked again")                                                                              \
   X(ThreadsInterleave, "threads_interleave",                                                               \
     "threads issued ops at the same time, so their order changed from run to run and little went through " \
-    "graphs: graft only counted these ops (a rest as for `dormant`), then looked again")
+    "graphs: graft only counted these ops (a rest as for `dormant`), then looked again")                  \
+  X(SegmentLimit, "segment_limit", "`GRAFT_MAX_SEGMENTS` graphs were live, so a repeating sequence got none")
 
 #define GRAFT_ENUM_MEMBER(name, text, doc) name,
 enum class EagerCause : uint8_t { None, GRAFT_EAGER_CAUSES(GRAFT_ENUM_MEMBER) Count };

@@ -292,9 +292,10 @@ CUcontext GraphExecutor::orLastContext(CUcontext ctx) {
 int GraphExecutor::issue(const OpDesc& op) {
   waitForLaunches();
   if (dry_run_ && op.kind != OpKind::EventRecord && op.kind != OpKind::EventWait) return 0;
-  // Event ops carry no context; another thread (the idle flush) may have none
-  // current, so use the last context graft saw.
-  ContextScope scope(orLastContext(contextOf(op)));
+  // An event op on a program stream carries no context: its stream's (another
+  // thread, the idle flush, may have another one current, or none); else the
+  // last context graft saw.
+  ContextScope scope(orLastContext(runContext(op)));
   const int r = int(issueOp(op, asStream(op.stream), kernels_, params_));
   if (core::isPerThreadKey(op.stream)) [[unlikely]] PerThreadStreams::issued(op.stream);
   return r;
@@ -584,6 +585,11 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
         GraphHandle::EventOp& ev = g->eventOps[e];
         const size_t si = streamOf[ev.op];
         if (!ev.record || !ev.node || !g->tailEvents[si] || lastOpOn[si] != int64_t(ev.op)) continue;
+        // Not on a blocking stream beside legacy-stream ops: issued after the
+        // tail waits (the legacy stream's first), the record would also wait
+        // for the legacy stream's whole branch, ops after it included
+        // (tests/sim sim_gated_fuzz --legacy, seed 586: a deadlock).
+        if (hasLegacy && isBlocking(streams[si])) continue;
         ev.tailBranch = int32_t(si);
         g->tailRecordOf[si] = int32_t(e);
       }
@@ -947,7 +953,7 @@ int GraphExecutor::reissueInstance(const LaunchJob& job) {
   int first = 0;
   for (uint32_t k = 0; k < job.graph->instance.size(); ++k) {
     const OpDesc op = instanceOp(job, k);
-    ContextScope scope(orLastContext(contextOf(op)));
+    ContextScope scope(orLastContext(runContext(op)));
     const int rc = int(issueOp(op, asStream(op.stream), kernels_, params_));
     if (rc && !first) first = rc;
   }
