@@ -909,7 +909,7 @@ template <ApiId Id, int PT, typename Real, typename... A>
         // is asked.)
         const auto [proxies, device] = proxiesEndedBy(a...);
         const CUresult r = realFn(a...);
-        constexpr bool surelyEnds = (info.traits & trait::UNLOADS) && Id != ApiId::k_cuDevicePrimaryCtxRelease_11000;
+        constexpr bool surelyEnds = (info.traits & trait::UNLOADS) && info.base != "cuDevicePrimaryCtxRelease";
         if (r == CUDA_SUCCESS) graph::PerThreadStreams::retireIfEnded(proxies, device, surelyEnds);
         return r;
       }
