@@ -137,6 +137,19 @@ bool checkpoint(int i, cudaStream_t s, const char* what, const uint32_t* buf, si
   return true;
 }
 
+[[maybe_unused]] int deviceAttribute(cudaDeviceAttr attr) {
+  int v = 0;
+  CK(cudaDeviceGetAttribute(&v, attr, currentDevice()));
+  return v;
+}
+
+// A runtime call's code, for a digest: a refusal must not stay behind as the
+// runtime's last error (the next CKL() would take it for a launch's).
+[[maybe_unused]] cudaError_t keep(cudaError_t r) {
+  if (r != cudaSuccess) cudaGetLastError();
+  return r;
+}
+
 uint32_t* deviceBuffer(uint32_t seed, int n = kN) {
   std::vector<uint32_t> h(n);
   for (int i = 0; i < n; ++i) h[i] = seed * 2654435761u + uint32_t(i) * 40503u;

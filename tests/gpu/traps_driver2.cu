@@ -163,11 +163,6 @@ namespace {
 
 
 
-int deviceAttribute(cudaDeviceAttr attr) {
-  int v = 0;
-  CK(cudaDeviceGetAttribute(&v, attr, currentDevice()));
-  return v;
-}
 
 
 uint32_t readWord(const uint32_t* d) {

@@ -169,18 +169,7 @@ namespace {
 
 // ---------------------------------------------------------------- helpers
 
-int deviceAttribute(cudaDeviceAttr attr) {
-  int v = 0;
-  CK(cudaDeviceGetAttribute(&v, attr, currentDevice()));
-  return v;
-}
 
-// A runtime call's code, for a digest: a refusal must not stay behind as the
-// runtime's last error (the next CKL() would take it for a launch's).
-cudaError_t keep(cudaError_t r) {
-  if (r != cudaSuccess) cudaGetLastError();
-  return r;
-}
 
 uint32_t* zeroBuffer(size_t bytes) {
   uint32_t* d = nullptr;

@@ -162,18 +162,7 @@ void endChecks(const char* scenario) {
 }
 void skip(const char* why, uint64_t code) { std::printf("SKIP %s %llx\n", why, ull(code)); }
 
-int deviceAttribute(cudaDeviceAttr attr) {
-  int v = 0;
-  CK(cudaDeviceGetAttribute(&v, attr, currentDevice()));
-  return v;
-}
 
-// A runtime call's code, for a digest: a refusal must not stay behind as the
-// runtime's last error.
-cudaError_t keep(cudaError_t r) {
-  if (r != cudaSuccess) cudaGetLastError();
-  return r;
-}
 
 // Garbage that changes with `seed`.
 void fillGarbage(void* p, size_t bytes, uint32_t seed) {

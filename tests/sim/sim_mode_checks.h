@@ -45,6 +45,19 @@ inline ModeArgs parseModeArgs(int argc, char** argv, const char* program, int de
   return a;
 }
 
+// Device memory is host memory in the simulator: a word read or written
+// directly (what the work before a completed record or sync wrote).
+inline uint64_t peek(CUdeviceptr p) { return *reinterpret_cast<volatile const uint64_t*>(p); }
+inline void poke(CUdeviceptr p, uint64_t v) { *reinterpret_cast<volatile uint64_t*>(p) = v; }
+
+// Polls `query` until it is not CUDA_ERROR_NOT_READY (at most `limit` times).
+template <typename Q>
+CUresult pollUntilDone(Q query, int limit = 100000) {
+  CUresult r = CUDA_ERROR_NOT_READY;
+  for (int n = 0; n < limit && r == CUDA_ERROR_NOT_READY; ++n) r = query();
+  return r;
+}
+
 // Steps (from `from` on) where a mode makes its odd call: about one in
 // `every`, with no period (different steps for each salt).
 inline bool irregularStep(int step, uint64_t salt, int from, uint64_t every) {

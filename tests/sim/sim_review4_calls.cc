@@ -52,7 +52,6 @@ using namespace simtest::modes;
 
 bool irregular(int step, uint64_t salt) { return irregularStep(step, salt, 10, 7); }
 
-uint64_t peek(CUdeviceptr p) { return *reinterpret_cast<volatile const uint64_t*>(p); }
 
 struct Kit {
   const simtest::Driver* drv;

@@ -54,7 +54,6 @@ using namespace simtest::modes;
 
 bool irregular(int step, uint64_t salt) { return irregularStep(step, salt, 10, 7); }
 
-uint64_t peek(CUdeviceptr p) { return *reinterpret_cast<volatile const uint64_t*>(p); }
 
 void launchGate(const simtest::DriverApi& cu, CUfunction gate, CUdeviceptr flag, uint64_t it, CUstream s) {
   uint64_t unused = 0;

@@ -50,7 +50,6 @@ namespace {
 
 using namespace simtest::modes;
 
-uint64_t peek(CUdeviceptr p) { return *reinterpret_cast<volatile const uint64_t*>(p); }
 
 // ------------------------------------------------------------------ modes
 

@@ -69,15 +69,7 @@ using namespace simtest::modes;
 
 bool irregular(int step, uint64_t salt) { return irregularStep(step, salt, 10, 7); }
 
-uint64_t peek(CUdeviceptr p) { return *reinterpret_cast<volatile const uint64_t*>(p); }
-void poke(CUdeviceptr p, uint64_t v) { *reinterpret_cast<volatile uint64_t*>(p) = v; }
 
-template <typename Q>
-CUresult pollUntilDone(Q query, int limit = 100000) {
-  CUresult r = CUDA_ERROR_NOT_READY;
-  for (int n = 0; n < limit && r == CUDA_ERROR_NOT_READY; ++n) r = query();
-  return r;
-}
 
 struct Ctx {
   decltype(&::cuCtxPushCurrent_v2) push = nullptr;

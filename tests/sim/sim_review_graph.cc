@@ -62,7 +62,6 @@ using namespace simtest::modes;
 
 bool irregular(int step, uint64_t salt) { return irregularStep(step, salt, 10, 7); }
 
-uint64_t peek(CUdeviceptr p) { return *reinterpret_cast<volatile const uint64_t*>(p); }
 
 CUcontext device1Context(const simtest::DriverApi& cu) {
   CUdevice dev1 = 0;
