@@ -722,12 +722,12 @@ void Engine::streamCreated(StreamKey stream, uint64_t context) {
     GRAFT_DEBUG("stream {:#x} created again in another context: {} graphs with it dropped", stream, dropped);
 }
 
-bool Engine::deferEventDestroy(uint64_t event) {
+bool Engine::deferEventDestroy(uint64_t event, uint64_t domain) {
   event_records_.erase(event);
   polled_events_.erase(event);  // a new event may get the handle
   for (size_t k = 0; k < held_.size(); ++k) {
     if (held_.view(k).event == event) {
-      deferred_.push_back({false, event, 0, 0});
+      deferred_.push_back({false, event, 0, domain});
       return true;
     }
   }
@@ -757,7 +757,7 @@ GRAFT_HOT void Engine::heldCleared() {
   held_matched_.clear();
   for (const Deferred& d : deferred_) {
     if (d.isFree) executor_.freeAsync(d.handle, d.stream, d.domain);
-    else executor_.destroyEvent(d.handle);
+    else executor_.destroyEvent(d.handle, d.domain);
   }
   deferred_.clear();
 }

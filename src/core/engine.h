@@ -169,7 +169,9 @@ class Engine {
   // deferred until they have been issued (returns true: the caller must not
   // destroy it now); CUDA allows destroying an event with pending work.
   // Otherwise the launches are drained and the executor forgets the event.
-  bool deferEventDestroy(uint64_t event);
+  // `domain`: the context current at the call (the deferred destroy is made
+  // in it, maybe from graft's idle-flush thread, which has none).
+  bool deferEventDestroy(uint64_t event, uint64_t domain);
   // A stream-ordered free (cuMemFreeAsync) while ops are held: it is issued
   // right after them, so the memory is never reusable before they ran
   // (returns true: the caller must not free it now); while nothing is held
@@ -416,7 +418,7 @@ class Engine {
     bool isFree;  // cuMemFreeAsync(handle, stream); else cuEventDestroy(handle)
     uint64_t handle;
     StreamKey stream;
-    uint64_t domain;  // frees: the context of the call
+    uint64_t domain;  // the context current at the program's call
   };
   std::vector<Deferred> deferred_;
 

@@ -90,8 +90,9 @@ class Executor {
   virtual void destroy(GraphHandle* graph) = 0;
 
   // Destroys a program event whose destruction the engine deferred until the
-  // held ops using it were issued.
-  virtual void destroyEvent(uint64_t event) = 0;
+  // held ops using it were issued, in `domain` (the context current at the
+  // program's call).
+  virtual void destroyEvent(uint64_t event, uint64_t domain) = 0;
   // The program destroys `event` now (not deferred): forget what refers to it
   // before the driver does (may call the driver).
   virtual void forgetEvent(uint64_t /*event*/) {}

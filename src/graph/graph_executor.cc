@@ -89,12 +89,6 @@ struct GraphHandle {
     CUgraphNode node = nullptr;     // null: a wait on an event recorded inside the segment (an edge)
     CUevent placeholder = nullptr;  // graft's event the node was captured with
     CUevent holds = nullptr;        // the event the executable graph's node holds now
-    // The driver refused the program's event in the node, so it keeps its
-    // placeholder and the op is issued beside the launch, as before graft had
-    // event nodes: a wait before the graph (on the branch's program stream, or
-    // on the launch stream), a record after it, once its stream waited for the
-    // graph (never looser than eager, possibly stricter).
-    bool besideLaunch = false;
     // A record that is the last op of a branch with a tail event: its node
     // keeps its placeholder (edges to waits inside the segment stay), and the
     // program's record is issued on that branch's program stream right after
@@ -111,7 +105,6 @@ struct GraphHandle {
     bool superseded = false;
   };
   std::vector<EventOp> eventOps;  // every event op, in op order
-  bool anyBesideLaunch = false;
   std::vector<int32_t> tailRecordOf;  // branched: per branch, the eventOps index of its tail record (-1: none)
   std::vector<uint32_t> recordOps;                           // indices into eventOps of the records
   std::vector<std::pair<uint64_t, uint32_t>> recordScratch;  // launch-time (event, index), reserved at build
@@ -843,14 +836,15 @@ int GraphExecutor::runLaunch(LaunchJob& job, std::string* why) {
       g->eventOps[g->recordScratch[i].second].superseded =
           i + 1 < g->recordScratch.size() && g->recordScratch[i + 1].first == g->recordScratch[i].first;
   }
-  // The branch launched on (see below) has no tail wait: its last record
-  // stays in its node. (Should a refused event below rule out the join
-  // stream, that record completes just before its stream's tail wait.)
-  const int tentativeJoinBranch = job.onJoinStream && !g->anyBesideLaunch ? g->joinsInto : -1;
+  // On the join stream the graph follows that stream's earlier work by stream
+  // order (its entry record is then already complete) and the stream's later
+  // work follows the whole graph, whose tail events its own branch's tail
+  // follows: it waits for no tail event, and its last record stays in its node.
+  const int joinBranch = job.onJoinStream ? g->joinsInto : -1;
   for (size_t k = 0; k < g->eventOps.size(); ++k) {
     GraphHandle::EventOp& e = g->eventOps[k];
-    if (!e.node || e.besideLaunch) continue;
-    const bool afterTail = e.tailBranch >= 0 && e.tailBranch != tentativeJoinBranch;
+    if (!e.node) continue;
+    const bool afterTail = e.tailBranch >= 0 && e.tailBranch != joinBranch;
     const CUevent want = e.superseded || afterTail ? e.placeholder : reinterpret_cast<CUevent>(job.events[k]);
     if (want == e.holds) continue;
     const CUresult refused = setNodeEvent(g->exec, e, want);
@@ -858,44 +852,18 @@ int GraphExecutor::runLaunch(LaunchJob& job, std::string* why) {
       e.holds = want;
       continue;
     }
-    if ((r = setNodeEvent(g->exec, e, e.placeholder)) != CUDA_SUCCESS) {
-      *why = fmt::format("setting graft's own event of op {} in the graph failed: {}", e.op, errorName(r));
-      return int(r);
-    }
-    if (!g->ownStream && g->branchStreams.size() > 1) {
-      // Launched on a program stream with other branches: a wait issued
-      // beside the launch on that stream would hold every branch.
-      *why = fmt::format("the driver refused the program's event in a graph's event node ({}), and the graph "
-                         "runs on a program stream with other branches",
-                         errorName(refused));
-      return int(refused);
-    }
-    GRAFT_INFO("the driver refused the program's event in a graph's event node ({}); that op is issued beside "
-               "the graph's launches from now on", errorName(refused));
-    e.holds = e.placeholder;
-    e.besideLaunch = true;
-    g->anyBesideLaunch = true;
+    // The driver refused the program's event in the node: the launch fails,
+    // so the instance is issued eagerly and the graph is not used again. (A
+    // wait issued before the graph and a record after it would be stricter
+    // than eager: a host waiting on the record before it releases a later
+    // kernel of the graph would never return. The one refusal seen on the
+    // H100, an event destroyed since, never gets here: forgetEvent.)
+    if ((r = setNodeEvent(g->exec, e, e.placeholder)) == CUDA_SUCCESS) e.holds = e.placeholder;
+    *why = fmt::format("the driver refused the program's event in a graph's event node ({})", errorName(refused));
+    return int(refused);
   }
 
-  // On the join stream the graph follows that stream's earlier work by stream
-  // order (its entry record is then already complete) and the stream's later
-  // work follows the whole graph, whose tail events its own branch's tail
-  // follows: it waits for no tail event.
-  // (Not with waits issued beside the launch: on the join stream they would
-  // hold every branch.)
-  const bool onJoin = job.onJoinStream && !g->anyBesideLaunch;
-  const int joinBranch = onJoin ? g->joinsInto : -1;
-  const CUstream L = onJoin ? g->branchStreams[size_t(g->joinsInto)] : g->launchStream;
-  for (size_t k = 0; g->anyBesideLaunch && k < g->eventOps.size(); ++k) {
-    const GraphHandle::EventOp& e = g->eventOps[k];
-    if (!e.besideLaunch || e.record) continue;
-    const OpDesc op = instanceOp(job, e.op);
-    // On its program stream, before the branch's entry record (branched plan).
-    if ((r = waitOn(asStream(op.stream), reinterpret_cast<CUevent>(op.event), eventShapeOf(op).flags)) != CUDA_SUCCESS) {
-      *why = "waiting on the program's event before the graph failed: " + errorName(r);
-      return int(r);
-    }
-  }
+  const CUstream L = job.onJoinStream ? g->branchStreams[size_t(g->joinsInto)] : g->launchStream;
   // Each branch's program stream marks its work before the graph; the branch
   // waits on that mark in the graph.
   for (size_t b = 0; b < g->entryEvents.size(); ++b) {
@@ -923,18 +891,9 @@ int GraphExecutor::runLaunch(LaunchJob& job, std::string* why) {
     const int32_t t = g->tailRecordOf[b];
     if (!ok || t < 0) continue;
     const GraphHandle::EventOp& e = g->eventOps[size_t(t)];
-    if (e.besideLaunch || e.superseded || e.tailBranch == tentativeJoinBranch) continue;
+    if (e.superseded || e.tailBranch == joinBranch) continue;
     const OpDesc op = instanceOp(job, e.op);
     ok = (r = issueOp(op, g->branchStreams[b], kernels_, job.pointers)) == CUDA_SUCCESS;
-  }
-  for (const GraphHandle::EventOp& e : g->eventOps) {
-    if (!g->anyBesideLaunch) break;
-    if (!e.besideLaunch || e.superseded || !e.record) continue;
-    const OpDesc op = instanceOp(job, e.op);
-    if (const CUresult rr = issueOp(op, asStream(op.stream), kernels_, job.pointers); rr != CUDA_SUCCESS) {
-      ok = false;
-      r = rr;
-    }
   }
   // Per-thread streams' proxies mark the work just issued there (the join's event).
   for (const core::StreamKey key : g->perThreadKeys) PerThreadStreams::issued(key);
@@ -1052,9 +1011,13 @@ void GraphExecutor::forgetEvent(uint64_t event) {
   }
 }
 
-void GraphExecutor::destroyEvent(uint64_t event) {
+void GraphExecutor::destroyEvent(uint64_t event, uint64_t domain) {
   forgetEvent(event);
-  real<ApiId::k_cuEventDestroy_4000>()(reinterpret_cast<CUevent>(event));
+  // Maybe on graft's idle-flush thread, which has no current context (the
+  // driver may then refuse it, and the handle would never come back).
+  ContextScope scope(orLastContext(reinterpret_cast<CUcontext>(domain)));
+  if (const CUresult r = real<ApiId::k_cuEventDestroy_4000>()(reinterpret_cast<CUevent>(event)); r != CUDA_SUCCESS)
+    GRAFT_DEBUG("a deferred cuEventDestroy returned {}", errorName(r));
 }
 
 void GraphExecutor::freeAsync(uint64_t pointer, core::StreamKey stream, uint64_t domain) {

@@ -64,7 +64,7 @@ class GraphExecutor final : public core::Executor {
   // and copies are dropped after all of graft's own work on them.
   void setDryRun(bool on) { dry_run_ = on; }
   void destroy(core::GraphHandle* graph) override;
-  void destroyEvent(uint64_t event) override;
+  void destroyEvent(uint64_t event, uint64_t domain) override;
   void freeAsync(uint64_t pointer, core::StreamKey stream, uint64_t domain) override;
   bool freeBehindQueuedLaunches(uint64_t pointer, core::StreamKey stream, uint64_t domain) override;
   uint64_t domainOf(const core::OpDesc& op) override;

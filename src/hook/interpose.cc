@@ -22,6 +22,7 @@
 #include "hook/driver_api.h"
 #include "hook/generic_forward.h"
 #include "hook/runtime.h"
+#include "graph/context_scope.h"
 #include "graph/per_thread_streams.h"
 #include "log/log.h"
 
@@ -617,12 +618,17 @@ CUresult allocAsync(Runtime& rt, Real realFn, CUdeviceptr* out, size_t bytes, CU
   const StreamKey key = streamKey(s, PT);
   if (pool::DevicePool* pool = rt.pool(); pool && out) {
     bool capturing;
+    CUcontext streamContext;
     {
       auto lock = rt.engine().lock();
       capturing = rt.engine().programCaptureActive();
+      streamContext = recordStreamContext(rt, s, nullptr);
     }
-    if (!capturing && !core::isAnyPerThread(key) &&
-        pool->allocate(bytes, key, reinterpret_cast<uint64_t>(currentContext()), out))
+    // The driver allocates from the pool of the stream's device: graft's pool
+    // serves only streams of the current context (its device's).
+    const CUcontext ctx = currentContext();
+    if (!capturing && !core::isAnyPerThread(key) && streamContext == ctx &&
+        pool->allocate(bytes, key, reinterpret_cast<uint64_t>(ctx), out))
       return CUDA_SUCCESS;
   }
   // Issued at once, before the launches queued on graft's launch thread, as it
@@ -633,15 +639,31 @@ CUresult allocAsync(Runtime& rt, Real realFn, CUdeviceptr* out, size_t bytes, CU
 }
 
 // cuMemFreeAsync: deferred past the ops graft holds, then to the driver or the pool.
-// Whether the driver would take a stream-ordered free of `p` (see freeAsync).
-// Calls the driver; no lock needed.
-inline bool freeTakenByDriver(CUdeviceptr p) {
-  if (!p) return false;
-  auto attribute = real<ApiId::k_cuPointerGetAttribute_4000>();
+// What graft may do with a stream-ordered free of `p`, as the driver knows the
+// memory (one call; no lock needed):
+//   Defer     a block of a memory pool (cuMemAllocAsync, cuMemAllocFromPoolAsync):
+//             the driver takes its free; it may go behind the held ops;
+//   AfterHeld the start of other device memory (cuMemAlloc, a cuMemMap
+//             mapping): whether the driver takes it is the driver's to say
+//             (the simulator refuses a mapping), so it is issued in place,
+//             after everything graft holds;
+//   Now       anything else (a pointer into a block, host memory, null, an
+//             unknown address): the driver refuses it or frees nothing, with
+//             the code it returns eagerly (tests/gpu/traps_edge.cu,
+//             refused_values), whatever graft holds.
+enum class FreeHandling { Defer, AfterHeld, Now };
+inline FreeHandling freeHandlingOf(CUdeviceptr p) {
+  if (!p) return FreeHandling::Now;
   CUdeviceptr start = 0;
   unsigned type = 0;
-  return attribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, p) == CUDA_SUCCESS && start == p &&
-         attribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) == CUDA_SUCCESS && type == CU_MEMORYTYPE_DEVICE;
+  CUmemoryPool pool = nullptr;
+  CUpointer_attribute attributes[] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                      CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE};
+  void* values[] = {&start, &type, &pool};
+  if (real<ApiId::k_cuPointerGetAttributes_7000>()(3, attributes, values, p) != CUDA_SUCCESS || start != p ||
+      type != CU_MEMORYTYPE_DEVICE)
+    return FreeHandling::Now;
+  return pool ? FreeHandling::Defer : FreeHandling::AfterHeld;
 }
 
 template <int PT, typename Real>
@@ -649,13 +671,15 @@ CUresult freeAsync(Runtime& rt, Real realFn, CUdeviceptr p, CUstream s) {
   pool::DevicePool* pool = rt.pool();
   const bool pooled = pool && pool->owns(p);
   StreamKey key = streamKey(s, PT);
-  // A free graft would hold back must be one the driver takes: the start of
-  // device memory. Any other (a pointer into a block, host memory, null, an
-  // unknown address) goes to the driver now, which refuses it, or frees
-  // nothing, with the code it returns eagerly (tests/gpu/traps_edge.cu,
-  // refused_values).
-  if (!pooled && !freeTakenByDriver(p))
+  // A free graft would hold back must be one the driver takes (freeHandlingOf).
+  if (const FreeHandling handling = pooled ? FreeHandling::Defer : freeHandlingOf(p);
+      handling != FreeHandling::Defer) {
+    if (handling == FreeHandling::AfterHeld) {
+      auto lock = rt.engine().lock();
+      rt.engine().flushAll();
+    }
     return directOn<ApiId::k_cuMemFreeAsync_11020, PT>(rt, key, realFn)(p, s);
+  }
   {
     auto lock = rt.engine().lock();
     // Deferred, queued or to graft's pool, the free is ordered on the proxy,
@@ -698,9 +722,17 @@ CUresult freeSync(Runtime& rt, Real realFn, CUdeviceptr p) {
   }
   pool::DevicePool* pool = rt.pool();
   if (!pool || !pool->owns(p)) return realFn(p);
-  const CUresult r = real<ApiId::k_cuCtxSynchronize_2000>()();
+  // As cuMemFree waits for the device: the current context (with none current,
+  // the driver's error, and the block stays the program's) and the one the
+  // block was allocated in, whose work may still use it.
+  if (const CUresult r = real<ApiId::k_cuCtxSynchronize_2000>()(); r != CUDA_SUCCESS) return r;
+  if (const auto allocatedIn = reinterpret_cast<CUcontext>(pool->allocationContext(p));
+      allocatedIn && allocatedIn != currentContextUntimed()) {
+    graph::ContextScope scope(allocatedIn);
+    if (const CUresult r = real<ApiId::k_cuCtxSynchronize_2000>()(); r != CUDA_SUCCESS) return r;
+  }
   pool->freeNow(p);
-  return r;
+  return CUDA_SUCCESS;
 }
 
 template <ApiId Id, typename... A>
@@ -982,7 +1014,9 @@ template <ApiId Id, int PT, typename Real, typename... A>
       {
         auto lock = rt.engine().lock();
         if (e) rt.encoder().noteEventDestroyed(e);
-        if (e && rt.engine().deferEventDestroy(reinterpret_cast<uint64_t>(e))) return CUDA_SUCCESS;
+        if (e && rt.engine().deferEventDestroy(reinterpret_cast<uint64_t>(e),
+                                               reinterpret_cast<uint64_t>(currentContextUntimed())))
+          return CUDA_SUCCESS;
         if (s) {
           // The context it had (the engine compares a later creation of its
           // handle with it: Engine::streamCreated), asked while it exists.

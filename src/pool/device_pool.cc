@@ -163,7 +163,7 @@ bool DevicePool::allocate(size_t bytes, uint64_t stream, uint64_t ctx, CUdevicep
     ++stats_.declined;
     return false;
   }
-  live_[*out] = Live{cls, classBytes};
+  live_[*out] = Live{cls, classBytes, ctx};
   ++stats_.allocations;
   stats_.inUseBytes += classBytes;
   stats_.peakInUseBytes = std::max(stats_.peakInUseBytes, stats_.inUseBytes);
@@ -192,6 +192,12 @@ void DevicePool::freeNow(CUdeviceptr p) {
   free_[it->second.sizeClass].push_back(FreeBlock{p, 0, nullptr, 0});
   stats_.inUseBytes -= it->second.bytes;
   live_.erase(it);
+}
+
+uint64_t DevicePool::allocationContext(CUdeviceptr p) const {
+  std::lock_guard<std::mutex> guard(mutex_);
+  const auto it = live_.find(p);
+  return it == live_.end() ? 0 : it->second.ctx;
 }
 
 void DevicePool::streamDestroyed(uint64_t stream) {

@@ -74,6 +74,8 @@ class DevicePool {
   void streamDestroyed(uint64_t stream);
   // A free after the device was synchronized: reusable by any stream at once.
   void freeNow(CUdeviceptr p);
+  // The context a live block was allocated in (0: not a live block).
+  uint64_t allocationContext(CUdeviceptr p) const;
   PoolStats stats() const;
 
  private:
@@ -86,6 +88,7 @@ class DevicePool {
   struct Live {
     uint32_t sizeClass;
     uint64_t bytes;  // class size
+    uint64_t ctx;    // the context of the allocation
   };
   bool initLocked();
   uint32_t classOf(size_t bytes, uint64_t* classBytes) const;

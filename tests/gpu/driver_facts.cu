@@ -29,6 +29,8 @@
 //
 // Exit: 0 every fact holds; 1 one does not (graft's legacy plan would be
 // looser than eager); 77 no GPU.
+#include <cuda.h>  // types only: driver functions come from cudaGetDriverEntryPointByVersion
+#include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
 #include <atomic>
@@ -162,6 +164,71 @@ void observeKernelHandleAttributes() {
               "cuFuncGetAttribute rc %d value %d, cuKernelGetAttribute rc %d value %d)\n",
               "kernel_handle_func_attribute", rget, value, rset, rget2, after, rkget, kernelValue);
   CK(cudaFuncSetAttribute(useShared, cudaFuncAttributeMaxDynamicSharedMemorySize, 65536));
+}
+
+// What graft's handling of stream-ordered frees relies on (src/hook/interpose.cc,
+// freeHandlingOf): a block of cudaMallocAsync names its pool
+// (CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE), other device memory names none, so
+// only pool blocks' frees are deferred past held work. Asserted: the first
+// two; observed: what cuMemFreeAsync says of cudaMalloc memory and of a
+// cuMemMap mapping (graft issues those after everything it holds and
+// returns the driver's answer).
+bool poolHandleFacts() {
+  using AttrFn = int (*)(void*, int, unsigned long long);
+  using FreeAsyncFn = int (*)(unsigned long long, cudaStream_t);
+  void *attr = nullptr, *freeAsync = nullptr;
+  cudaDriverEntryPointQueryResult q;
+  CK(cudaGetDriverEntryPointByVersion("cuPointerGetAttribute", &attr, 4000, cudaEnableDefault, &q));
+  CK(cudaGetDriverEntryPointByVersion("cuMemFreeAsync", &freeAsync, 11020, cudaEnableDefault, &q));
+  constexpr int kMempoolHandle = 17;  // CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE
+  void *pooled = nullptr, *plain = nullptr;
+  CK(cudaMallocAsync(&pooled, 1 << 20, 0));
+  CK(cudaMalloc(&plain, 1 << 20));
+  CK(cudaDeviceSynchronize());
+  void *poolOfPooled = nullptr, *poolOfPlain = reinterpret_cast<void*>(1);
+  const int r1 = AttrFn(attr)(&poolOfPooled, kMempoolHandle, reinterpret_cast<unsigned long long>(pooled));
+  const int r2 = AttrFn(attr)(&poolOfPlain, kMempoolHandle, reinterpret_cast<unsigned long long>(plain));
+  const bool pooledNamed = r1 == 0 && poolOfPooled, plainNone = r2 == 0 && !poolOfPlain;
+  std::printf("%-48s %s (rc %d, pool %p)\n", "mempool_handle_of_async_block", pooledNamed ? "holds" : "DOES NOT HOLD", r1,
+              poolOfPooled);
+  std::printf("%-48s %s (rc %d, pool %p)\n", "mempool_handle_of_cudaMalloc", plainNone ? "holds" : "DOES NOT HOLD", r2,
+              poolOfPlain);
+  CK(cudaFreeAsync(pooled, 0));
+  const int rPlain = FreeAsyncFn(freeAsync)(reinterpret_cast<unsigned long long>(plain), 0);
+  const cudaError_t syncPlain = cudaDeviceSynchronize();
+  (void)cudaGetLastError();
+  std::printf("%-48s observed (cuMemFreeAsync rc %d, then synchronize %d)\n", "free_async_of_cudaMalloc", rPlain,
+              int(syncPlain));
+  if (rPlain != 0) CK(cudaFree(plain));
+  // A cuMemMap mapping (granularity-sized, device 0).
+  void *gran = nullptr, *reserve = nullptr, *create = nullptr, *map = nullptr, *access = nullptr;
+  CK(cudaGetDriverEntryPointByVersion("cuMemGetAllocationGranularity", &gran, 10020, cudaEnableDefault, &q));
+  CK(cudaGetDriverEntryPointByVersion("cuMemAddressReserve", &reserve, 10020, cudaEnableDefault, &q));
+  CK(cudaGetDriverEntryPointByVersion("cuMemCreate", &create, 10020, cudaEnableDefault, &q));
+  CK(cudaGetDriverEntryPointByVersion("cuMemMap", &map, 10020, cudaEnableDefault, &q));
+  CK(cudaGetDriverEntryPointByVersion("cuMemSetAccess", &access, 10020, cudaEnableDefault, &q));
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
+  const CUmemAccessDesc desc{{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+  size_t g = 0;
+  CUdeviceptr va = 0;
+  CUmemGenericAllocationHandle handle = 0;
+  if (PFN_cuMemGetAllocationGranularity_v10020(gran)(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) == 0 &&
+      PFN_cuMemAddressReserve_v10020(reserve)(&va, g, 0, 0, 0) == 0 &&
+      PFN_cuMemCreate_v10020(create)(&handle, g, &prop, 0) == 0 && PFN_cuMemMap_v10020(map)(va, g, 0, handle, 0) == 0 &&
+      PFN_cuMemSetAccess_v10020(access)(va, g, &desc, 1) == 0) {
+    void* poolOfMapped = reinterpret_cast<void*>(1);
+    const int r3 = AttrFn(attr)(&poolOfMapped, kMempoolHandle, va);
+    const int rMapped = FreeAsyncFn(freeAsync)(va, 0);
+    const cudaError_t syncMapped = cudaDeviceSynchronize();
+    (void)cudaGetLastError();
+    std::printf("%-48s observed (pool rc %d %p; cuMemFreeAsync rc %d, then synchronize %d)\n",
+                "free_async_of_cuMemMap_mapping", r3, poolOfMapped, rMapped, int(syncMapped));
+  } else {
+    std::printf("%-48s observed (no mapping made)\n", "free_async_of_cuMemMap_mapping");
+  }
+  return pooledNamed && plainNone;
 }
 
 // A graph of a spinning kernel, alone or beside an independent empty branch.
@@ -303,6 +370,8 @@ int main() {
     std::printf("%-48s %s\n", name, holds ? "holds" : "DOES NOT HOLD");
   }
   observeKernelHandleAttributes();
+  ++asserted;
+  wrong += !poolHandleFacts();
   std::printf("driver_facts: %d of %d hold\n", asserted - wrong, asserted);
   return wrong ? 1 : 0;
 }

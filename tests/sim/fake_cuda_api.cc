@@ -603,9 +603,6 @@ CUresult eventRecordImpl(const char* api, bool pt, CUevent e, CUstream h, unsign
   return CUDA_SUCCESS;
 }
 
-// One pool per device, the one cuMemAllocAsync uses (its statistics:
-// SimState::PoolStats, cuMemPoolGetAttribute).
-static CUmemoryPool defaultPoolHandle(int device) { return reinterpret_cast<CUmemoryPool>(uintptr_t(0x9000 + device)); }
 // The device whose pool `pool` is, or -1.
 static int poolDevice(CUmemoryPool pool) {
   for (int d = 0; d < state().deviceCount; ++d)

@@ -367,6 +367,11 @@ struct SimState {
 };
 
 SimState& state();
+
+// One pool per device, the one cuMemAllocAsync uses (its statistics:
+// SimState::PoolStats, cuMemPoolGetAttribute; a stream-ordered block's
+// CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE).
+inline CUmemoryPool defaultPoolHandle(int device) { return reinterpret_cast<CUmemoryPool>(uintptr_t(0x9000 + device)); }
 using Lock = std::unique_lock<std::mutex>;
 
 // ---------------------------------------------------------------- API entry

@@ -410,9 +410,14 @@ CUresult pointerAttribute(void* data, CUpointer_attribute attr, uint64_t ptr, bo
       *static_cast<unsigned*>(data) = reach ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE : 0;
       return CUDA_SUCCESS;
     }
-    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
-      *static_cast<CUmemoryPool*>(data) = nullptr;
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: {
+      // A stream-ordered allocation's pool (the device's one pool); null for
+      // any other memory.
+      const auto it = known ? state().asyncPoolBlocks.find(base) : state().asyncPoolBlocks.end();
+      *static_cast<CUmemoryPool*>(data) =
+          it != state().asyncPoolBlocks.end() ? defaultPoolHandle(it->second.device) : nullptr;
       return CUDA_SUCCESS;
+    }
     default:
       return CUDA_ERROR_INVALID_VALUE;
   }

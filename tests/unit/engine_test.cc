@@ -713,7 +713,7 @@ TEST(Engine, DestroyingAnEventUsedByHeldOpsIsDeferredUntilTheyAreIssued) {
     h.op(TestOp{OpKind::EventWait, 0x200, 2, 0, e});
     {
       auto lock = h.engine.lock();
-      if (h.engine.deferEventDestroy(e)) {
+      if (h.engine.deferEventDestroy(e, 0)) {
         ++deferred;
       } else {
         h.exec.destroyedEvents.push_back(e);  // destroyed now, as the program asked

@@ -114,7 +114,7 @@ class FakeExecutor : public core::Executor {
   }
   void forgetKernels() override { ++kernelForgets; }
   std::vector<uint64_t> destroyedEvents;
-  void destroyEvent(uint64_t e) override {
+  void destroyEvent(uint64_t e, uint64_t /*domain*/) override {
     // An event must not be destroyed while a held op still uses it.
     destroyedEvents.push_back(e);
     destroyedWhileTraceSize.push_back(trace.size());
