@@ -3,10 +3,8 @@
 // tool that holds launches back, captures the repeating ones into graphs of
 // its own and patches their parameters could change: what a kernel can see
 // of how it was launched (inside a graph or not, an explicit cluster or
-// not), TMA descriptors passed by value and through global memory,
-// per-step texture objects, memory pools made and destroyed per call, the
-// legacy stream's implicit ordering over every kind of blocking stream, a
-// ring exchange between three prioritized streams, another thread's
+// not), per-step texture objects, the legacy stream's implicit ordering
+// over every kind of blocking stream, a ring exchange between three prioritized streams, another thread's
 // global-mode capture, launch shapes read back from the device, and the
 // program's own captures waiting on events a replay recorded. Each scenario
 // is deterministic in eager and prints digests of its buffers and of the
@@ -39,21 +37,6 @@
 //                         %aggr_smem_size and %current_graph_exec. A graph
 //                         node made by capture must carry the launch exactly
 //                         (an explicit 1x1x1 cluster is not "no cluster").
-//   tma_descriptor        TMA (cp.async.bulk.tensor) tile loads through three
-//                         descriptors: a CUtensorMap encoded anew every step
-//                         (source buffer and height, so the out-of-bounds
-//                         zero fill, change irregularly) passed by value as a
-//                         __grid_constant__ parameter, on irregular steps
-//                         through cuLaunchKernel's `extra` buffer; a cached
-//                         one whose address cuTensorMapReplaceAddress changes;
-//                         and one in global memory that a device-to-device
-//                         copy selects from a table before the kernel
-//                         (fence.proxy.tensormap acquire, as the programming
-//                         guide does). The sources are rewritten by a kernel
-//                         and by a device copy between the loads. A graph
-//                         node whose parameter bytes are patched in place, or
-//                         a copy made by a kernel instead of a copy engine,
-//                         must not leave the TMA unit a stale descriptor.
 //   tex_recreate          texture objects made anew every step over the same
 //                         pitched memory, with another address mode each time
 //                         (wrap, clamp, mirror, border; normalized coordinates
@@ -64,19 +47,6 @@
 //                         (the driver may hand the same handle back with
 //                         another descriptor); a kernel rewrites the texels
 //                         every step.
-//   pool_per_call         a library's scoped memory pool: every step creates
-//                         a pool (some with a maximum size, a release threshold
-//                         every fourth step), makes it the device's current
-//                         pool (cudaDeviceSetMemPool) so plain cudaMallocAsync
-//                         allocates from it, uses its blocks on two streams,
-//                         frees them (stream-ordered), restores the previous
-//                         pool and destroys the scoped one at once, with the
-//                         frees still pending (legal: the driver releases it
-//                         once they ran); then allocates from the default pool.
-//                         The codes, the current pool and the default pool's
-//                         used memory (after a synchronize) are printed. A
-//                         free a tool holds back reaches the driver after the
-//                         pool's destroy.
 //   legacy_mesh           the legacy stream's implicit ordering, with no
 //                         event, over every kind of blocking stream at once: a
 //                         prioritized blocking stream, one made by cuStreamCreate,
@@ -479,156 +449,6 @@ void launchIdentity() {
   print("end", 0, deviceDigest(dst, kIdForms * kIdWords * 4) ^ deviceDigest(src, kN * 4));
 }
 
-// ---------------------------------------------------------------- tma_descriptor
-
-using BlockBarrier = cuda::barrier<cuda::thread_scope_block>;
-namespace cde = cuda::device::experimental;
-
-// A 256 x 64 tensor of words (kN of them), loaded in 32 x 8 tiles: one block
-// of 256 threads per tile.
-constexpr int kTW = 256, kTH = 64, kBW = 32, kBH = 8;
-constexpr int kTiles = (kTW / kBW) * (kTH / kBH);
-static_assert(kTW * kTH == kN, "the tensor is one buffer");
-
-// One tile at (x, y) (out-of-bounds parts zero-filled) into `tile`, through
-// the descriptor at `map` (a parameter, or global memory: then acquired
-// first, as the CUDA programming guide does for a map modified before the
-// launch).
-__device__ void tmaLoadTile(uint32_t (&tile)[kBH][kBW], BlockBarrier& bar, const CUtensorMap* map, int x, int y,
-                            bool inGlobalMemory) {
-  if (threadIdx.x == 0) {
-    init(&bar, blockDim.x);
-    cde::fence_proxy_async_shared_cta();
-  }
-  __syncthreads();
-  BlockBarrier::arrival_token token;
-  if (threadIdx.x == 0) {
-    if (inGlobalMemory)
-      cuda::ptx::fence_proxy_tensormap_generic(cuda::ptx::sem_acquire, cuda::ptx::scope_sys, map,
-                                               cuda::ptx::n32_t<128>{});
-    cde::cp_async_bulk_tensor_2d_global_to_shared(&tile, map, x, y, bar);
-    token = cuda::device::barrier_arrive_tx(bar, 1, sizeof(tile));
-  } else {
-    token = bar.arrive();
-  }
-  bar.wait(std::move(token));
-}
-
-__device__ void tmaFold(const uint32_t (&tile)[kBH][kBW], uint32_t* dst, uint32_t salt) {
-  const int tx = blockIdx.x % (kTW / kBW), ty = blockIdx.x / (kTW / kBW);
-  const int r = threadIdx.x / kBW, c = threadIdx.x % kBW;
-  const int g = (ty * kBH + r) * kTW + tx * kBW + c;
-  dst[g] = rotl(dst[g], 7) ^ (tile[r][c] + salt + uint32_t(g));
-}
-
-__global__ void __launch_bounds__(256) tmaMixParam(const __grid_constant__ CUtensorMap map, uint32_t* dst, int shiftX,
-                                                   int shiftY, uint32_t salt) {
-  __shared__ alignas(128) uint32_t tile[kBH][kBW];
-#pragma nv_diag_suppress static_var_with_dynamic_init
-  __shared__ BlockBarrier bar;
-  const int tx = blockIdx.x % (kTW / kBW), ty = blockIdx.x / (kTW / kBW);
-  tmaLoadTile(tile, bar, &map, tx * kBW + shiftX, ty * kBH + shiftY, false);
-  tmaFold(tile, dst, salt);
-}
-
-__global__ void __launch_bounds__(256) tmaMixGlobal(const CUtensorMap* map, uint32_t* dst, int shiftX, int shiftY,
-                                                    uint32_t salt) {
-  __shared__ alignas(128) uint32_t tile[kBH][kBW];
-#pragma nv_diag_suppress static_var_with_dynamic_init
-  __shared__ BlockBarrier bar;
-  const int tx = blockIdx.x % (kTW / kBW), ty = blockIdx.x / (kTW / kBW);
-  tmaLoadTile(tile, bar, map, tx * kBW + shiftX, ty * kBH + shiftY, true);
-  tmaFold(tile, dst, salt);
-}
-
-void encodeTensor(CUtensorMap* m, void* base, int height) {
-  std::memset(m, 0, sizeof *m);
-  const cuuint64_t dims[2] = {cuuint64_t(kTW), cuuint64_t(height)};
-  const cuuint64_t strides[1] = {cuuint64_t(kTW) * sizeof(uint32_t)};
-  const cuuint32_t box[2] = {cuuint32_t(kBW), cuuint32_t(kBH)};
-  const cuuint32_t elementStrides[2] = {1, 1};
-  CKD(cuTensorMapEncodeTiled(m, CU_TENSOR_MAP_DATA_TYPE_UINT32, 2, base, dims, strides, box, elementStrides,
-                             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE,
-                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
-}
-
-void tmaDescriptor() {
-  if (deviceAttribute(cudaDevAttrComputeCapabilityMajor) < 9) {
-    std::printf("SKIP no TMA before compute capability 9.0\n");
-    return;
-  }
-  cudaStream_t s = nonBlockingStream();
-  const CUstream cs = reinterpret_cast<CUstream>(s);
-  uint32_t* src[3] = {deviceBuffer(5201), deviceBuffer(5202), deviceBuffer(5203)};
-  uint32_t *dst = deviceBuffer(5204), *dst2 = deviceBuffer(5205), *dst3 = deviceBuffer(5206);
-  // The global-memory descriptors: a table of one per source, and the slot
-  // the kernel reads, which a device copy fills every step.
-  CUtensorMap table[3];
-  for (int k = 0; k < 3; ++k) encodeTensor(&table[k], src[k], kTH);
-  CUtensorMap *dTable = nullptr, *dCurrent = nullptr;
-  CK(cudaMalloc(&dTable, sizeof table));
-  CK(cudaMalloc(&dCurrent, sizeof(CUtensorMap)));
-  CK(cudaMemcpy(dTable, table, sizeof table, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(dCurrent, &table[0], sizeof(CUtensorMap), cudaMemcpyHostToDevice));
-  CUtensorMap cached;
-  encodeTensor(&cached, src[0], kTH);
-  // The `extra` form: the kernel's parameters at the driver's offsets.
-  CUfunction paramFn = nullptr;
-  CK(cudaGetFuncBySymbol(&paramFn, reinterpret_cast<const void*>(tmaMixParam)));
-  size_t offset[5] = {}, size[5] = {};
-  for (int p = 0; p < 5; ++p) CKD(cuFuncGetParamInfo(paramFn, size_t(p), &offset[p], &size[p]));
-  size_t bufferSize = offset[4] + size[4];
-  alignas(64) unsigned char buffer[512] = {};
-  if (bufferSize > sizeof buffer || size[0] != sizeof(CUtensorMap)) {
-    std::printf("SKIP unexpected parameter layout\n");
-    return;
-  }
-  std::printf("layout %zu %zu %zu %zu %zu size %zu\n", offset[0], offset[1], offset[2], offset[3], offset[4], bufferSize);
-  Digest codes;
-  for (int i = 0; i < g_iters; ++i) {
-    const uint32_t u = uint32_t(i);
-    const uint32_t h = hash32(u * 0x9e3779b9u + 5207u);
-    const int which = int(h % 3);
-    const int height = (h >> 4) % 3 == 0 ? kTH - 5 : kTH;  // fewer rows: more zero fill
-    const int shiftX = int((h >> 8) % 24) - 4, shiftY = int((h >> 16) % 6) - 1;
-    // 1. A descriptor encoded now, by value.
-    CUtensorMap fresh;
-    encodeTensor(&fresh, src[which], height);
-    if (irregular(i, 621, 7)) {
-      uint32_t* d = dst;
-      std::memcpy(buffer + offset[0], &fresh, sizeof fresh);
-      std::memcpy(buffer + offset[1], &d, sizeof d);
-      std::memcpy(buffer + offset[2], &shiftX, sizeof shiftX);
-      std::memcpy(buffer + offset[3], &shiftY, sizeof shiftY);
-      std::memcpy(buffer + offset[4], &u, sizeof u);
-      void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buffer, CU_LAUNCH_PARAM_BUFFER_SIZE, &bufferSize,
-                       CU_LAUNCH_PARAM_END};
-      addCode(codes, cuLaunchKernel(paramFn, kTiles, 1, 1, 256, 1, 1, 0, cs, nullptr, extra));
-    } else {
-      tmaMixParam<<<kTiles, 256, 0, s>>>(fresh, dst, shiftX, shiftY, u);
-    }
-    // 2. The cached descriptor pointed at another source.
-    CKD(cuTensorMapReplaceAddress(&cached, src[(which + 1) % 3]));
-    tmaMixParam<<<kTiles, 256, 0, s>>>(cached, dst2, shiftY, shiftX, u + 1);
-    // 3. A descriptor in global memory, chosen by a device copy.
-    CK(cudaMemcpyAsync(dCurrent, dTable + (which + 2) % 3, sizeof(CUtensorMap), cudaMemcpyDeviceToDevice, s));
-    tmaMixGlobal<<<kTiles, 256, 0, s>>>(dCurrent, dst3, shiftX, -shiftY, u + 2);
-    // The sources change: a kernel and a device copy write them.
-    mix<<<kGrid, kBlock, 0, s>>>(src[which], dst, kN, u + 3);
-    CK(cudaMemcpyAsync(src[(which + 1) % 3], dst3, kN * 4, cudaMemcpyDeviceToDevice, s));
-    CKL();
-    if (checkpoint(i, s, "dst", dst)) {
-      print("dst2", i, deviceDigest(dst2, kN * 4));
-      print("dst3", i, deviceDigest(dst3, kN * 4));
-      print("codes", i, codes.h);
-    }
-  }
-  CK(cudaStreamSynchronize(s));
-  print("end", 0,
-        deviceDigest(dst, kN * 4) ^ deviceDigest(dst2, kN * 4) ^ deviceDigest(dst3, kN * 4) ^
-            deviceDigest(src[0], kN * 4) ^ deviceDigest(src[1], kN * 4) ^ deviceDigest(src[2], kN * 4));
-}
-
 // ---------------------------------------------------------------- tex_recreate
 
 constexpr int kTexW = 128, kTexH = 64, kTexN = kTexW * kTexH;
@@ -751,75 +571,6 @@ void texRecreate() {
   for (int y = 0; y < kTexH; ++y) d.add(&texels[size_t(y) * pitchWords], kTexW * 4);
   print("end", 0, d.h ^ deviceDigest(dst, kTexN * 4) ^ deviceDigest(dst2, kTexN * 4));
   CK(cudaFree(raw));
-}
-
-// ---------------------------------------------------------------- pool_per_call
-
-void poolPerCall() {
-  const int dev = currentDevice();
-  cudaStream_t s = nonBlockingStream(), t = nonBlockingStream();
-  cudaEvent_t e = untimedEvent();
-  cudaMemPool_t defaultPool = nullptr, original = nullptr;
-  CK(cudaDeviceGetDefaultMemPool(&defaultPool, dev));
-  CK(cudaDeviceGetMemPool(&original, dev));
-  std::printf("current pool is the default: %s\n", original == defaultPool ? "yes" : "no");
-  uint32_t *a = deviceBuffer(5401), *b = deviceBuffer(5402);
-  Digest codes;
-  int restored = 0;
-  for (int i = 0; i < g_iters; ++i) {
-    const uint32_t u = uint32_t(i);
-    cudaMemPoolProps props = {};
-    props.allocType = cudaMemAllocationTypePinned;
-    props.location.type = cudaMemLocationTypeDevice;
-    props.location.id = dev;
-    if (i % 3 == 1) props.maxSize = size_t(4) << 20;
-    cudaMemPool_t scoped = nullptr;
-    CK(cudaMemPoolCreate(&scoped, &props));
-    if (i % 4 == 0) {
-      uint64_t threshold = (i / 4) % 2 ? 0 : ~uint64_t(0);
-      CK(cudaMemPoolSetAttribute(scoped, cudaMemPoolAttrReleaseThreshold, &threshold));
-    }
-    CK(cudaDeviceSetMemPool(dev, scoped));
-    const size_t bytes = size_t(kN) * 4 * size_t(1 + i % 4);
-    uint32_t *t1 = nullptr, *t2 = nullptr;
-    CK(cudaMallocAsync(reinterpret_cast<void**>(&t1), bytes, s));  // from the scoped pool: it is current
-    CK(cudaMallocFromPoolAsync(reinterpret_cast<void**>(&t2), kN * 4, scoped, s));
-    CK(cudaMemsetAsync(t1, int(u * 13u) & 0xff, bytes, s));
-    CK(cudaMemcpyAsync(t2, a, kN * 4, cudaMemcpyDeviceToDevice, s));
-    mix<<<kGrid, kBlock, 0, s>>>(t2, t1 + (i % 4) * kN / 4, kN, u);
-    CK(cudaEventRecord(e, s));
-    CK(cudaStreamWaitEvent(t, e, 0));
-    mix<<<kGrid, kBlock, 0, t>>>(b, t2, kN, u + 1);  // the scoped block on another stream
-    CK(cudaEventRecord(e, t));
-    CK(cudaStreamWaitEvent(s, e, 0));
-    mix<<<kGrid, kBlock, 0, s>>>(a, t2, kN, u + 2);
-    CKL();
-    CK(cudaFreeAsync(t1, s));
-    CK(cudaFreeAsync(t2, s));
-    CK(cudaDeviceSetMemPool(dev, original));
-    addCode(codes, keep(cudaMemPoolDestroy(scoped)));  // its frees are still pending
-    cudaMemPool_t now = nullptr;
-    CK(cudaDeviceGetMemPool(&now, dev));
-    restored += now == original;
-    // The default pool again.
-    uint32_t* t3 = nullptr;
-    CK(cudaMallocAsync(reinterpret_cast<void**>(&t3), kN * 4, s));
-    CK(cudaMemcpyAsync(t3, b, kN * 4, cudaMemcpyDeviceToDevice, s));
-    mix<<<kGrid, kBlock, 0, s>>>(a, t3, kN, u + 3);
-    CKL();
-    CK(cudaFreeAsync(t3, s));
-    if (i % 100 == 99 || i == g_iters - 1) {
-      CK(cudaDeviceSynchronize());
-      uint64_t used = 0;
-      CK(cudaMemPoolGetAttribute(defaultPool, cudaMemPoolAttrUsedMemCurrent, &used));
-      std::printf("step %d: default pool used %llu, restored %d\n", i, ull(used), restored);
-      print("codes", i, codes.h);
-      print("a", i, deviceDigest(a, kN * 4));
-      print("b", i, deviceDigest(b, kN * 4));
-    }
-  }
-  CK(cudaDeviceSynchronize());
-  print("end", 0, deviceDigest(a, kN * 4) ^ deviceDigest(b, kN * 4));
 }
 
 // ---------------------------------------------------------------- legacy_mesh
@@ -1199,9 +950,7 @@ void captureWaitOnReplayed() {
 constexpr Scenario kScenarios[] = {
     {"graph_membership", graphMembership},
     {"launch_identity", launchIdentity},
-    {"tma_descriptor", tmaDescriptor},
     {"tex_recreate", texRecreate},
-    {"pool_per_call", poolPerCall},
     {"legacy_mesh", legacyMesh},
     {"ring_ranks", ringRanks},
     {"global_capture_helper", globalCaptureHelper},
