@@ -12,6 +12,7 @@ CASE: mlp mlp_item gpt amp sidestream lastbatch partgraph gemm cnn lstm dynamic 
       ppo wgangp dpsgd offload reentrant unfreeze gpudata
       bnfreeze embbag sampling streampool optbwd lrtensor reparam ckpt
       kvgrow beam encpad packed maml multitask sidebwd contrast
+      capfail mempool greenctx flexattn jagged threadfeed oomretry
       pipeline2 ddp2 (or "list")
 
 --steps N is the total number of training steps; the first W (--warmup) are untimed.
@@ -49,7 +50,14 @@ sums), packed " T=<n> L=<n> s|u" (longest and total length, sorted or unsorted p
 " k=<counts>" (inner steps per task), multitask " t=<tasks>" (c, r, t per micro-batch) and
 contrast " s=<hex> p=<n>" (the clamped logit scale, the queue pointer) on every line,
 encpad " ev=n:<hex>" or " ev=d:<hex>" (the eval loss, nested or dense fast path) on odd
-steps. ppo's loss is the mean of its 8 minibatch losses, wgangp's the critic's.
+steps; capfail " cap=h|e|ok" (how its capture attempt ended) on steps 40, 140 and 240,
+mempool " p=s|w|- mem=<allocated>/<reserved>" (slept, woke; the allocator's counts) on
+every line and " ev=<hex>" (the EMA model's eval loss) every 10th step while awake,
+greenctx " ev=<hex>" (the EMA model's loss, evaluated in the side green context) on every
+line and " green=0|1" (whether green contexts were made) on the first, flexattn
+" kv=<hex>" (key blocks the block mask keeps), jagged " T=<n> L=<n>" (packed and longest
+length) and oomretry " b=<n> m=<n> o=<n>" (batch, micro-batches, out-of-memory retries)
+on every line. ppo's loss is the mean of its 8 minibatch losses, wgangp's the critic's.
 decode is inference, not training: its "loss" is the sum of the chosen tokens' logits.
 No-sync cases keep the losses in a preallocated GPU tensor and read them after the loop.
 expandable runs with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, which main() sets
@@ -107,7 +115,10 @@ os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 # the third: a KV cache grown by torch.cat, beam search stopped by a read-back, the
 # TransformerEncoder's nested-tensor fast path, packed RNN batches, second-order MAML,
 # tasks drawn by a host RNG, a backward forked onto side streams, a contrastive queue
-# written at a moving pointer).
+# written at a moving pointer; the fourth: a CUDA graph capture abandoned when the
+# optimizer refuses it, a MemPool deleted and made again, green contexts, FlexAttention
+# with a per-step block mask, jagged nested tensors, a producer thread handing batches over
+# with events, out-of-memory errors caught by a batch-size finder).
 ISSUE_CASES = ["mlp", "mlp_item", "gpt", "amp", "sidestream", "lastbatch", "partgraph", "gemm"]
 OTHER_CASES = ["cnn", "lstm", "dynamic", "accum", "inductor_mlp", "inductor_gpt", "sdpa", "ddp",
                "vit", "diffusion", "gan", "expandable", "decode", "loader", "serve",
@@ -116,7 +127,8 @@ OTHER_CASES = ["cnn", "lstm", "dynamic", "accum", "inductor_mlp", "inductor_gpt"
                "pageable", "setstream", "ppo", "wgangp", "dpsgd", "offload", "reentrant", "unfreeze",
                "gpudata", "bnfreeze", "embbag", "sampling", "streampool", "optbwd", "lrtensor",
                "reparam", "ckpt", "kvgrow", "beam", "encpad", "packed", "maml", "multitask", "sidebwd",
-               "contrast", "pipeline2", "ddp2"]
+               "contrast", "capfail", "mempool", "greenctx", "flexattn", "jagged", "threadfeed",
+               "oomretry", "pipeline2", "ddp2"]
 # Cases that need two GPUs: with one, workloads.py exits 77 for them (check_losses.py
 # reports them skipped and goes on).
 TWO_GPU_CASES = ("pipeline2", "ddp2")
@@ -4048,6 +4060,652 @@ class ContrastWorkload(Workload):
         return super().loss_lines()
 
 
+# --------------------------------------------------------------------------- red-team round four
+# Recent PyTorch features and patterns of 2025-26 training code the rounds above leave out,
+# each chosen for what a launch-holding, graph-replaying tool could get wrong: a CUDA graph
+# capture the program opens and abandons (its kernels never run), allocations routed to a
+# MemPool that is deleted and made again, work placed in green contexts (other CUcontexts
+# of the same device, their own default streams), FlexAttention's Triton kernels over a
+# block mask rebuilt every step, jagged nested tensors whose packed length changes every
+# step, a producer thread feeding batches through cross-thread events, and an automatic
+# batch-size finder that catches the caching allocator's out-of-memory errors.
+
+class CapFailWorkload(TaskWorkload):
+    """A whole-step CUDA graph tried and given up, as scripts that try graphs first and fall
+    back to eager do: every 100 steps (steps 40, 140, 240) the loop follows the capture
+    recipe (the batch copied into static tensors, a warmup step on a side stream, which is
+    that step's real training step), then captures forward, backward and AdamW's step with
+    torch.cuda.graph (whose entry synchronizes the device and empties the cache). AdamW was
+    built with capturable=False, so its step raises inside the capture (the optimizer's
+    capture health check, before it launches anything); the context manager still ends the
+    capture and instantiates the graph, whose kernels (the forward with its dropout, the
+    backward, the gradients it allocated from the graph's private pool) never run. The loop
+    catches the error, drops the gradients and the graph (its pool released, the executable
+    graph destroyed) and trains on eagerly, with gradients allocated afresh. The attempts use
+    capture_error_mode "global", "thread_local" and "relaxed" in turn: under "global" a
+    potentially unsafe CUDA call from any other thread while the capture is open (a query,
+    a synchronize, a free) invalidates it, and the program would see a CUDA error at the
+    capture's end instead of the optimizer's; a tool that holds launches must also not run
+    the captured kernels, nor count them as work done. How each attempt ended is appended on
+    its line (" cap=h": the optimizer's error, as eagerly; " cap=e": another error; " cap=ok":
+    none). The MLP (6 layers, dropout 0.1), labels from a fixed projection; ordinary steps
+    zero_grad(set_to_none=False). No sync in the loop apart from the attempts' own."""
+
+    attempt_every, attempt_at = 100, 40
+    capture_modes = ("global", "thread_local", "relaxed")
+
+    def setup(self, mode="eager"):
+        self.model = MLP(self.din, self.hidden, self.nout, layers=6, dropout=0.1).to(self.dev)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True,
+                                     capturable=False)
+        self.fwd = self.model
+        self.label_setup()
+        self.static_x = torch.zeros(self.batch, self.din, device=self.dev)
+        self.static_y = torch.zeros(self.batch, dtype=torch.long, device=self.dev)
+        self.side = torch.cuda.Stream(device=self.dev)
+        self.outcomes = {}
+
+    def step(self, i):
+        if i % self.attempt_every != self.attempt_at:
+            return super().step(i)
+        x, y = self.batch_for(i)
+        self.static_x.copy_(x)
+        self.static_y.copy_(y)
+        main = torch.cuda.current_stream(self.dev)
+        self.side.wait_stream(main)
+        with torch.cuda.stream(self.side):   # the recipe's warmup: a real step
+            self.opt.zero_grad(set_to_none=True)
+            loss = F.cross_entropy(self.model(self.static_x), self.static_y)
+            loss.backward()
+            self.opt.step()
+        main.wait_stream(self.side)
+        mode = self.capture_modes[(i // self.attempt_every) % len(self.capture_modes)]
+        graph = torch.cuda.CUDAGraph()
+        self.opt.zero_grad(set_to_none=True)   # backward in the capture allocates them from its pool
+        outcome = "ok"
+        static_loss = None
+        try:
+            with torch.cuda.graph(graph, capture_error_mode=mode):
+                static_loss = F.cross_entropy(self.model(self.static_x), self.static_y)
+                static_loss.backward()
+                self.opt.step()                 # raises: capturable=False
+        except RuntimeError as e:
+            outcome = "h" if "capturable" in str(e) else "e"
+        static_loss = None
+        self.opt.zero_grad(set_to_none=True)   # the captured gradients were never computed
+        del graph
+        self.outcomes[i] = outcome
+        return loss
+
+    def loss_lines(self):
+        for i, o in self.outcomes.items():
+            self.extra[i] = "cap=" + o
+        return super().loss_lines()
+
+
+class MemPoolWorkload(TaskWorkload):
+    """Allocations routed to a torch.cuda.MemPool, as recent code keeps long-lived or
+    offloadable memory apart from the rest (vLLM's sleep mode, NCCL buffer pools): an
+    exponential moving average of the weights lives in a MemPool, updated after every
+    optimizer step (foreach lerp), and the training forward pass runs under
+    torch.cuda.use_mem_pool(pool), so its activations (allocated by this thread) come from
+    the pool too while backward's (the autograd thread's) do not; every 10th step the EMA
+    weights are evaluated (torch.func.functional_call, eval mode, no_grad) under the pool.
+    Every 60 steps the EMA "sleeps" at step 30 of the cycle: its tensors are copied into
+    pinned host buffers (non_blocking), an event is waited for, the tensors are dropped and
+    the MemPool deleted (releasePool and emptyCache of the pool: its segments go back to the
+    driver with cudaFree); six steps later it "wakes": a new MemPool, new segments, the
+    tensors copied back from the pinned buffers (non_blocking host-to-device copies into
+    memory that did not exist a moment before). So the same kernels run over addresses that
+    move at every sleep and wake, next to blocks freed while a tool may still hold launches
+    that wrote them. torch.cuda.memory_allocated() and memory_reserved() after the step
+    (the allocator's own counts) and what the step did (s: slept, w: woke, -: neither) end
+    every line (" p=<s|w|-> mem=<allocated>/<reserved>"), the EMA model's eval loss the eval
+    steps' (" ev=<hex>"). The MLP (6 layers, dropout 0.1), AdamW (foreach)."""
+
+    eval_every, cycle, sleep_at, wake_at, ema_rate, neval = 10, 60, 30, 36, 0.05, 512
+
+    def setup(self, mode="eager"):
+        from torch.func import functional_call
+        self.call = functional_call
+        self.model = MLP(self.din, self.hidden, self.nout, layers=6, dropout=0.1).to(self.dev)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
+        self.fwd = self.model
+        self.label_setup()
+        self.params = list(self.model.parameters())
+        self.names = [n for n, _ in self.model.named_parameters()]
+        self.host = [torch.empty(p.shape, pin_memory=True) for p in self.params]
+        self.Xe = torch.randn(self.neval, self.din, device=self.dev, generator=self.gen)
+        self.Ye = (self.Xe @ self.label_proj).argmax(dim=-1)
+        with torch.no_grad():   # this thread's cuBLAS(Lt) workspaces, before any pool exists
+            self.model(self.Xe[:8])
+        self.pool, self.ema = None, None
+        self.wake(from_host=False)
+        self.eval_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.evals = []
+        self.marks = {}
+
+    def wake(self, from_host):
+        self.pool = torch.cuda.MemPool()
+        with torch.cuda.use_mem_pool(self.pool):
+            if from_host:
+                self.ema = [h.to(self.dev, non_blocking=True) for h in self.host]
+            else:
+                self.ema = [p.detach().clone() for p in self.params]
+
+    def sleep(self):
+        for h, e in zip(self.host, self.ema):
+            h.copy_(e, non_blocking=True)
+        done = torch.cuda.Event()
+        done.record()
+        done.synchronize()
+        self.ema = None
+        self.pool = None   # ~MemPool: the pool released and its cached segments freed
+
+    def step(self, i):
+        phase = i % self.cycle
+        mark = "-"
+        if phase == self.sleep_at and self.pool is not None:
+            self.sleep()
+            mark = "s"
+        elif phase == self.wake_at and self.pool is None:
+            self.wake(from_host=True)
+            mark = "w"
+        awake = self.pool is not None
+        x, y = self.batch_for(i)
+        self.opt.zero_grad(set_to_none=True)
+        if awake:
+            with torch.cuda.use_mem_pool(self.pool):
+                logits = self.model(x)
+        else:
+            logits = self.model(x)
+        loss = F.cross_entropy(logits, y)
+        del logits
+        loss.backward()
+        self.opt.step()
+        if awake:
+            with torch.no_grad():
+                torch._foreach_lerp_(self.ema, self.params, self.ema_rate)
+            if i % self.eval_every == self.eval_every - 1:
+                self.model.eval()
+                with torch.no_grad(), torch.cuda.use_mem_pool(self.pool):
+                    out = self.call(self.model, dict(zip(self.names, self.ema)), (self.Xe,))
+                    self.eval_buf[i].copy_(F.cross_entropy(out, self.Ye))
+                    del out
+                self.model.train()
+                self.evals.append(i)
+        self.marks[i] = "p=%s mem=%d/%d" % (mark, torch.cuda.memory_allocated(self.dev),
+                                            torch.cuda.memory_reserved(self.dev))
+        return loss
+
+    def loss_lines(self):
+        for i, m in self.marks.items():
+            self.extra[i] = m
+        if self.evals:
+            ev = tensor_hexes(self.eval_buf)
+            for i in self.evals:
+                self.extra[i] += " ev=" + ev[i]
+        return super().loss_lines()
+
+
+class GreenCtxWorkload(TaskWorkload):
+    """Training and evaluation on partitions of the GPU's SMs, as serving and overlap code
+    (prefill/decode multiplexing, compute/communication overlap) uses CUDA green contexts
+    (torch.cuda.green_contexts, CUDA 12.8+): two green contexts, of 64 and 32 SMs. Every
+    step the batch is drawn on the default stream; the training step (forward with dropout,
+    backward, AdamW foreach) runs on a stream of the first green context (GreenContext.Stream:
+    cuGreenCtxStreamCreate, a stream of another CUcontext, used while the primary context
+    stays current), which first waits for the default stream; meanwhile the EMA weights are
+    evaluated on a fresh batch in the second green context made current with set_context()
+    (cuCtxPushCurrent of the green context, whose own default stream, the NULL stream of
+    another context, becomes PyTorch's current stream after an event from the default
+    stream; cuBLAS launches there on stream handle 0) and left with pop_context() (the
+    context popped, the default stream made to wait for an event recorded on the green
+    one). Then the default stream waits for the training stream and updates the EMA
+    (foreach lerp). So the same stream handle (0) names two streams in two contexts within
+    one step, and three streams of three contexts run at once: a tool that keys streams by
+    handle, or graphs ops of one context in another's graph, reorders them. The eval loss
+    ends every line (" ev=<hex>"); the first line says whether green contexts were made
+    (" green=1"; where PyTorch or the driver cannot, ordinary streams and the primary
+    context take their place and it says " green=0"). The MLP (6 layers, dropout 0.1). No
+    sync in the loop."""
+
+    train_sms, side_sms, ema_rate, neval = 64, 32, 0.05, 256
+
+    def setup(self, mode="eager"):
+        from torch.func import functional_call
+        self.call = functional_call
+        self.model = MLP(self.din, self.hidden, self.nout, layers=6, dropout=0.1).to(self.dev)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
+        self.fwd = self.model
+        self.label_setup()
+        self.params = list(self.model.parameters())
+        self.names = [n for n, _ in self.model.named_parameters()]
+        self.ema = [p.detach().clone() for p in self.params]
+        self.green = False
+        try:
+            from torch.cuda.green_contexts import GreenContext
+            idx = self.dev.index if self.dev.index is not None else torch.cuda.current_device()
+            train_ctx = GreenContext.create(num_sms=self.train_sms, device_id=idx)
+            side_ctx = GreenContext.create(num_sms=self.side_sms, device_id=idx)
+            train_stream = train_ctx.Stream()
+            self.probe(train_stream, side_ctx)
+            self.train_ctx, self.side_ctx, self.train_stream = train_ctx, side_ctx, train_stream
+            self.green = True
+        except Exception as e:  # noqa: BLE001 (no green contexts here: the same loop without them)
+            print("workloads: greenctx: no green contexts (%s: %s); ordinary streams instead"
+                  % (type(e).__name__, str(e).splitlines()[0] if str(e) else ""))
+            self.train_stream = torch.cuda.Stream(device=self.dev)
+        self.eval_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+
+    def probe(self, stream, ctx):
+        """Both ways of using a green context once, joined to the default stream by events as
+        the loop joins them: raises where this PyTorch or driver cannot."""
+        main = torch.cuda.current_stream(self.dev)
+        ones = torch.ones(64, 64, device=self.dev)
+        stream.wait_stream(main)
+        with torch.cuda.stream(stream):
+            a = ones @ ones
+        main.wait_stream(stream)
+        ctx.set_context()
+        try:
+            b = ones @ a
+        finally:
+            ctx.pop_context()
+        torch.cuda.synchronize(self.dev)
+        del a, b
+
+    def step(self, i):
+        main = torch.cuda.current_stream(self.dev)
+        x, y = self.batch_for(i)
+        xe = torch.randn(self.neval, self.din, device=self.dev, generator=self.gen)
+        ye = (xe @ self.label_proj).argmax(dim=-1)
+        s = self.train_stream
+        s.wait_stream(main)
+        with torch.cuda.stream(s):
+            self.opt.zero_grad(set_to_none=True)
+            loss = F.cross_entropy(self.model(x), y)
+            loss.backward()
+            self.opt.step()
+        x.record_stream(s)
+        y.record_stream(s)
+        self.model.eval()   # a host-side flag: the training step's kernels are issued already
+        if self.green:
+            self.side_ctx.set_context()
+        try:
+            with torch.no_grad():
+                out = self.call(self.model, dict(zip(self.names, self.ema)), (xe,))
+                ev = F.cross_entropy(out, ye)
+        finally:
+            if self.green:
+                self.side_ctx.pop_context()
+            self.model.train()
+        self.eval_buf[i].copy_(ev)
+        main.wait_stream(s)
+        with torch.no_grad():
+            torch._foreach_lerp_(self.ema, self.params, self.ema_rate)
+        return loss
+
+    def loss_lines(self):
+        for i, h in enumerate(tensor_hexes(self.eval_buf)):
+            self.extra[i] = "ev=" + h
+        if self.steps:
+            self.extra[0] += " green=%d" % int(self.green)
+        return super().loss_lines()
+
+
+class FlexAttnWorkload(Workload):
+    """FlexAttention as 2025 pretraining code uses it (torchtitan's document masking): a
+    2-layer GPT-style model on 4 packed rows of 512 tokens whose attention is
+    torch.compile(flex_attention) (Inductor's Triton flex templates, forward and backward,
+    launched by Triton's launcher, next to eager cuBLAS GEMMs) with an ALiBi score_mod (a
+    per-head slope tensor captured by the closure) and a causal document mask: every step
+    the document boundaries are redrawn on the GPU (about one every 64 tokens; a cumsum into
+    a persistent int32 tensor the mask_mod reads) and create_block_mask builds a new
+    BlockMask eagerly (the mask_mod vmapped over batch, query and key positions, block
+    counts, stable argsorts for the block indices, and their transposes for backward), so
+    the kernels' index tensors change content (and address) every step while every shape
+    stays the same: the block-sparse kernels read which blocks to visit from those tensors.
+    Dropout (eager) on the embeddings and the MLP outputs; AdamW (foreach). Inductor's
+    deterministic mode is set where this PyTorch has it (no benchmarking-based config
+    choices). The number of key blocks the mask keeps (partial and full) ends every line
+    (" kv=<hex>"). No sync in the loop."""
+
+    batch, seq, vocab, d, heads, layers, mean_doc = 4, 512, 512, 128, 4, 2, 64
+
+    def setup(self, mode="eager"):
+        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+        try:
+            import torch._inductor.config as inductor_config
+            if hasattr(inductor_config, "deterministic"):
+                inductor_config.deterministic = True
+        except ImportError:
+            pass
+        self.create_block_mask = create_block_mask
+        self.flex = torch.compile(flex_attention, dynamic=False)
+        d = self.d
+        self.tok = nn.Embedding(self.vocab, d)
+        self.pos = nn.Embedding(self.seq, d)
+        self.blocks = nn.ModuleList([nn.ModuleDict({
+            "ln1": nn.LayerNorm(d), "qkv": nn.Linear(d, 3 * d), "proj": nn.Linear(d, d),
+            "ln2": nn.LayerNorm(d), "fc1": nn.Linear(d, 4 * d), "fc2": nn.Linear(4 * d, d)})
+            for _ in range(self.layers)])
+        self.ln_f = nn.LayerNorm(d)
+        self.head = nn.Linear(d, self.vocab, bias=False)
+        self.model = nn.ModuleList([self.tok, self.pos, self.blocks, self.ln_f, self.head]).to(self.dev)
+        self.drop = nn.Dropout(0.1)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=3e-4, weight_decay=0.01, foreach=True)
+        self.positions = torch.arange(self.seq, device=self.dev)
+        self.ar = torch.arange(self.seq + 1, device=self.dev)
+        self.doc = torch.zeros(self.batch, self.seq, dtype=torch.int32, device=self.dev)
+        self.slopes = torch.tensor([2.0 ** -(k + 1) for k in range(self.heads)], device=self.dev)
+        doc, slopes = self.doc, self.slopes
+
+        def same_doc_causal(b, h, q_idx, kv_idx):
+            return (doc[b, q_idx] == doc[b, kv_idx]) & (q_idx >= kv_idx)
+
+        def alibi(score, b, h, q_idx, kv_idx):
+            return score + slopes[h] * (kv_idx - q_idx)
+
+        self.mask_mod, self.score_mod = same_doc_causal, alibi
+        self.kv_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+
+    def sequences(self, rows, n):
+        """rows x n tokens: an arithmetic progression mod vocab per row (random start,
+        stride 1 to 4), one token in ten replaced by a random one."""
+        start = torch.randint(0, self.vocab, (rows, 1), device=self.dev, generator=self.gen)
+        stride = torch.randint(1, 5, (rows, 1), device=self.dev, generator=self.gen)
+        tok = (start + stride * self.ar[:n]) % self.vocab
+        noise = torch.randint(0, self.vocab, (rows, n), device=self.dev, generator=self.gen)
+        flip = torch.rand(rows, n, device=self.dev, generator=self.gen) < 0.1
+        return torch.where(flip, noise, tok)
+
+    def step(self, i):
+        B, S, H, d = self.batch, self.seq, self.heads, self.d
+        hd = d // H
+        tok = self.sequences(B, S + 1)
+        starts = torch.rand(B, S, device=self.dev, generator=self.gen) < 1.0 / self.mean_doc
+        starts[:, 0] = True
+        self.doc.copy_(starts.cumsum(dim=1))
+        bm = self.create_block_mask(self.mask_mod, B, None, S, S, device=self.dev)
+        self.opt.zero_grad(set_to_none=True)
+        x = self.drop(self.tok(tok[:, :-1]) + self.pos(self.positions))
+        for blk in self.blocks:
+            q, k, v = blk["qkv"](blk["ln1"](x)).view(B, S, 3, H, hd).permute(2, 0, 3, 1, 4)
+            y = self.flex(q, k, v, score_mod=self.score_mod, block_mask=bm)     # B, H, S, hd
+            x = x + blk["proj"](y.transpose(1, 2).reshape(B, S, d))
+            x = x + self.drop(blk["fc2"](F.gelu(blk["fc1"](blk["ln2"](x)))))
+        logits = self.head(self.ln_f(x))
+        loss = F.cross_entropy(logits.reshape(-1, self.vocab), tok[:, 1:].reshape(-1))
+        loss.backward()
+        self.opt.step()
+        with torch.no_grad():
+            kept = bm.kv_num_blocks.sum()
+            if bm.full_kv_num_blocks is not None:
+                kept = kept + bm.full_kv_num_blocks.sum()
+            self.kv_buf[i].copy_(kept)
+        return loss
+
+    def loss_lines(self):
+        for i, h in enumerate(tensor_hexes(self.kv_buf)):
+            self.extra[i] = "kv=" + h
+        return super().loss_lines()
+
+
+class JaggedWorkload(Workload):
+    """A transformer block over jagged nested tensors (torch.nested, layout=torch.jagged), as
+    padding-free training code batches variable-length sequences: 16 sequences whose
+    lengths (4 to 96) a seeded host random.Random redraws every step, their tokens packed
+    into one buffer (embedding plus position embedding), wrapped by
+    torch.nested.nested_tensor_from_jagged with offsets copied from the host every step
+    (and the min and max length given, so nothing is read back); LayerNorm, separate q, k,
+    v projections, unflatten and transpose to (B, heads, j, head_dim), and
+    F.scaled_dot_product_attention on the jagged tensors in float32, which runs the
+    memory-efficient kernel on the packed buffer with cumulative sequence lengths (int32,
+    made from the offsets) and the longest length (deterministic backward under
+    use_deterministic_algorithms); a GELU MLP; then the sequences' means from the packed
+    values (index_add by a segment id copied from the host) and a classifier (labels from
+    a fixed table summed over each sequence's tokens); AdamW (foreach). The packed length
+    and the longest sequence change every step with no period, so every kernel's grid and
+    the attention kernel's host arguments do: a tool that replays one step's recording
+    for the next computes over the wrong extents. The total and the longest length end
+    every line (" T=<n> L=<n>"). The offsets, segment ids, positions and lengths are copied
+    from pageable host memory (a sync each)."""
+
+    syncs = True
+    batch, vocab, d, heads, nout, min_len, max_len = 16, 1000, 128, 4, 10, 4, 96
+
+    def setup(self, mode="eager"):
+        import random
+        d = self.d
+        self.model = nn.ModuleDict({
+            "emb": nn.Embedding(self.vocab, d), "pos": nn.Embedding(self.max_len, d),
+            "ln1": nn.LayerNorm(d), "q": nn.Linear(d, d), "k": nn.Linear(d, d), "v": nn.Linear(d, d),
+            "proj": nn.Linear(d, d), "ln2": nn.LayerNorm(d), "fc1": nn.Linear(d, 4 * d),
+            "fc2": nn.Linear(4 * d, d), "head": nn.Linear(d, self.nout)}).to(self.dev)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
+        self.truth = torch.randn(self.vocab, self.nout, device=self.dev, generator=self.gen)
+        self.draws = random.Random(2718)
+        self.shapes = {}
+
+    def step(self, i):
+        m, B, H, d = self.model, self.batch, self.heads, self.d
+        hd = d // H
+        lengths = [self.draws.randint(self.min_len, self.max_len) for _ in range(B)]
+        total = sum(lengths)
+        offs = [0]
+        for n in lengths:
+            offs.append(offs[-1] + n)
+        offsets = torch.tensor(offs, dtype=torch.int64, device=self.dev)
+        seg = torch.tensor([b for b, n in enumerate(lengths) for _ in range(n)], dtype=torch.int64,
+                           device=self.dev)
+        posid = torch.tensor([t for n in lengths for t in range(n)], dtype=torch.int64, device=self.dev)
+        lens = torch.tensor(lengths, dtype=torch.float32, device=self.dev)
+        tok = torch.randint(0, self.vocab, (total,), device=self.dev, generator=self.gen)
+        with torch.no_grad():
+            votes = torch.zeros(B, self.nout, device=self.dev).index_add_(0, seg, F.embedding(tok, self.truth))
+            y = votes.argmax(dim=1)
+        self.opt.zero_grad(set_to_none=True)
+        values = m["emb"](tok) + m["pos"](posid)                                   # total, d
+        x = torch.nested.nested_tensor_from_jagged(values, offsets, min_seqlen=min(lengths),
+                                                   max_seqlen=max(lengths))        # B, j, d
+        h = m["ln1"](x)
+        q = m["q"](h).unflatten(-1, [H, hd]).transpose(1, 2)                       # B, H, j, hd
+        k = m["k"](h).unflatten(-1, [H, hd]).transpose(1, 2)
+        v = m["v"](h).unflatten(-1, [H, hd]).transpose(1, 2)
+        a = F.scaled_dot_product_attention(q, k, v)
+        x = x + m["proj"](a.transpose(1, 2).flatten(-2))
+        x = x + m["fc2"](F.gelu(m["fc1"](m["ln2"](x))))
+        pooled = torch.zeros(B, d, device=self.dev).index_add(0, seg, x.values()) / lens.unsqueeze(1)
+        loss = F.cross_entropy(m["head"](pooled), y)
+        loss.backward()
+        self.opt.step()
+        self.shapes[i] = (total, max(lengths))
+        return loss
+
+    def loss_lines(self):
+        for i, (t, n) in self.shapes.items():
+            self.extra[i] = "T=%d L=%d" % (t, n)
+        return super().loss_lines()
+
+
+class ThreadFeedWorkload(Workload):
+    """A producer thread that makes the batches on the GPU, as data pipelines that augment
+    on the device do (DALI-style, or a prefetcher thread): a Python thread, on a stream of
+    its own and with a CUDA generator of its own, draws 36x36 images, crops them at an
+    offset a host random.Random picks, flips half of them, mixes their colour channels by a
+    random 3x3 matrix (an einsum: cuBLAS from that thread), labels them (pooled pixels times a
+    fixed projection, argmax) and writes them into one of three preallocated slots, then
+    records an event and hands (slot, event) to the training thread through a queue.Queue;
+    the training thread makes the default stream wait for that event, trains the small
+    ResNet (cuDNN convolutions, BatchNorm) on the slot with Nesterov SGD (foreach), records
+    an event after the optimizer step and hands it back, and the producer makes its stream
+    wait for it before it rewrites that slot. So two threads launch at once, in an order the
+    GIL decides anew in every run, and every dependency between them is an event recorded
+    in one thread and waited for in the other: a tool that holds launches per thread must
+    not let a wait overtake the record it waits for, nor a slot's rewrite overtake the step
+    that reads it. No sync in the loop (the training thread waits on the queue, a host
+    event, not on the GPU)."""
+
+    batch, nout, slots = 64, 10, 3
+    STOP = object()
+
+    def setup(self, mode="eager"):
+        import queue
+        import random
+        import threading
+        self.model = SmallResNet(self.nout).to(self.dev)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.05, momentum=0.9, nesterov=True,
+                                   weight_decay=5e-4, foreach=True)
+        B = self.batch
+        self.xs = [torch.empty(B, 3, 32, 32, device=self.dev) for _ in range(self.slots)]
+        self.ys = [torch.empty(B, dtype=torch.long, device=self.dev) for _ in range(self.slots)]
+        self.proj = torch.randn(3 * 8 * 8, self.nout, device=self.dev, generator=self.gen)
+        self.eye = torch.eye(3, device=self.dev)
+        self.feed = torch.cuda.Stream(device=self.dev)
+        self.feed_gen = torch.Generator(device=self.dev)
+        self.feed_gen.manual_seed(6061)
+        self.crops = random.Random(6062)
+        # The producer's first kernels read what setup made on the default stream.
+        self.feed.wait_stream(torch.cuda.current_stream(self.dev))
+        self.ready = queue.Queue()
+        self.free = queue.Queue()
+        for _ in range(self.slots):
+            self.free.put(None)
+        self.failure = None
+        self.thread = threading.Thread(target=self.produce, name="workloads-threadfeed", daemon=True)
+        self.thread.start()
+
+    def produce(self):
+        try:
+            B = self.batch
+            with torch.cuda.device(self.dev), torch.cuda.stream(self.feed):
+                k = 0
+                while True:
+                    token = self.free.get()
+                    if token is self.STOP:
+                        return
+                    if token is not None:
+                        self.feed.wait_event(token)           # the step that read this slot is done
+                    slot = k % self.slots
+                    raw = torch.randn(B, 3, 36, 36, device=self.dev, generator=self.feed_gen)
+                    oy, ox = self.crops.randint(0, 4), self.crops.randint(0, 4)
+                    img = raw[:, :, oy:oy + 32, ox:ox + 32]
+                    flip = torch.rand(B, 1, 1, 1, device=self.dev, generator=self.feed_gen) < 0.5
+                    img = torch.where(flip, img.flip(3), img)
+                    mix = self.eye + 0.1 * torch.randn(3, 3, device=self.dev, generator=self.feed_gen)
+                    img = torch.einsum("ij,bjhw->bihw", mix, img)
+                    y = (F.avg_pool2d(img, 4).flatten(1) @ self.proj).argmax(dim=1)
+                    self.xs[slot].copy_(img)
+                    self.ys[slot].copy_(y)
+                    ev = torch.cuda.Event()
+                    ev.record(self.feed)
+                    self.ready.put((slot, ev))
+                    k += 1
+        except BaseException as e:  # noqa: BLE001 (handed to the training thread)
+            self.failure = e
+            self.ready.put(None)
+
+    def step(self, i):
+        item = self.ready.get(timeout=120)
+        if item is None:
+            raise RuntimeError("threadfeed: the producer thread failed: %r" % (self.failure,))
+        slot, ev = item
+        main = torch.cuda.current_stream(self.dev)
+        main.wait_event(ev)
+        self.opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(self.model(self.xs[slot]), self.ys[slot])
+        loss.backward()
+        self.opt.step()
+        done = torch.cuda.Event()
+        done.record(main)
+        self.free.put(done)
+        return loss
+
+    def finish(self):
+        self.free.put(self.STOP)
+        self.thread.join(timeout=60)
+
+
+class OOMRetryWorkload(TaskWorkload):
+    """An automatic batch-size finder, as Accelerate's find_executable_batch_size and
+    Lightning's tuner do, under a memory cap: torch.cuda.set_per_process_memory_fraction
+    caps the caching allocator at what it had reserved after setup plus 160 MiB (the cap is
+    the allocator's own bookkeeping, so where it is hit follows from the program's
+    allocations alone, on any GPU). The batch grows from 512 to 8192 samples (doubling
+    every 60 steps) and is split into micro-batches with gradient accumulation; a step that
+    runs out of memory in forward or backward (torch.OutOfMemoryError: the allocator first
+    synchronizes and frees every cached segment, cudaFree, then raises, from the autograd
+    thread when backward hit it) is caught, its gradients dropped, gc.collect() and
+    empty_cache() run, and the step redone from its first micro-batch with twice as many
+    micro-batches; every 25 steps the loop tries half as many again. So some steps issue a
+    partial forward or backward whose results are thrown away, then the same work again at
+    other shapes, around frees of all cached memory that the program did not ask for. The
+    MLP (5 layers, 1024 wide, dropout 0.1), AdamW (foreach). The batch, the micro-batch
+    count and the out-of-memory retries end every line (" b=<n> m=<n> o=<n>"). No sync in
+    the loop apart from the allocator's own on those retries."""
+
+    din, hidden, base_batch, grow_every, grow_steps, probe_every, max_micro = 512, 1024, 512, 60, 4, 25, 64
+    budget_mib = 160
+
+    def setup(self, mode="eager"):
+        self.model = MLP(self.din, self.hidden, self.nout, layers=5, dropout=0.1).to(self.dev)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
+        self.fwd = self.model
+        self.label_setup()
+        # One small forward and backward first, so that the cuBLAS workspaces of this thread and
+        # of the autograd thread are allocated before the cap is measured.
+        self.model(torch.zeros(8, self.din, device=self.dev)).sum().backward()
+        self.opt.zero_grad(set_to_none=True)
+        torch.cuda.synchronize(self.dev)
+        total = torch.cuda.get_device_properties(self.dev).total_memory
+        limit = torch.cuda.memory_reserved(self.dev) + self.budget_mib * 2 ** 20
+        torch.cuda.set_per_process_memory_fraction(min(1.0, limit / total), self.dev)
+        self.micro = 1
+        self.plan = {}
+
+    def accumulate(self, x, y):
+        self.opt.zero_grad(set_to_none=True)
+        n = x.shape[0] // self.micro
+        total = torch.zeros((), device=self.dev)
+        for k in range(self.micro):
+            loss = F.cross_entropy(self.model(x[k * n:(k + 1) * n]), y[k * n:(k + 1) * n]) / self.micro
+            loss.backward()
+            total = total + loss.detach()
+        return total
+
+    def step(self, i):
+        import gc
+        B = self.base_batch << min(i // self.grow_every, self.grow_steps)
+        if i > 0 and i % self.probe_every == 0 and self.micro > 1:
+            self.micro //= 2                      # try larger micro-batches again
+        x = torch.randn(B, self.din, device=self.dev, generator=self.gen)
+        y = (x @ self.label_proj).argmax(dim=-1)
+        ooms = 0
+        while True:
+            try:
+                total = self.accumulate(x, y)
+            except torch.cuda.OutOfMemoryError:
+                total = None
+            if total is not None:
+                break
+            ooms += 1
+            self.opt.zero_grad(set_to_none=True)
+            gc.collect()
+            torch.cuda.empty_cache()
+            if self.micro >= self.max_micro:
+                raise RuntimeError("oomretry: out of memory with %d micro-batches of %d" % (self.micro, B))
+            self.micro *= 2
+        self.opt.step()
+        self.plan[i] = (B, self.micro, ooms)
+        return total
+
+    def loss_lines(self):
+        for i, (b, m, o) in self.plan.items():
+            self.extra[i] = "b=%d m=%d o=%d" % (b, m, o)
+        return super().loss_lines()
+
+
 WORKLOADS = {
     "mlp": ClassifierWorkload,
     "mlp_item": MLPItem,
@@ -4114,6 +4772,13 @@ WORKLOADS = {
     "multitask": MultiTaskWorkload,
     "sidebwd": SideBwdWorkload,
     "contrast": ContrastWorkload,
+    "capfail": CapFailWorkload,
+    "mempool": MemPoolWorkload,
+    "greenctx": GreenCtxWorkload,
+    "flexattn": FlexAttnWorkload,
+    "jagged": JaggedWorkload,
+    "threadfeed": ThreadFeedWorkload,
+    "oomretry": OOMRetryWorkload,
     "pipeline2": Pipeline2Workload,
     "ddp2": DDP2Workload,
 }
