@@ -781,7 +781,7 @@ void Engine::flushAll() {
 }
 
 bool Engine::flushIfIdle() {
-  if (held_.empty() && !executor_.freesPending()) {
+  if (held_.empty() && !executor_.freesPending() && !executor_.launchesHalted()) {
     idle_seen_submissions_ = ~uint64_t(0);
     return false;
   }
@@ -790,8 +790,10 @@ bool Engine::flushIfIdle() {
     return false;
   }
   if (!held_.empty()) resolveHeld(EagerCause::IdleFlush, nullptr);
-  // The frees deferred past what was held, and any put behind queued
-  // launches, reach the driver too: the program may make no further call.
+  // The frees deferred past what was held, any put behind queued launches,
+  // and a failed launch's ops with those queued after it (the launch thread
+  // stopped at the failure), reach the driver too: the program may make no
+  // further call.
   drainLaunches();
   idle_seen_submissions_ = ~uint64_t(0);
   return true;

@@ -115,6 +115,9 @@ class Executor {
   // Frees put behind queued launches wait for the next queued launch or the
   // next drain (a program that goes quiet needs the idle flush to drain).
   virtual bool freesPending() const { return false; }
+  // A queued launch failed and the launch thread stopped: that launch's ops
+  // and those queued after it wait for the next drain (as above).
+  virtual bool launchesHalted() const { return false; }
 
   // Which execution domain (device context) an op runs in; 0 when it has none
   // of its own (an event op on a program stream). Ops of two different

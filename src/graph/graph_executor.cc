@@ -59,6 +59,7 @@ struct GraphHandle {
   // Per-thread streams among the program streams (their proxies are in
   // launchStream and branchStreams): each launch gives them work to join.
   std::vector<core::StreamKey> perThreadKeys;
+  std::vector<int32_t> perThreadBranch;  // per perThreadKeys: its branch (branched), else -1
   std::vector<CUevent> entryEvents;      // branched: per branch; null for a launch stream of the program's
   std::vector<CUevent> tailEvents;       // branched: per branch; null for a launch stream of the program's
   // branched: the order of the tail waits, the legacy stream's first: a wait
@@ -639,8 +640,11 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
         g->setBase.emplace(uint32_t(i), p);
       }
     }
-    for (const core::StreamKey key : streams)
-      if (core::isPerThreadKey(key)) g->perThreadKeys.push_back(key);
+    for (size_t si = 0; si < streams.size(); ++si) {
+      if (!core::isPerThreadKey(streams[si])) continue;
+      g->perThreadKeys.push_back(streams[si]);
+      g->perThreadBranch.push_back(branched ? int32_t(si) : -1);
+    }
     if (!branched || launchOn >= 0) {
       g->launchStream = asStream(streams[branched ? size_t(launchOn) : 0]);
       if (branched)
@@ -895,8 +899,14 @@ int GraphExecutor::runLaunch(LaunchJob& job, std::string* why) {
     const OpDesc op = instanceOp(job, e.op);
     ok = (r = issueOp(op, g->branchStreams[b], kernels_, job.pointers)) == CUDA_SUCCESS;
   }
-  // Per-thread streams' proxies mark the work just issued there (the join's event).
-  for (const core::StreamKey key : g->perThreadKeys) PerThreadStreams::issued(key);
+  // Per-thread streams' proxies mark the work just issued there (the join's
+  // event): after their branch's tail where it has one, which does not
+  // follow the legacy stream's tail wait issued before.
+  for (size_t k = 0; k < g->perThreadKeys.size(); ++k) {
+    const int32_t b = g->perThreadBranch[k];
+    PerThreadStreams::issuedAfter(g->perThreadKeys[k],
+                                  b >= 0 && b != joinBranch ? g->tailEvents[size_t(b)] : nullptr);
+  }
   if (!ok) {
     // The graph is enqueued; stay never-looser-than-eager by waiting for it.
     GRAFT_WARN("stream bookkeeping after a graph launch failed ({}); synchronizing", errorName(r));
@@ -1027,6 +1037,7 @@ void GraphExecutor::freeAsync(uint64_t pointer, core::StreamKey stream, uint64_t
     // A per-thread stream's work is on its proxy (graph/per_thread_streams.h).
     pool_->freeAsync(pointer, core::isPerThreadKey(stream) ? reinterpret_cast<uint64_t>(asStream(stream)) : stream,
                      reinterpret_cast<uint64_t>(orLastContext(reinterpret_cast<CUcontext>(domain))));
+    if (core::isPerThreadKey(stream)) [[unlikely]] PerThreadStreams::issued(stream);  // as issueFree
     return;
   }
   issueFree({pointer, stream, orLastContext(reinterpret_cast<CUcontext>(domain))});
@@ -1049,6 +1060,9 @@ void GraphExecutor::issueFree(const PendingFree& f) {
   // when it was deferred.
   if (const CUresult r = real<ApiId::k_cuMemFreeAsync_11020>()(f.pointer, asStream(f.stream)); r != CUDA_SUCCESS)
     GRAFT_DEBUG("a deferred cuMemFreeAsync returned {}", errorName(r));
+  // On a proxy: its `exit` now, before later legacy-stream work (as after any
+  // work graft issues there; sim_review7_threads, pts-free-legacy-gate).
+  if (core::isPerThreadKey(f.stream)) [[unlikely]] PerThreadStreams::issued(f.stream);
 }
 
 void GraphExecutor::issueFrees(std::vector<PendingFree>& frees) {

@@ -82,6 +82,7 @@ class GraphExecutor final : public core::Executor {
   // Stream-ordered frees put behind queued launches so far (freeBehindQueuedLaunches).
   uint64_t freesQueued() const { return frees_queued_.load(std::memory_order_relaxed); }
   bool freesPending() const override { return !frees_pending_.empty(); }
+  bool launchesHalted() const override { return launchThread() && worker_->halted(); }
 
   // The launch thread so far; false without one.
   bool launchThreadStats(LaunchWorkerStats* out) const {

@@ -107,6 +107,8 @@ class LaunchWorker {
     wakeWorker(kSleeping);
   }
   bool idle() const { return state_.load(std::memory_order_acquire) == queued_; }
+  // Stopped after a failed job: the rest waits for a caller to take over (drain()).
+  bool halted() const { return state_.load(std::memory_order_acquire) & kHalted; }
   // False in a child the process forked after the thread started: the thread
   // is not there (and the parent's CUDA context is not usable either).
   static bool usable() { return !forked_.load(std::memory_order_relaxed); }

@@ -18,6 +18,9 @@ struct Proxy {
   int primaryOf = -1;                     // the device whose primary context `context` is, or -1
   CUevent entry = nullptr;                // recorded on the per-thread stream (bridge)
   CUevent exit = nullptr;                 // recorded on the proxy (join)
+  // Non-blocking, in `context`: where `exit` is recorded after a graph's
+  // branch without following legacy-stream work (issuedAfter).
+  CUstream marker = nullptr;
   std::atomic<bool> joinPending{false};   // graft issued on the proxy since the last join
   // Work graft issued on the proxy (counted as proxyOf hands it out), and how
   // much of it `exit`'s last record follows (PerThreadStreams::issued).
@@ -125,11 +128,14 @@ core::StreamKey PerThreadStreams::keyFor(CUcontext ctx) {
   CUresult r = real<ApiId::k_cuStreamCreate_2000>()(&stream, CU_STREAM_DEFAULT);
   if (r == CUDA_SUCCESS) r = real<ApiId::k_cuEventCreate_2000>()(&p.entry, CU_EVENT_DISABLE_TIMING);
   if (r == CUDA_SUCCESS) r = real<ApiId::k_cuEventCreate_2000>()(&p.exit, CU_EVENT_DISABLE_TIMING);
+  if (r == CUDA_SUCCESS) r = real<ApiId::k_cuStreamCreate_2000>()(&p.marker, CU_STREAM_NON_BLOCKING);
   if (r != CUDA_SUCCESS) {
     GRAFT_DEBUG("no proxy stream for a per-thread default stream (error {}); its ops run eagerly", int(r));
+    if (p.exit) real<ApiId::k_cuEventDestroy_4000>()(p.exit);
     if (p.entry) real<ApiId::k_cuEventDestroy_4000>()(p.entry);
     if (stream) real<ApiId::k_cuStreamDestroy_4000>()(stream);
     p.entry = p.exit = nullptr;
+    p.marker = nullptr;
     return core::kPerThreadStream;
   }
   p.context = ctx;
@@ -169,6 +175,18 @@ void PerThreadStreams::issued(core::StreamKey key) {
     return;  // the join records it
   // (Two threads' records may store out of order: a lower count only makes
   // the join record again.)
+  p->exitCovers.store(covers, std::memory_order_release);
+}
+
+void PerThreadStreams::issuedAfter(core::StreamKey key, CUevent branchTail) {
+  Proxy* p = proxyAt(key);
+  if (!p) return;
+  if (!branchTail || !p->marker) return issued(key);
+  const uint64_t covers = p->issues.load(std::memory_order_acquire);
+  ContextScope scope(p->context);
+  if (real<ApiId::k_cuStreamWaitEvent_3020>()(p->marker, branchTail, 0) != CUDA_SUCCESS ||
+      real<ApiId::k_cuEventRecord_2000>()(p->exit, p->marker) != CUDA_SUCCESS)
+    return;  // the join records it
   p->exitCovers.store(covers, std::memory_order_release);
 }
 

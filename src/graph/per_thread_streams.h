@@ -79,6 +79,15 @@ class PerThreadStreams {
   // for legacy-stream work issued after the proxy's (tests/sim
   // sim_review4_copies, pts-join-legacy). Calls the driver.
   static void issued(core::StreamKey key);
+  // Any thread, right after graft launched a graph with a branch for the
+  // proxy of `key` ending in `branchTail` (recorded in the graph, after the
+  // branch waited for the proxy's earlier work) and the proxy waited on it:
+  // records `exit` on the proxy's non-blocking marker stream after a wait on
+  // `branchTail`. The legacy stream's tail wait comes before the proxy's (see
+  // GraphHandle::tailOrder), and a record on the blocking proxy would also
+  // wait for it, that is for the legacy branch (tests/sim
+  // sim_review7_threads, pts-graph-legacy-gate). As issued() otherwise.
+  static void issuedAfter(core::StreamKey key, CUevent branchTail);
   // Owner thread, before a query of its per-thread stream in the current
   // context reaches the driver: what graft issued on the proxy since the last
   // join counts as the stream's work, with no join (a join's wait is new work
