@@ -925,8 +925,11 @@ int GraphExecutor::reissueInstance(const LaunchJob& job) {
     ContextScope scope(orLastContext(runContext(op)));
     const int rc = int(issueOp(op, asStream(op.stream), kernels_, params_));
     if (rc && !first) first = rc;
+    // The proxy's join event right after each of its ops, as issue() does:
+    // recorded after the instance, on the blocking proxy, it would also wait
+    // for the instance's later legacy-stream ops.
+    if (core::isPerThreadKey(op.stream)) [[unlikely]] PerThreadStreams::issued(op.stream);
   }
-  for (const core::StreamKey key : job.graph->perThreadKeys) PerThreadStreams::issued(key);
   return first;
 }
 
