@@ -645,8 +645,9 @@ CUresult allocAsync(Runtime& rt, Real realFn, CUdeviceptr* out, size_t bytes, CU
 //             the driver takes its free; it may go behind the held ops;
 //   AfterHeld the start of other device memory (cuMemAlloc, a cuMemMap
 //             mapping): whether the driver takes it is the driver's to say
-//             (the simulator refuses a mapping), so it is issued in place,
-//             after everything graft holds;
+//             (the H100's takes cuMemAlloc memory and refuses a mapping:
+//             tests/gpu/driver_facts.cu), so it is issued in place, after
+//             everything graft holds;
 //   Now       anything else (a pointer into a block, host memory, null, an
 //             unknown address): the driver refuses it or frees nothing, with
 //             the code it returns eagerly (tests/gpu/traps_edge.cu,
