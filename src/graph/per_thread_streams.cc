@@ -166,27 +166,20 @@ void PerThreadStreams::noteIssued(core::StreamKey key) {
   }
 }
 
-void PerThreadStreams::issued(core::StreamKey key) {
-  Proxy* p = proxyAt(key);
-  if (!p) return;
-  const uint64_t covers = p->issues.load(std::memory_order_acquire);
-  ContextScope scope(p->context);
-  if (real<ApiId::k_cuEventRecord_2000>()(p->exit, p->stream.load(std::memory_order_relaxed)) != CUDA_SUCCESS)
-    return;  // the join records it
-  // (Two threads' records may store out of order: a lower count only makes
-  // the join record again.)
-  p->exitCovers.store(covers, std::memory_order_release);
-}
+void PerThreadStreams::issued(core::StreamKey key) { issuedAfter(key, nullptr); }
 
 void PerThreadStreams::issuedAfter(core::StreamKey key, CUevent branchTail) {
   Proxy* p = proxyAt(key);
   if (!p) return;
-  if (!branchTail || !p->marker) return issued(key);
   const uint64_t covers = p->issues.load(std::memory_order_acquire);
   ContextScope scope(p->context);
-  if (real<ApiId::k_cuStreamWaitEvent_3020>()(p->marker, branchTail, 0) != CUDA_SUCCESS ||
-      real<ApiId::k_cuEventRecord_2000>()(p->exit, p->marker) != CUDA_SUCCESS)
+  const bool onMarker = branchTail && p->marker;
+  if (onMarker && real<ApiId::k_cuStreamWaitEvent_3020>()(p->marker, branchTail, 0) != CUDA_SUCCESS) return;
+  if (real<ApiId::k_cuEventRecord_2000>()(p->exit, onMarker ? p->marker : p->stream.load(std::memory_order_relaxed)) !=
+      CUDA_SUCCESS)
     return;  // the join records it
+  // (Two threads' records may store out of order: a lower count only makes
+  // the join record again.)
   p->exitCovers.store(covers, std::memory_order_release);
 }
 
