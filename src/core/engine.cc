@@ -120,6 +120,7 @@ GRAFT_HOT Decision Engine::submit(const OpDesc& op) {
     started_ = true;
     start_ = std::chrono::steady_clock::now();
   }
+  if (needs_attention_) [[unlikely]] attendToLaunches();
   ++ops_total_;
   countStream(op.stream);
   if (stepsAside()) {
@@ -180,7 +181,7 @@ GRAFT_FAST_LANE void Engine::holdSoleExpected(Bytes value) {
 
 GRAFT_HOT void Engine::refreshSoleExpected() {
   sole_expected_ready_ = false;
-  if (held_.empty() || stepsAside()) return;
+  if (held_.empty() || stepsAside() || needs_attention_) return;
   const size_t j = held_.size();
   size_t live = 0;
   for (size_t c = 0; c < num_candidates_; ++c) {
@@ -216,6 +217,7 @@ GRAFT_COLD void Engine::handleFailedLaunches() {
   // Each entry is one instance whose ops were issued eagerly instead; its
   // graph is not used again (it may hold some of its updates only).
   for (const FailedLaunch& f : failed_launches_) {
+    if (f.stickyError) noteStickyError();
     stats_.opsViaGraph -= std::min<uint64_t>(stats_.opsViaGraph, f.ops);
     stats_.eagerByCause[size_t(EagerCause::LaunchFailed)] += f.ops;
     stats_.replays -= std::min<uint64_t>(stats_.replays, 1);
@@ -528,6 +530,7 @@ GRAFT_HOT void Engine::launchHeld(Segment* s, size_t begin, size_t length) {
     rc = executor_.launch(s->graph, ops, patch_, onJoinStream, &why);
   }
   if (rc != 0) {
+    if (executor_.isStickyError(rc)) noteStickyError();
     // An outdated graph (streams created again with other flags) is a
     // mismatch and retired; any other failure disables the segment.
     const bool outdated = rc == Executor::kGraphOutdated;
@@ -567,6 +570,10 @@ GRAFT_HOT void Engine::launchHeld(Segment* s, size_t begin, size_t length) {
   for (uint32_t k : s->eventOps) replay_events_.push_back(held_.view(begin + k).event);
   history_.pushSegment(s->id, s->tokenHash, replay_events_.data(), uint32_t(replay_events_.size()));
   feedDetector(s->tokenHash, length, false);
+  // A queued launch failed (the launch thread halted): dealt with at the next
+  // op, which the fast lane leaves to submit() meanwhile, so that a sticky
+  // error there stops replay within a launch rather than at the next sync.
+  if (executor_.launchesHalted()) [[unlikely]] needs_attention_ = true;
 }
 
 void Engine::issueHeldEagerly(const OpDesc& op, EagerCause cause) {
@@ -578,6 +585,7 @@ void Engine::issueHeldEagerly(const OpDesc& op, EagerCause cause) {
   if (rc != 0) {
     if (stats_.reissueErrors++ == 0)
       GRAFT_WARN("re-issuing a held op ({}) returned driver error {}", executor_.describe(op), rc);
+    if (executor_.isStickyError(rc)) noteStickyError();
   }
   ++stats_.eagerByCause[size_t(cause)];
   if (rc == 0) recordEagerOp(op, false);
@@ -597,6 +605,7 @@ void Engine::hostBarrier(uint64_t barrierHash) {
 }
 
 QueryAnswer Engine::query(StreamKey stream, uint64_t event, uint64_t queryHash, uint64_t context) {
+  if (needs_attention_) [[unlikely]] attendToLaunches();
   // What a query observes is work the program issued before it. Everything
   // graft does not hold was issued before everything it holds, so the query
   // needs none of the held ops unless its target is among them: the event's
@@ -847,6 +856,22 @@ size_t Engine::forgetSegmentsWith(const std::function<bool(const OpDesc&)>& uses
 void Engine::stopReplay() {
   flushAll();
   config_.replay = false;
+}
+
+GRAFT_COLD void Engine::noteStickyError() {
+  if (!config_.replay || sticky_error_seen_) return;
+  sticky_error_seen_ = needs_attention_ = true;
+  sole_expected_ready_ = false;
+  GRAFT_WARN("graft's own driver call hit a sticky error (the context is unusable): graft replays nothing "
+             "more, so every later call gets it from the driver as it would without graft");
+}
+
+GRAFT_COLD void Engine::attendToLaunches() {
+  needs_attention_ = false;
+  drainLaunches();  // a failed launch: its ops issued, its segment disabled, a sticky error noted
+  if (!sticky_error_seen_) return;
+  stopReplay();  // its flush may see more of the same error
+  sticky_error_seen_ = needs_attention_ = false;
 }
 
 void Engine::pauseReplay() {

@@ -218,6 +218,8 @@ class Engine {
   // everything held; from now on every op is issued eagerly and only counted.
   void stopReplay();
   // False once stopReplay() ran (or replay was never on).
+  // (Also after one of graft's own driver calls got an error that leaves the
+  // context unusable: the next op or query stops replay, see noteStickyError.)
   bool replaying() const { return config_.replay; }
   // Benchmark-only (GRAFT_BENCH_SWITCH): stops replaying until resumeReplay().
   // Pausing issues everything held; while paused every op is issued eagerly
@@ -305,6 +307,14 @@ class Engine {
   void noteActivity(const OpDesc& op);
   // Takes over the instances whose launch failed on the launch thread.
   void handleFailedLaunches();
+  // One of graft's own driver calls (a graph launch, a node update, an op
+  // issued eagerly) got an error that leaves the context unusable. Eagerly
+  // every later call fails with it, so replay stops: at the next op or query
+  // (here it may be inside a flush), and nothing is held meanwhile.
+  void noteStickyError();
+  // At the next op or query after needs_attention_ was set: handles failed
+  // launches and stops replay after a sticky error.
+  void attendToLaunches();
   void countStream(StreamKey stream);
   // Where the run `ops` is cut into pieces (from 0 to ops.size()): at every
   // change of device context, then by the schedule of scheduleCuts(), moved
@@ -325,6 +335,8 @@ class Engine {
   bool expect_launch_hint_ = false;  // a host barrier since the last run began
   // soleExpected(): valid while held_ is unchanged and sole_expected_ready_.
   bool sole_expected_ready_ = false;
+  bool sticky_error_seen_ = false;  // see noteStickyError
+  bool needs_attention_ = false;    // see attendToLaunches; soleExpected() is off meanwhile
   int capture_depth_ = 0;
   uint64_t boundary_generation_ = 1;  // query relevance (see StreamCounters)
   StreamKey last_stream_ = 0;  // cache for streams_ (unordered_map values stay put)

@@ -25,6 +25,9 @@ struct GraphHandle;
 struct FailedLaunch {
   GraphHandle* graph;
   uint32_t ops;
+  // The launch or the eager issue of its ops got an error that leaves the
+  // context unusable (Executor::isStickyError).
+  bool stickyError = false;
 };
 
 struct BuildRequest {
@@ -41,6 +44,11 @@ class Executor {
   // Issues one graphable op exactly as the program issued it. Returns 0 or the
   // driver's error code.
   virtual int issue(const OpDesc& op) = 0;
+
+  // Whether a driver error code (from issue() or launch()) leaves the context
+  // unusable: every later call of the program fails with it eagerly, so the
+  // engine stops holding ops (hook::isStickyError). Pure.
+  virtual bool isStickyError(int /*rc*/) const { return false; }
 
   // Builds an executable graph of the ops, re-issued into graft's own capture
   // streams. Returns nullptr and a one-line reason on failure.

@@ -962,9 +962,9 @@ void GraphExecutor::takeOverAfterFailure() {
     // patches still describe what changed since the instance before (the
     // engine counted on that), so the instance copy takes them either way
     // (reissueInstance applies them).
-    if (const int e = reissueInstance(job))
-      GRAFT_WARN("issuing a failed launch's ops eagerly returned driver error {}", e);
-    failed_.push_back({g, uint32_t(g->instance.size())});
+    const int e = reissueInstance(job);
+    if (e) GRAFT_WARN("issuing a failed launch's ops eagerly returned driver error {}", e);
+    failed_.push_back({g, uint32_t(g->instance.size()), isStickyError(rc) || isStickyError(e)});
     issueFrees(job.frees);
   }
   worker_->finish();

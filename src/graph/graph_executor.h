@@ -36,6 +36,7 @@
 #include "core/stage_clock.h"
 #include "graph/copy_kernels.h"
 #include "graph/kernel_registry.h"
+#include "hook/driver_api.h"
 #include "graph/launch_worker.h"
 #include "pool/device_pool.h"
 
@@ -54,6 +55,7 @@ class GraphExecutor final : public core::Executor {
   ~GraphExecutor() override;
 
   int issue(const core::OpDesc& op) override;
+  bool isStickyError(int rc) const override { return rc > 0 && graft::hook::isStickyError(CUresult(rc)); }
   core::GraphHandle* build(const core::BuildRequest& request, std::string* whyNot) override;
   const core::ForkCandidate* forkCandidate(const core::GraphHandle* graph) override;
   int launch(core::GraphHandle* graph, const core::OpRange& ops,

@@ -97,6 +97,28 @@ inline typename ApiType<Id>::type real(int perThread = 0) {
       g_hook.realDriver[size_t(Id)][perThread].load(std::memory_order_relaxed));
 }
 
+// A sticky error: the context can no longer be used (a device-side assert, a
+// fault), and every later call fails with it eagerly. Once graft sees one
+// (from the program's call or its own), it holds nothing more, so each call
+// reaches the driver and gets that error at its position
+// (tests/gpu/traps_driver2.cu, sticky_after_assert).
+constexpr bool isStickyError(CUresult r) {
+  switch (r) {
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_ASSERT:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_LAUNCH_FAILED:
+    case CUDA_ERROR_ECC_UNCORRECTABLE:
+      return true;
+    default:
+      return false;
+  }
+}
+
 // Resolves every entry through the real driver's cuGetProcAddress_v2.
 // Returns the number of entries that could not be resolved.
 int resolveDriverTable(PFN_cuGetProcAddress_v12000 realGetProcAddress);

@@ -190,26 +190,6 @@ inline Range rangeOf(CUdeviceptr p, size_t bytes) {
   return type == CU_MEMORYTYPE_DEVICE ? Range::Device : Range::Host;
 }
 
-// A sticky error: the context can no longer be used (a device-side assert, a
-// fault), and every later call fails with it eagerly. Then graft holds
-// nothing from now on, so each call reaches the driver and gets that error
-// at its position (tests/gpu/traps_driver2.cu, sticky_after_assert).
-inline bool isStickyError(CUresult r) {
-  switch (r) {
-    case CUDA_ERROR_ILLEGAL_ADDRESS:
-    case CUDA_ERROR_ASSERT:
-    case CUDA_ERROR_HARDWARE_STACK_ERROR:
-    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
-    case CUDA_ERROR_MISALIGNED_ADDRESS:
-    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
-    case CUDA_ERROR_INVALID_PC:
-    case CUDA_ERROR_LAUNCH_FAILED:
-    case CUDA_ERROR_ECC_UNCORRECTABLE:
-      return true;
-    default:
-      return false;
-  }
-}
 // Under the engine lock.
 GRAFT_COLD inline void stopAfterStickyError(Runtime& rt, CUresult r) {
   if (!rt.engine().replaying()) return;
@@ -507,6 +487,18 @@ template <ApiId Id, int PT, typename Real, typename... A>
     rt.engine().noteSubmitter(submitterToken());  // a rest for interleaved threads ends when they stop
     rt.engine().countDormant(key);
     const bool mayHold = rt.engine().mayHold();
+    if constexpr (apiInfo(Id).klass == ApiClass::EventRecord) {
+      // What the encoder knows of records made in a program capture must
+      // hold after the rest: a later wait on such an event stays eager.
+      const bool inCapture = rt.engine().programCaptureActive();
+      lock.unlock();
+      const CUresult r = forwardDirect<Id, PT>(key, mayHold, realFn, a...);
+      if (r == CUDA_SUCCESS) {
+        lock.lock();
+        rt.encoder().noteEventRecord(firstOf<CUevent>(a...), inCapture);
+      }
+      return r;
+    }
     lock.unlock();
     return forwardDirect<Id, PT>(key, mayHold, realFn, a...);
   }
@@ -588,7 +580,6 @@ template <ApiId Id, int PT, typename Real, typename... A>
   if constexpr (apiInfo(Id).klass == ApiClass::EventRecord)
     if (r == CUDA_SUCCESS) rt.encoder().noteEventRecord(firstOf<CUevent>(a...), recordInCapture);
   rt.engine().completeIssued(*op, r == CUDA_SUCCESS);
-  if (isStickyError(r)) [[unlikely]] stopAfterStickyError(rt, r);
   return r;
 }
 
@@ -943,10 +934,13 @@ template <ApiId Id, int PT, typename Real, typename... A>
         const auto [proxies, device] = proxiesEndedBy(a...);
         const CUresult r = realFn(a...);
         constexpr bool surelyEnds = (info.traits & trait::UNLOADS) && info.base != "cuDevicePrimaryCtxRelease";
-        if (r == CUDA_SUCCESS) graph::PerThreadStreams::retireIfEnded(proxies, device, surelyEnds);
+        if (r == CUDA_SUCCESS) {
+          graph::PerThreadStreams::retireIfEnded(proxies, device, surelyEnds);
+          if (pool::DevicePool* pool = rt.pool()) pool->contextsMayHaveEnded();
+        }
         return r;
       }
-      return noteStickyError(rt, realFn(a...));
+      return realFn(a...);
     } else if constexpr (info.klass == ApiClass::Setting) {
       // A kernel attribute that launches read when issued: those graft holds
       // were asked for under the value the call replaces.
@@ -1006,9 +1000,9 @@ template <ApiId Id, int PT, typename Real, typename... A>
       // work not done yet): the proxy's work is asked about first.
       if (graph::PerThreadStreams::owned() && namesPerThreadStream<PT>(a...)) [[unlikely]] {
         if (const CUresult proxy = graph::PerThreadStreams::queryProxy(); proxy != CUDA_SUCCESS)
-          return noteStickyError(rt, proxy);
+          return proxy;
       }
-      return noteStickyError(rt, realFn(a...));
+      return realFn(a...);
     } else if constexpr (info.klass == ApiClass::Lifecycle) {
       const CUstream s = firstOf<CUstream>(a...);
       const CUevent e = firstOf<CUevent>(a...);
@@ -1058,6 +1052,10 @@ template <ApiId Id, int PT, typename Fn, typename... A>
   }
   t_inGraft = true;
   const CUresult r = dispatch<Id, PT>(realFn, a...);
+  // Whatever path the call took (held, forwarded in a rest, a host copy, an
+  // allocation, a query): a sticky error ends replay before the next call.
+  if constexpr (apiInfo(Id).klass != ApiClass::Resolver)
+    if (r != CUDA_SUCCESS) [[unlikely]] noteStickyError(Runtime::get(), r);
   t_inGraft = false;
   return r;
 }

@@ -183,6 +183,8 @@ Runtime::Runtime(config::Mode startMode) : mode_(startMode), start_mode_(startMo
     d.eventCreate = real<ApiId::k_cuEventCreate_2000>();
     d.eventRecord = real<ApiId::k_cuEventRecord_2000>();
     d.eventQuery = real<ApiId::k_cuEventQuery_2000>();
+    d.ctxGetCurrent = real<ApiId::k_cuCtxGetCurrent_4000>();
+    d.ctxGetId = real<ApiId::k_cuCtxGetId_12000>();
     pool_ = std::make_unique<pool::DevicePool>(d, uint64_t(o.poolGb) << 30);
   }
   // graft's launch thread is graft's own: nothing it calls is intercepted.

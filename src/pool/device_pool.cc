@@ -83,17 +83,35 @@ bool DevicePool::carveLocked(uint32_t cls, uint64_t classBytes, CUdeviceptr* out
   return true;
 }
 
+void DevicePool::noteContextLocked(uint64_t ctx) {
+  if (!ctx || !driver_.ctxGetId || known_contexts_.count(ctx)) return;
+  unsigned long long id = 0;
+  if (driver_.ctxGetId(reinterpret_cast<CUcontext>(ctx), &id) == CUDA_SUCCESS) known_contexts_[ctx] = id;
+}
+
+uint64_t DevicePool::currentContextLocked() {
+  CUcontext c = nullptr;
+  if (!driver_.ctxGetCurrent || driver_.ctxGetCurrent(&c) != CUDA_SUCCESS) return 0;
+  noteContextLocked(reinterpret_cast<uint64_t>(c));
+  return reinterpret_cast<uint64_t>(c);
+}
+
 CUevent DevicePool::fenceFor(uint64_t stream, uint64_t ctx) {
   const uint64_t key = fenceKey(stream, ctx);
   auto current = stream_fence_.find(key);
   if (current != stream_fence_.end() && unfenced_[key] == 0) return current->second;
-  // Frees on `stream` since its last fence: record a new fence after them.
+  // Frees on `stream` since its last fence: record a new fence after them,
+  // with an event of the current context (a spare one made in it, or new).
+  const uint64_t madeIn = currentContextLocked();
   CUevent e = nullptr;
-  if (!spare_events_.empty()) {
-    e = spare_events_.back();
-    spare_events_.pop_back();
-  } else if (driver_.eventCreate(&e, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
-    return nullptr;
+  for (size_t i = spare_events_.size(); i-- > 0 && !e;) {
+    if (event_context_[spare_events_[i]] != madeIn) continue;
+    e = spare_events_[i];
+    spare_events_.erase(spare_events_.begin() + std::ptrdiff_t(i));
+  }
+  if (!e) {
+    if (driver_.eventCreate(&e, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) return nullptr;
+    event_context_[e] = madeIn;
   }
   if (driver_.eventRecord(e, reinterpret_cast<CUstream>(stream)) != CUDA_SUCCESS) {
     spare_events_.push_back(e);
@@ -163,6 +181,7 @@ bool DevicePool::allocate(size_t bytes, uint64_t stream, uint64_t ctx, CUdevicep
     ++stats_.declined;
     return false;
   }
+  noteContextLocked(ctx);
   live_[*out] = Live{cls, classBytes, ctx};
   ++stats_.allocations;
   stats_.inUseBytes += classBytes;
@@ -179,6 +198,7 @@ void DevicePool::freeAsync(CUdeviceptr p, uint64_t stream, uint64_t ctx) {
   std::lock_guard<std::mutex> guard(mutex_);
   auto it = live_.find(p);
   if (it == live_.end()) return;
+  noteContextLocked(ctx);
   free_[it->second.sizeClass].push_back(FreeBlock{p, stream ? stream : 1, nullptr, ctx});
   ++unfenced_[fenceKey(stream ? stream : kLegacyStream, ctx)];
   stats_.inUseBytes -= it->second.bytes;
@@ -225,6 +245,47 @@ void DevicePool::streamDestroyed(uint64_t stream) {
     stream_fence_.erase(current);
   }
   unfenced_.erase(stream);
+}
+
+void DevicePool::contextsMayHaveEnded() {
+  std::lock_guard<std::mutex> guard(mutex_);
+  if (!driver_.ctxGetId) return;
+  std::vector<uint64_t> ended;
+  for (const auto& [ctx, id] : known_contexts_) {
+    unsigned long long now = 0;
+    if (driver_.ctxGetId(reinterpret_cast<CUcontext>(ctx), &now) != CUDA_SUCCESS || now != id) ended.push_back(ctx);
+  }
+  if (ended.empty()) return;
+  auto isEnded = [&](uint64_t ctx) { return ctx && std::find(ended.begin(), ended.end(), ctx) != ended.end(); };
+  auto eventEnded = [&](CUevent e) {
+    auto it = event_context_.find(e);
+    return it != event_context_.end() && isEnded(it->second);
+  };
+  // Blocks freed in an ended context: its end finished their stream's work.
+  // A fence made in an ended context is gone: a new one is recorded when needed.
+  for (auto& [cls, list] : free_) {
+    for (FreeBlock& b : list) {
+      if (isEnded(b.ctx)) b = FreeBlock{b.ptr, 0, nullptr, 0};
+      else if (b.fence && eventEnded(b.fence)) b.fence = nullptr;
+    }
+  }
+  for (auto it = stream_fence_.begin(); it != stream_fence_.end();) {
+    if (eventEnded(it->second) || (it->first & 1 && isEnded(it->first & ~uint64_t(1)))) {
+      unfenced_.erase(it->first);
+      it = stream_fence_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (uint64_t ctx : ended) unfenced_.erase(ctx | 1);
+  std::erase_if(spare_events_, eventEnded);
+  // The fences blocks still wait on, counted again.
+  fence_refs_.clear();
+  for (auto& [cls, list] : free_)
+    for (const FreeBlock& b : list)
+      if (b.fence) ++fence_refs_[b.fence];
+  std::erase_if(event_context_, [&](const auto& kv) { return isEnded(kv.second); });
+  for (uint64_t ctx : ended) known_contexts_.erase(ctx);
 }
 
 PoolStats DevicePool::stats() const {

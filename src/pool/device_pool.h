@@ -14,7 +14,10 @@
 //    free, has completed (a block freed on another context's legacy stream:
 //    only there, or after a synchronize);
 //  - a destroyed stream's blocks are fenced before it goes, and its handle,
-//    which a new stream may get, no longer counts as theirs.
+//    which a new stream may get, no longer counts as theirs;
+//  - once a context has ended (its work done, its streams and events gone,
+//    their handles free for new ones), the blocks freed in it are reusable
+//    anywhere, and its fence events are forgotten, never recorded again.
 // freeAsync() must be called at the free's position in stream order (graft's
 // engine defers a free past the ops it still holds before calling it).
 //
@@ -45,6 +48,9 @@ struct PoolDriver {
   PFN_cuEventCreate_v2000 eventCreate = nullptr;
   PFN_cuEventRecord_v2000 eventRecord = nullptr;
   PFN_cuEventQuery_v2000 eventQuery = nullptr;
+  // Optional: without them every context is taken to live for ever.
+  PFN_cuCtxGetCurrent_v4000 ctxGetCurrent = nullptr;
+  PFN_cuCtxGetId_v12000 ctxGetId = nullptr;
 };
 
 struct PoolStats {
@@ -74,6 +80,10 @@ class DevicePool {
   void streamDestroyed(uint64_t stream);
   // A free after the device was synchronized: reusable by any stream at once.
   void freeNow(CUdeviceptr p);
+  // A call that may have ended a context returned (cuCtxDestroy, a primary
+  // context's reset or release): the contexts the pool knows that ended are
+  // forgotten (see above). Calls the driver (cuCtxGetId).
+  void contextsMayHaveEnded();
   // The context a live block was allocated in (0: not a live block).
   uint64_t allocationContext(CUdeviceptr p) const;
   PoolStats stats() const;
@@ -97,6 +107,9 @@ class DevicePool {
   // The latest fence after the frees on `stream` (for the legacy stream, on
   // context `ctx`'s), recorded now if frees came since.
   CUevent fenceFor(uint64_t stream, uint64_t ctx);
+  // The current context (0: unknown), noted with its id in known_contexts_.
+  uint64_t currentContextLocked();
+  void noteContextLocked(uint64_t ctx);
   // The key of stream_fence_ and unfenced_: the stream, or for the legacy
   // stream, which every context has, its context (odd: no stream handle).
   static uint64_t fenceKey(uint64_t stream, uint64_t ctx) { return stream == kLegacyStream ? (ctx | 1) : stream; }
@@ -118,6 +131,8 @@ class DevicePool {
   std::unordered_map<uint32_t, std::pair<CUdeviceptr, uint64_t>> carving_;  // class -> chunk cursor, left
   std::unordered_map<CUdeviceptr, Live> live_;
   std::vector<CUevent> spare_events_;
+  std::unordered_map<CUevent, uint64_t> event_context_;   // each fence event: the context it was made in
+  std::unordered_map<uint64_t, uint64_t> known_contexts_;  // context handle -> its id (cuCtxGetId)
   std::unordered_map<uint64_t, CUevent> stream_fence_;  // per fenceKey: its latest fence
   std::unordered_map<uint64_t, uint64_t> unfenced_;     // per fenceKey: frees since that fence
   std::unordered_map<CUevent, uint32_t> fence_refs_;    // free blocks waiting on each fence

@@ -18,6 +18,10 @@ struct FakeEvents {
   uintptr_t next = 0x1000;
   bool failRecords = false;
   std::vector<uint64_t> recordStreams;
+  std::vector<CUevent> recorded;  // in order
+  // Contexts: the current one and each live context's id (an ended one has none).
+  uint64_t current = 0xA0;
+  std::map<uint64_t, unsigned long long> contextIds = {{0xA0, 1}, {0xB0, 2}};
 };
 FakeEvents* g_events = nullptr;
 
@@ -48,12 +52,23 @@ PoolDriver fakeDriver() {
   };
   d.eventRecord = [](CUevent e, CUstream s) {
     g_events->recordStreams.push_back(reinterpret_cast<uint64_t>(s));
+    g_events->recorded.push_back(e);
     if (g_events->failRecords) return CUDA_ERROR_INVALID_HANDLE;
     g_events->recordedOn[e] = reinterpret_cast<uint64_t>(s);
     g_events->complete[e] = false;
     return CUDA_SUCCESS;
   };
   d.eventQuery = [](CUevent e) { return g_events->complete[e] ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY; };
+  d.ctxGetCurrent = [](CUcontext* c) {
+    *c = reinterpret_cast<CUcontext>(g_events->current);
+    return CUDA_SUCCESS;
+  };
+  d.ctxGetId = [](CUcontext c, unsigned long long* id) {
+    auto it = g_events->contextIds.find(reinterpret_cast<uint64_t>(c));
+    if (it == g_events->contextIds.end()) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    *id = it->second;
+    return CUDA_SUCCESS;
+  };
   return d;
 }
 
@@ -126,6 +141,61 @@ TEST_F(PoolTest, ABlockWhoseFenceFailedIsKeptAndNeverFencedAgain) {
   events.recordStreams.clear();
   for (uint64_t s = 0x200; s < 0x205; ++s) EXPECT_NE(alloc(s, kCtxA), p);
   EXPECT_TRUE(events.recordStreams.empty()) << "a record on the destroyed stream's placeholder";
+}
+
+TEST_F(PoolTest, AnEndedContextsBlocksAreFreeAndItsFencesNeverRecordedAgain) {
+  // Context B frees a block on its stream 0x300 and fences it (another
+  // stream of B asks for a block of that size while the GPU is behind).
+  events.current = kCtxB;
+  const CUdeviceptr p = alloc(0x300, kCtxB);
+  pool.freeAsync(p, 0x300, kCtxB);
+  EXPECT_NE(alloc(0x301, kCtxB), p);
+  ASSERT_EQ(events.recorded.size(), 1u);
+  const CUevent bFence = events.recorded[0];
+  // B ends (its work done, its streams and events gone); A is current again.
+  events.contextIds.erase(kCtxB);
+  events.current = kCtxA;
+  pool.contextsMayHaveEnded();
+  events.recordStreams.clear();
+  events.recorded.clear();
+  EXPECT_EQ(alloc(0x100, kCtxA), p) << "the ended context finished the block's stream";
+  // A's own fences are made in A: B's event is never recorded again (its
+  // handle may be a new event of the program's).
+  const CUdeviceptr q = alloc(0x100, kCtxA);
+  pool.freeAsync(q, 0x100, kCtxA);
+  EXPECT_NE(alloc(0x101, kCtxA), q);
+  ASSERT_EQ(events.recordStreams, std::vector<uint64_t>{0x100});
+  EXPECT_NE(events.recorded[0], bFence);
+}
+
+TEST_F(PoolTest, ASpareFenceOfAnotherContextIsNotUsed) {
+  // In context B: p freed on 0x300 and fenced (E1) for 0x301; reused there
+  // once E1 completed; freed on 0x300 again and fenced anew (E2): E1 is spare.
+  events.current = kCtxB;
+  const CUdeviceptr p = alloc(0x300, kCtxB);
+  pool.freeAsync(p, 0x300, kCtxB);
+  EXPECT_NE(alloc(0x301, kCtxB), p);
+  gpuCaughtUp();
+  ASSERT_EQ(alloc(0x301, kCtxB), p);
+  pool.freeAsync(p, 0x300, kCtxB);
+  alloc(0x301, kCtxB);
+  ASSERT_EQ(events.recorded.size(), 2u);
+  const CUevent e1 = events.recorded[0];
+  // Context A needs a fence: a new event of A's, not B's spare E1.
+  events.current = kCtxA;
+  const CUdeviceptr q = alloc(0x100, kCtxA);
+  pool.freeAsync(q, 0x100, kCtxA);
+  events.recorded.clear();
+  EXPECT_NE(alloc(0x101, kCtxA), q);
+  ASSERT_EQ(events.recorded.size(), 1u);
+  EXPECT_NE(events.recorded[0], e1);
+  // Back in B, the spare is B's to use.
+  events.current = kCtxB;
+  pool.freeAsync(alloc(0x300, kCtxB), 0x300, kCtxB);
+  events.recorded.clear();
+  alloc(0x301, kCtxB);
+  ASSERT_EQ(events.recorded.size(), 1u);
+  EXPECT_EQ(events.recorded[0], e1);
 }
 
 TEST_F(PoolTest, ZeroBytesAreTheDriversToJudge) {
