@@ -29,21 +29,23 @@ std::string choicesOf() {
   return s;
 }
 
+std::string lower(std::string_view s) {
+  std::string r(s);
+  for (char& c : r) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return r;
+}
+
+// Case-insensitive, as booleans are (GRAFT_MODE=Passthrough).
 template <typename E>
 bool parseEnumValue(std::string_view text, E* out) {
+  const std::string t = lower(text);
   for (size_t i = 0; i < countOf<E>(); ++i) {
-    if (namesOf(E{})[i] == text) {
+    if (lower(namesOf(E{})[i]) == t) {
       *out = static_cast<E>(i);
       return true;
     }
   }
   return false;
-}
-
-std::string lower(std::string_view s) {
-  std::string r(s);
-  for (char& c : r) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return r;
 }
 
 bool parseBool(std::string_view text, bool* out) {

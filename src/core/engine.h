@@ -73,9 +73,12 @@ struct EngineStats {
   size_t liveSegments = 0;
   std::vector<std::pair<StreamKey, uint64_t>> opsByStream;
 
+  // (variant_limit and segment_limit count sequences refused a graph, not
+  // ops: their ops are counted under the cause they were issued by.)
   uint64_t opsEager() const {
     uint64_t n = 0;
-    for (uint64_t v : eagerByCause) n += v;
+    for (size_t c = 0; c < size_t(EagerCause::Count); ++c)
+      if (c != size_t(EagerCause::VariantLimit) && c != size_t(EagerCause::SegmentLimit)) n += eagerByCause[c];
     return n;
   }
 };

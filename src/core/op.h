@@ -91,7 +91,7 @@ enum class OpKind : uint8_t {
   X(LaunchFailed, "graph_launch_failed",                                                                   \
     "a graft graph failed to launch or patch; its ops ran eagerly and it is not used again")               \
   X(IdleFlush, "idle_flush", "held ops issued because the program issued nothing for `GRAFT_IDLE_FLUSH_MS`") \
-  X(VariantLimit, "variant_limit", "more shape variants than `GRAFT_MAX_VARIANTS` start the same way")    \
+  X(VariantLimit, "variant_limit", "more shape variants than `GRAFT_MAX_VARIANTS` start the same way (counts sequences refused a graph, not ops)")    \
   X(CaptureRefused, "capture_refused",                                                                     \
     "launches of a kernel the driver refused to put in a stream capture when graft built a graph with it "  \
     "(for example cuDNN's single-pass batch-norm kernels): from then on they run eagerly at their position") \
@@ -105,7 +105,7 @@ enum class OpKind : uint8_t {
   X(ThreadsInterleave, "threads_interleave",                                                               \
     "threads issued ops at the same time, so their order changed from run to run and little went through " \
     "graphs: graft only counted these ops (a rest as for `dormant`), then looked again")                  \
-  X(SegmentLimit, "segment_limit", "`GRAFT_MAX_SEGMENTS` graphs were live, so a repeating sequence got none")
+  X(SegmentLimit, "segment_limit", "`GRAFT_MAX_SEGMENTS` graphs were live, so a repeating sequence got none (counts sequences, not ops)")
 
 #define GRAFT_ENUM_MEMBER(name, text, doc) name,
 enum class EagerCause : uint8_t { None, GRAFT_EAGER_CAUSES(GRAFT_ENUM_MEMBER) Count };

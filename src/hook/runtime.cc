@@ -39,9 +39,49 @@ static_assert(sizeof(graph::KernelRegistry) <= 40);
 
 namespace {
 
-config::ParsedOptions& parsedOptions() {
-  static config::ParsedOptions parsed = config::parseOptions(environ);
+// The options as the environment held them at load, then, from the moment
+// graft starts (the program's first CUDA call), as the program left them: a
+// script may set GRAFT_* before it first uses CUDA, as it may
+// CUDA_LAUNCH_BLOCKING or PYTORCH_CUDA_ALLOC_CONF. (The first snapshot stays
+// valid: a reader that took it keeps a good reference.)
+const config::ParsedOptions& loadTimeOptions() {
+  static const config::ParsedOptions parsed = config::parseOptions(environ);
   return parsed;
+}
+std::atomic<const config::ParsedOptions*> g_startOptions{nullptr};
+
+const config::ParsedOptions& parsedOptions() {
+  if (const config::ParsedOptions* p = g_startOptions.load(std::memory_order_acquire)) return *p;
+  return loadTimeOptions();
+}
+
+// The process that first loaded graft with GRAFT_LOG_FILE set empties the file
+// at load; processes it starts (which inherit the marker) append to it, so a
+// helper process (a compiler worker, a DataLoader, `system()`) or a rank never
+// erases what another wrote.
+constexpr const char* kLogRootVariable = "GRAFT_LOG_ROOT_PID";
+bool g_logFileEmptied = false;
+
+void emptyLogFileIfFirstProcess(const std::string& file) {
+  if (file.empty() || std::getenv(kLogRootVariable)) return;
+  log::emptyFile(file);
+  g_logFileEmptied = true;
+  // At load: no thread of the program's runs yet (setenv is not thread-safe).
+  setenv(kLogRootVariable, std::to_string(getpid()).c_str(), 0);
+}
+
+// Once, as graft starts: the options as the program left them, and the log.
+void takeOptionsAtStart() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const auto* p = new config::ParsedOptions(config::parseOptions(environ));  // never freed (see above)
+    g_startOptions.store(p, std::memory_order_release);
+    if (p->options.disable) return;
+    // A file named only now (set by the program) is emptied now, unless a
+    // process before this one emptied it.
+    if (!g_logFileEmptied && !std::getenv(kLogRootVariable)) log::emptyFile(p->options.logFile);
+    log::init(p->options.logLevel, p->options.logFile, p->problems);
+  });
 }
 
 PFN_cuGetProcAddress_v12000 g_realGpa = nullptr;
@@ -57,9 +97,11 @@ std::atomic<bool> g_startBegun{false};
 void loadOnce() {
   static std::once_flag once;
   std::call_once(once, [] {
-    const config::ParsedOptions& p = parsedOptions();
+    const config::ParsedOptions& p = loadTimeOptions();
     if (p.options.disable) return;
-    log::init(p.options.logLevel, p.options.logFile, p.problems);
+    // The log opens when graft starts (takeOptionsAtStart): a process that
+    // never uses CUDA neither writes it nor repeats the options' problems.
+    emptyLogFileIfFirstProcess(p.options.logFile);
     // A child forked once graft began to start gets none of graft: the ops
     // graft holds, its threads and its lock states are the parent's, and its
     // exit must not issue, log or report anything. Its calls go straight to the
@@ -114,6 +156,7 @@ const config::Options& Runtime::options() { return parsedOptions().options; }
 PFN_cuGetProcAddress_v12000 Runtime::realGetProcAddress() { return g_realGpa; }
 
 void Runtime::ensureStarted(void* hint) {
+  takeOptionsAtStart();
   if (options().disable) return;
   loadOnce();
   // Loading the driver may run code that looks up driver symbols again; the

@@ -4,7 +4,11 @@
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 
+#include <unistd.h>
+
 #include <atomic>
+#include <cstdio>
+#include <filesystem>
 #include <memory>
 
 namespace graft::log {
@@ -36,12 +40,33 @@ spdlog::logger* stderrLogger() {
 
 }  // namespace
 
+std::string expandPath(const std::string& path) {
+  std::string r;
+  for (size_t i = 0; i < path.size(); ++i) {
+    if (path[i] == '%' && i + 1 < path.size() && path[i + 1] == 'p') {
+      r += std::to_string(getpid());
+      ++i;
+    } else {
+      r += path[i];
+    }
+  }
+  return r;
+}
+
+void emptyFile(const std::string& file) {
+  if (file.empty()) return;
+  const std::filesystem::path p(expandPath(file));
+  std::error_code ec;
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
+  if (FILE* f = std::fopen(p.c_str(), "w")) std::fclose(f);
+}
+
 void init(Level level, const std::string& file, const std::vector<std::string>& problems) {
   std::string fileProblem;
   if (g_logger) return;  // once
   if (!file.empty()) {
     try {
-      auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(file, /*truncate=*/true);
+      auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(expandPath(file), /*truncate=*/false);
       g_logger = new spdlog::logger("graft", std::move(sink));
     } catch (const std::exception& e) {
       fileProblem = "GRAFT_LOG_FILE=" + file + " cannot be opened (" + e.what() +

@@ -20,9 +20,16 @@ namespace graft::log {
 
 using Level = config::LogLevel;
 
-// Opens the sink. If the file cannot be opened, logs one line saying so and
-// uses stderr. Each of `problems` (option parsing) is logged as a warning.
+// Opens the sink, appending to `file` (after expandPath) if it is not empty.
+// If the file cannot be opened, logs one line saying so and uses stderr.
+// Each of `problems` (option parsing) is logged as a warning.
 void init(Level level, const std::string& file, const std::vector<std::string>& problems);
+// Empties `file` (after expandPath), creating it and its folders; no error
+// if it cannot (init() then says so).
+void emptyFile(const std::string& file);
+// `path` with each "%p" replaced by this process's id (a file per process:
+// GRAFT_LOG_FILE, GRAFT_STATS).
+std::string expandPath(const std::string& path);
 
 // The level below which nothing is written (set by init()).
 extern std::atomic<int> g_level;

@@ -1,10 +1,13 @@
 #include "log/report.h"
 
+#include "log/log.h"
+
 #include "graft/version.h"
 
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <filesystem>
 
 namespace graft::log {
 namespace {
@@ -186,7 +189,13 @@ std::string reportSummary(const Report& r) {
   return s;
 }
 
-std::string writeReportFile(const Report& r, const std::string& path) {
+std::string writeReportFile(const Report& r, const std::string& named) {
+  const std::string path = expandPath(named);
+  {
+    const std::filesystem::path p(path);
+    std::error_code ec;
+    if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
+  }
   FILE* f = std::fopen(path.c_str(), "w");
   if (!f) return "GRAFT_STATS=" + path + " cannot be written; no JSON report";
   const std::string j = reportJson(r);

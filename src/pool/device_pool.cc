@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "log/log.h"
+
 namespace graft::pool {
 namespace {
 constexpr uint64_t kMinClassBytes = 256;
@@ -10,6 +12,15 @@ constexpr uint64_t kMinClassBytes = 256;
 bool DevicePool::initLocked() {
   if (initialized_) return usable_;
   initialized_ = true;
+  usable_ = setUpLocked();
+  if (!usable_)
+    GRAFT_WARN("GRAFT_POOL=1: graft's pool could not be set up on this device (virtual memory management, or "
+               "GRAFT_POOL_GB={} GiB of addresses); stream-ordered allocations go to the driver",
+               reserve_bytes_ >> 30);
+  return usable_;
+}
+
+bool DevicePool::setUpLocked() {
   if (!driver_.getGranularity || !driver_.addressReserve || !driver_.create || !driver_.map ||
       !driver_.setAccess || !driver_.release || !driver_.ctxGetDevice || !driver_.eventCreate ||
       !driver_.eventRecord || !driver_.eventQuery)
@@ -25,7 +36,6 @@ bool DevicePool::initLocked() {
   reserve_bytes_ = (reserve_bytes_ + granularity_ - 1) / granularity_ * granularity_;
   if (driver_.addressReserve(&base_, reserve_bytes_, 0, 0, 0) != CUDA_SUCCESS) return false;
   stats_.reservedBytes = reserve_bytes_;
-  usable_ = true;
   return true;
 }
 

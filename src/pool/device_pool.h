@@ -101,6 +101,7 @@ class DevicePool {
     uint64_t ctx;    // the context of the allocation
   };
   bool initLocked();
+  bool setUpLocked();
   uint32_t classOf(size_t bytes, uint64_t* classBytes) const;
   bool carveLocked(uint32_t cls, uint64_t classBytes, CUdeviceptr* out);
   bool mapLocked(uint64_t bytes, CUdeviceptr* out);

@@ -13,6 +13,10 @@
 //   sim_review8_phases --mode MODE [--steps N] [--expect-graphs]
 // Modes print the share of effects that ran from graphs in each phase.
 //
+// (Each "FAILS under graft" below is what graft did when the mode was written;
+// tests/sim/meson.build registers what holds now: all pass but sticky-held,
+// a documented limit.)
+//
 // train          a training loop on the legacy stream: a batch uploaded from
 //                pinned memory, forward (8 kernels), loss, backward, gradient
 //                reduction on a blocking side stream joined by events, an

@@ -36,6 +36,14 @@ TEST(Options, ValidValuesAreTaken) {
   EXPECT_EQ(p.options.eagerKernels, "");
 }
 
+TEST(Options, ChoicesAreCaseInsensitiveAsBooleansAre) {
+  const ParsedOptions p = parse({"GRAFT_MODE=PassThrough", "GRAFT_LOG_LEVEL=WARN", "GRAFT_ASYNC_LAUNCH=OFF"});
+  EXPECT_TRUE(p.problems.empty());
+  EXPECT_EQ(p.options.mode, Mode::Passthrough);
+  EXPECT_EQ(p.options.logLevel, LogLevel::Warn);
+  EXPECT_FALSE(p.options.asyncLaunch);
+}
+
 // CUDA_LAUNCH_BLOCKING=1 asks that every launch return after its kernel ran;
 // a held launch cannot, so graft starts in passthrough and says why.
 TEST(Options, LaunchBlockingMeansPassthrough) {
