@@ -552,6 +552,7 @@ GRAFT_HOT void Engine::launchHeld(Segment* s, size_t begin, size_t length) {
   }
   for (uint32_t k : patch_) s->ops.setValue(k, ops[k].value);
   ++s->replays;
+  s->lastUsedAtOp = ops_total_;
   countTry(s, false, length);
   s->patches += patch_.size();
   ++stats_.replays;
@@ -1295,6 +1296,33 @@ std::vector<size_t> Engine::scheduleCuts(const OpBuffer& ops, size_t begin, size
   return front;
 }
 
+bool Engine::evictIdleVariant(uint64_t firstShapeHash) {
+  // The variant replayed longest ago, if not for kVariantIdleOps ops: the
+  // program's shapes moved on (a server's requests of other sizes). One
+  // replayed within that time is kept, so shapes that take turns do not
+  // evict each other over and over (each eviction costs a build).
+  const std::vector<Segment*>* list = segments_.startingWith(firstShapeHash);
+  if (!list) return false;
+  Segment* victim = nullptr;
+  for (Segment* s : *list)
+    if (!victim || s->lastUsedAtOp < victim->lastUsedAtOp) victim = s;
+  if (!victim || ops_total_ - victim->lastUsedAtOp < kVariantIdleOps) return false;
+  for (size_t c = 0; c < num_candidates_; ++c)
+    if (candidates_[c].segment == victim) return false;  // matching now (then it is not idle, but be sure)
+  GRAFT_INFO("segment #{} ({} ops): not replayed for {} ops; its graph makes room for a new variant "
+             "(GRAFT_MAX_VARIANTS={})", victim->id, victim->length(), ops_total_ - victim->lastUsedAtOp,
+             config_.maxVariants);
+  if (last_mismatch_.segment == victim) last_mismatch_ = {};
+  segments_.retire(victim);            // built again if it comes back
+  built_runs_.erase(victim->runKey);
+  if (victim->graph) {
+    executor_.destroy(victim->graph);
+    victim->graph = nullptr;
+  }
+  ++stats_.variantsEvicted;
+  return true;
+}
+
 void Engine::buildPiece(const OpBuffer& ops, size_t begin, size_t end, uint64_t runKey) {
   if (end - begin < config_.minSegmentOps) return;
   SequenceHash h;
@@ -1308,7 +1336,7 @@ void Engine::buildPiece(const OpBuffer& ops, size_t begin, size_t end, uint64_t 
                  config_.maxSegments);
     return;
   }
-  if (segments_.countStartingWith(first.shapeHash) >= config_.maxVariants) {
+  if (segments_.countStartingWith(first.shapeHash) >= config_.maxVariants && !evictIdleVariant(first.shapeHash)) {
     ++stats_.eagerByCause[size_t(EagerCause::VariantLimit)];
     GRAFT_INFO("variant limit GRAFT_MAX_VARIANTS={} reached for sequences starting with {}; "
                "this variant of {} ops stays eager",
@@ -1351,6 +1379,7 @@ void Engine::buildPiece(const OpBuffer& ops, size_t begin, size_t end, uint64_t 
   seg->expanded = h;
   seg->tokenHash = hashCombine(h.value ^ kSegmentSalt, h.length);
   Segment* stored = segments_.add(std::move(seg));
+  stored->lastUsedAtOp = ops_total_;
   ++stats_.graphsBuilt;
   // A program still learning (no graph carried an op in this window yet) gets
   // a full window after each build before it is judged; one whose graphs are

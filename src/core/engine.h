@@ -64,6 +64,7 @@ struct EngineStats {
   uint64_t graphsBuilt = 0;
   uint64_t buildFailures = 0;
   uint64_t segmentsDropped = 0;  // mismatched more often than replayed (Engine::countTry)
+  uint64_t variantsEvicted = 0;  // idle variants retired for new ones (Engine::evictIdleVariant)
   uint64_t replays = 0;
   uint64_t patches = 0;
   uint64_t reissueErrors = 0;
@@ -310,6 +311,10 @@ class Engine {
   void noteActivity(const OpDesc& op);
   // Takes over the instances whose launch failed on the launch thread.
   void handleFailedLaunches();
+  // GRAFT_MAX_VARIANTS variants start with this shape: retires the one
+  // replayed longest ago if that was kVariantIdleOps ops ago or more.
+  bool evictIdleVariant(uint64_t firstShapeHash);
+  static constexpr uint64_t kVariantIdleOps = uint64_t(1) << 16;
   // One of graft's own driver calls (a graph launch, a node update, an op
   // issued eagerly) got an error that leaves the context unusable. Eagerly
   // every later call fails with it, so replay stops: at the next op or query

@@ -31,6 +31,7 @@ struct Segment {
   bool disabled = false;              // a launch or patch failed, or it was dropped: never matched again
   uint64_t replays = 0;
   uint64_t patches = 0;
+  uint64_t lastUsedAtOp = 0;          // the engine's op count at its build or latest replay
   // The current window of its last tries (replays, and mismatches that
   // issued held ops eagerly; Engine::countTry): their number, the mismatches
   // among them, the ops replayed and the held ops issued eagerly after a

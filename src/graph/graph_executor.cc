@@ -271,9 +271,10 @@ bool GraphExecutor::isBlocking(core::StreamKey key) {
   auto it = blocking_.find(key);
   if (it != blocking_.end()) return it->second;
   unsigned flags = 0;
-  const bool blocking =
-      real<ApiId::k_cuStreamGetFlags_5050>()(asStream(key), &flags) == CUDA_SUCCESS &&
-      !(flags & CU_STREAM_NON_BLOCKING);
+  // Not known (the driver did not say): taken for blocking, whose implicit
+  // joins with the legacy stream only order more, and asked again next time.
+  if (real<ApiId::k_cuStreamGetFlags_5050>()(asStream(key), &flags) != CUDA_SUCCESS) return true;
+  const bool blocking = !(flags & CU_STREAM_NON_BLOCKING);
   blocking_.emplace(key, blocking);
   return blocking;
 }

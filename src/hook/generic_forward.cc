@@ -72,8 +72,10 @@ extern "C" __attribute__((visibility("hidden"))) void* graft_generic_enter(unsig
       if (g_traits[index].load(std::memory_order_relaxed) & trait::UNLOADS) rt.codeUnloading();
     }
     // Not under the engine lock: it may wait for the GPU.
-    if (g_traits[index].load(std::memory_order_relaxed) & trait::ENDS_CONTEXT)
+    if (g_traits[index].load(std::memory_order_relaxed) & trait::ENDS_CONTEXT) {
       graft::graph::PerThreadStreams::endedUnknown();
+      if (graft::pool::DevicePool* pool = Runtime::get().pool()) pool->contextsMayEnd();
+    }
     // The call may name this thread's per-thread stream, whose held work
     // went to its proxy: that stream waits for it, and what graft issues
     // there later waits for the call's work (graph/per_thread_streams.h).

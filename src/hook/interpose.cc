@@ -27,6 +27,8 @@
 #include "log/log.h"
 
 namespace graft::hook {
+// dlsym past graft (below).
+void* realDlsym(void* handle, const char* name);
 namespace {
 
 using core::EagerCause;
@@ -200,6 +202,7 @@ GRAFT_COLD inline void stopAfterStickyError(Runtime& rt, CUresult r) {
 // Not under the engine lock.
 inline CUresult noteStickyError(Runtime& rt, CUresult r) {
   if (isStickyError(r)) [[unlikely]] {
+    rt.noteStickyError(r);
     auto lock = rt.engine().lock();
     stopAfterStickyError(rt, r);
   }
@@ -607,7 +610,7 @@ CUresult allocRetryingAfterFlush(Runtime& rt, Real realFn, A... a) {
 template <int PT, typename Real>
 CUresult allocAsync(Runtime& rt, Real realFn, CUdeviceptr* out, size_t bytes, CUstream s) {
   const StreamKey key = streamKey(s, PT);
-  if (pool::DevicePool* pool = rt.pool(); pool && out) {
+  if (pool::DevicePool* pool = rt.pool(); pool && out && rt.stickyError() == CUDA_SUCCESS) {
     bool capturing;
     CUcontext streamContext;
     {
@@ -652,9 +655,11 @@ inline FreeHandling freeHandlingOf(CUdeviceptr p) {
   CUpointer_attribute attributes[] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
                                       CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE};
   void* values[] = {&start, &type, &pool};
-  if (real<ApiId::k_cuPointerGetAttributes_7000>()(3, attributes, values, p) != CUDA_SUCCESS || start != p ||
-      type != CU_MEMORYTYPE_DEVICE)
-    return FreeHandling::Now;
+  // Not known: it goes to the driver, but only after what graft holds, which
+  // may use it.
+  if (real<ApiId::k_cuPointerGetAttributes_7000>()(3, attributes, values, p) != CUDA_SUCCESS)
+    return FreeHandling::AfterHeld;
+  if (start != p || type != CU_MEMORYTYPE_DEVICE) return FreeHandling::Now;  // the driver refuses it
   return pool ? FreeHandling::Defer : FreeHandling::AfterHeld;
 }
 
@@ -662,7 +667,12 @@ template <int PT, typename Real>
 CUresult freeAsync(Runtime& rt, Real realFn, CUdeviceptr p, CUstream s) {
   pool::DevicePool* pool = rt.pool();
   const bool pooled = pool && pool->owns(p);
+  // The driver refuses every call after a sticky error; a block of graft's
+  // pool is never the driver's to refuse, so graft answers as it would.
+  if (pooled && rt.stickyError() != CUDA_SUCCESS) [[unlikely]] return rt.stickyError();
   StreamKey key = streamKey(s, PT);
+  // The free is the stream's context's (the current one for a default stream).
+  CUcontext freeContext = nullptr;
   // A free graft would hold back must be one the driver takes (freeHandlingOf).
   if (const FreeHandling handling = pooled ? FreeHandling::Defer : freeHandlingOf(p);
       handling != FreeHandling::Defer) {
@@ -687,7 +697,8 @@ CUresult freeAsync(Runtime& rt, Real realFn, CUdeviceptr p, CUstream s) {
       GRAFT_DEBUG("a pool block freed inside a program capture is kept");
       return CUDA_SUCCESS;
     }
-    if (rt.engine().deferFree(uint64_t(p), key, reinterpret_cast<uint64_t>(currentContext())))
+    freeContext = recordStreamContext(rt, s, nullptr);
+    if (rt.engine().deferFree(uint64_t(p), key, reinterpret_cast<uint64_t>(freeContext)))
       return CUDA_SUCCESS;
   }
   if (!pooled) return directOn<ApiId::k_cuMemFreeAsync_11020, PT>(rt, key, realFn)(p, s);
@@ -698,9 +709,9 @@ CUresult freeAsync(Runtime& rt, Real realFn, CUdeviceptr p, CUstream s) {
   } else if (core::isPerThreadKey(key)) {
     // Its work is on its proxy (graph/per_thread_streams.h).
     pool->freeAsync(p, reinterpret_cast<uint64_t>(graph::PerThreadStreams::proxyOf(key)),
-                    reinterpret_cast<uint64_t>(currentContext()));
+                    reinterpret_cast<uint64_t>(freeContext));
   } else {
-    pool->freeAsync(p, key, reinterpret_cast<uint64_t>(currentContext()));
+    pool->freeAsync(p, key, reinterpret_cast<uint64_t>(freeContext));
   }
   return CUDA_SUCCESS;
 }
@@ -1043,6 +1054,14 @@ template <ApiId Id, int PT, typename Fn, typename... A>
   if (!realFn) [[unlikely]] {
     Runtime::ensureStarted(nullptr);
     realFn = reinterpret_cast<Fn>(g_hook.realDriver[size_t(Id)][PT].load(std::memory_order_relaxed));
+    if constexpr (apiInfo(Id).klass == ApiClass::Resolver) {
+      // graft did not start (GRAFT_DISABLE): the program linked against
+      // libcuda still gets the driver's own resolver.
+      if (!realFn) realFn = reinterpret_cast<Fn>(realDlsym(RTLD_NEXT, apiInfo(Id).symbol.data()));
+      if (!realFn)
+        if (void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL))
+          realFn = reinterpret_cast<Fn>(realDlsym(lib, apiInfo(Id).symbol.data()));
+    }
     if (!realFn) return CUDA_ERROR_NOT_FOUND;
   }
   if constexpr (apiInfo(Id).klass == ApiClass::Resolver) {

@@ -48,38 +48,47 @@ const config::ParsedOptions& loadTimeOptions() {
   static const config::ParsedOptions parsed = config::parseOptions(environ);
   return parsed;
 }
-std::atomic<const config::ParsedOptions*> g_startOptions{nullptr};
+constinit std::atomic<const config::ParsedOptions*> g_startOptions{nullptr};
 
 const config::ParsedOptions& parsedOptions() {
   if (const config::ParsedOptions* p = g_startOptions.load(std::memory_order_acquire)) return *p;
   return loadTimeOptions();
 }
 
-// The process that first loaded graft with GRAFT_LOG_FILE set empties the file
-// at load; processes it starts (which inherit the marker) append to it, so a
-// helper process (a compiler worker, a DataLoader, `system()`) or a rank never
-// erases what another wrote.
-constexpr const char* kLogRootVariable = "GRAFT_LOG_ROOT_PID";
-bool g_logFileEmptied = false;
+// The first process of a run (the first to load graft: no marker in its
+// environment) exports a marker at load; the processes it starts inherit it.
+// Only the first process empties GRAFT_LOG_FILE (at load, or at start for a
+// file the program named itself); the others append to it, so a helper
+// process (a compiler worker, a DataLoader, `system()`) or a rank never erases
+// what another wrote. (Not GRAFT_*: the options warn of unknown GRAFT_* names.)
+constexpr const char* kRunRootVariable = "LIBGRAFT_RUN_ROOT_PID";
+constinit bool g_runRoot = false;
+constinit bool g_logEmptiedAtLoad = false;  // the load-time GRAFT_LOG_FILE
 
-void emptyLogFileIfFirstProcess(const std::string& file) {
-  if (file.empty() || std::getenv(kLogRootVariable)) return;
-  log::emptyFile(file);
-  g_logFileEmptied = true;
+void markRunRoot(const std::string& logFile) {
+  if (std::getenv(kRunRootVariable)) return;
+  g_runRoot = true;
   // At load: no thread of the program's runs yet (setenv is not thread-safe).
-  setenv(kLogRootVariable, std::to_string(getpid()).c_str(), 0);
+  setenv(kRunRootVariable, std::to_string(getpid()).c_str(), 0);
+  if (!logFile.empty()) {
+    log::emptyFile(logFile);
+    g_logEmptiedAtLoad = true;
+  }
 }
 
 // Once, as graft starts: the options as the program left them, and the log.
 void takeOptionsAtStart() {
   static std::once_flag once;
   std::call_once(once, [] {
-    const auto* p = new config::ParsedOptions(config::parseOptions(environ));  // never freed (see above)
+    auto* p = new config::ParsedOptions(config::parseOptions(environ));  // never freed (see above)
+    // GRAFT_DISABLE at load holds for the whole process: graft's fork
+    // handlers and its answers to dlsym were set up (or not) by it.
+    if (loadTimeOptions().options.disable) p->options.disable = true;
     g_startOptions.store(p, std::memory_order_release);
     if (p->options.disable) return;
-    // A file named only now (set by the program) is emptied now, unless a
-    // process before this one emptied it.
-    if (!g_logFileEmptied && !std::getenv(kLogRootVariable)) log::emptyFile(p->options.logFile);
+    // A file the first process names only now (set by the program) is emptied now.
+    if (g_runRoot && !(g_logEmptiedAtLoad && p->options.logFile == loadTimeOptions().options.logFile))
+      log::emptyFile(p->options.logFile);
     log::init(p->options.logLevel, p->options.logFile, p->problems);
   });
 }
@@ -101,7 +110,7 @@ void loadOnce() {
     if (p.options.disable) return;
     // The log opens when graft starts (takeOptionsAtStart): a process that
     // never uses CUDA neither writes it nor repeats the options' problems.
-    emptyLogFileIfFirstProcess(p.options.logFile);
+    markRunRoot(p.options.logFile);
     // A child forked once graft began to start gets none of graft: the ops
     // graft holds, its threads and its lock states are the parent's, and its
     // exit must not issue, log or report anything. Its calls go straight to the
@@ -391,6 +400,7 @@ void Runtime::writeExitReport() {
   r.replay.graphsBuilt = s.graphsBuilt;
   r.replay.buildFailures = s.buildFailures;
   r.replay.segmentsDropped = s.segmentsDropped;
+  r.replay.variantsEvicted = s.variantsEvicted;
   r.replay.replays = s.replays;
   r.replay.patches = s.patches;
   r.replay.firstReplaySeconds = s.firstReplaySeconds;

@@ -98,6 +98,15 @@ class Runtime {
   // Set (under the engine lock) once the exit report is written.
   bool exiting() const { return exiting_; }
 
+  // The first sticky error a call returned (hook::isStickyError), or
+  // CUDA_SUCCESS: from then on graft's pool serves nothing, and a pool
+  // block's free answers it, as the driver answers every call. Any thread.
+  CUresult stickyError() const { return CUresult(sticky_error_.load(std::memory_order_relaxed)); }
+  void noteStickyError(CUresult r) {
+    int none = CUDA_SUCCESS;
+    sticky_error_.compare_exchange_strong(none, int(r), std::memory_order_relaxed);
+  }
+
  private:
   explicit Runtime(config::Mode startMode);
 
@@ -114,6 +123,7 @@ class Runtime {
   std::unique_ptr<pool::DevicePool> pool_;
   std::unique_ptr<graph::GraphExecutor> executor_;
   std::atomic<bool> unwrapped_noted_{false};
+  std::atomic<int> sticky_error_{CUDA_SUCCESS};
   bool exiting_ = false;
   const config::Mode start_mode_;
 };

@@ -65,11 +65,11 @@ std::string reportJson(const Report& r) {
   j += fmt::format(
       "\"ops_total\": {}, \"ops_via_graph\": {}, \"ops_eager\": {}, \"coverage_pct\": {:.3f}, "
       "\"graphs_built\": {}, \"build_failures\": {}, \"graphs_dropped_mismatching\": {}, "
-      "\"segments\": {}, \"replays\": {}, "
+      "\"variants_evicted_idle\": {}, \"segments\": {}, \"replays\": {}, "
       "\"patches\": {}, \"patches_per_replay\": {:.3f}, \"first_replay_s\": {:.6f}, "
       "\"ops_fast_lane\": {}, \"queries_answered_not_ready\": {}, \"fallbacks\": {}",
       p.opsTotal, p.opsViaGraph, p.opsEager, pct(p.opsViaGraph, p.opsTotal), p.graphsBuilt,
-      p.buildFailures, p.segmentsDropped, p.segments, p.replays, p.patches,
+      p.buildFailures, p.segmentsDropped, p.variantsEvicted, p.segments, p.replays, p.patches,
       p.replays ? double(p.patches) / double(p.replays) : 0.0, p.firstReplaySeconds,
       p.opsFastLane, p.queriesAnsweredNotReady, jsonObject(p.fallbacks));
   j += "}";
@@ -140,6 +140,8 @@ std::string reportSummary(const Report& r) {
     if (p.segmentsDropped)
       s += fmt::format(", {} dropped for mismatching more often than {} replayed",
                        counted(p.segmentsDropped, "graph"), p.segmentsDropped == 1 ? "it" : "they");
+    if (p.variantsEvicted)
+      s += fmt::format(", {} retired when long unused, for new variants", counted(p.variantsEvicted, "graph"));
     if (p.queriesAnsweredNotReady)
       s += fmt::format(", {} of held work answered not ready by graft",
                        counted(p.queriesAnsweredNotReady, "query", "queries"));

@@ -28,6 +28,7 @@ struct Report {
     uint64_t graphsBuilt = 0;
     uint64_t buildFailures = 0;
     uint64_t segmentsDropped = 0;  // graphs dropped for mismatching more often than they replayed
+    uint64_t variantsEvicted = 0;  // idle variants' graphs retired for new variants
     uint64_t replays = 0;        // graph launches
     uint64_t patches = 0;        // executable-graph node updates
     double firstReplaySeconds = -1;  // from graft's first intercepted op; -1 = never

@@ -151,6 +151,7 @@ void DevicePool::takeLocked(std::vector<FreeBlock>& list, size_t index, CUdevice
 
 bool DevicePool::allocate(size_t bytes, uint64_t stream, uint64_t ctx, CUdeviceptr* out) {
   std::lock_guard<std::mutex> guard(mutex_);
+  checkContextsIfAskedLocked();
   CUdevice current = 0;
   if (bytes == 0 || !initLocked() || driver_.ctxGetDevice(&current) != CUDA_SUCCESS || current != device_) {
     ++stats_.declined;
@@ -206,6 +207,7 @@ bool DevicePool::owns(CUdeviceptr p) const {
 
 void DevicePool::freeAsync(CUdeviceptr p, uint64_t stream, uint64_t ctx) {
   std::lock_guard<std::mutex> guard(mutex_);
+  checkContextsIfAskedLocked();
   auto it = live_.find(p);
   if (it == live_.end()) return;
   noteContextLocked(ctx);
@@ -232,6 +234,7 @@ uint64_t DevicePool::allocationContext(CUdeviceptr p) const {
 
 void DevicePool::streamDestroyed(uint64_t stream) {
   std::lock_guard<std::mutex> guard(mutex_);
+  checkContextsIfAskedLocked();
   if (!stream || stream == kLegacyStream) return;
   for (auto& [cls, list] : free_) {
     for (FreeBlock& b : list) {
@@ -259,6 +262,11 @@ void DevicePool::streamDestroyed(uint64_t stream) {
 
 void DevicePool::contextsMayHaveEnded() {
   std::lock_guard<std::mutex> guard(mutex_);
+  check_contexts_.store(false, std::memory_order_relaxed);
+  contextsMayHaveEndedLocked();
+}
+
+void DevicePool::contextsMayHaveEndedLocked() {
   if (!driver_.ctxGetId) return;
   std::vector<uint64_t> ended;
   for (const auto& [ctx, id] : known_contexts_) {

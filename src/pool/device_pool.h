@@ -28,6 +28,7 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -84,6 +85,9 @@ class DevicePool {
   // context's reset or release): the contexts the pool knows that ended are
   // forgotten (see above). Calls the driver (cuCtxGetId).
   void contextsMayHaveEnded();
+  // The same, checked at the pool's next call: a context-ending call is about
+  // to be made (graft's generic forwarder runs before it). Any thread.
+  void contextsMayEnd() { check_contexts_.store(true, std::memory_order_relaxed); }
   // The context a live block was allocated in (0: not a live block).
   uint64_t allocationContext(CUdeviceptr p) const;
   PoolStats stats() const;
@@ -101,6 +105,11 @@ class DevicePool {
     uint64_t ctx;    // the context of the allocation
   };
   bool initLocked();
+  void contextsMayHaveEndedLocked();
+  // Before serving: what contextsMayEnd() asked for.
+  void checkContextsIfAskedLocked() {
+    if (check_contexts_.exchange(false, std::memory_order_relaxed)) contextsMayHaveEndedLocked();
+  }
   bool setUpLocked();
   uint32_t classOf(size_t bytes, uint64_t* classBytes) const;
   bool carveLocked(uint32_t cls, uint64_t classBytes, CUdeviceptr* out);
@@ -122,6 +131,7 @@ class DevicePool {
   PoolDriver driver_;
   uint64_t reserve_bytes_;
   mutable std::mutex mutex_;
+  std::atomic<bool> check_contexts_{false};
   bool initialized_ = false;
   bool usable_ = false;
   CUdevice device_ = 0;
