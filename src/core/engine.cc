@@ -217,7 +217,7 @@ GRAFT_COLD void Engine::handleFailedLaunches() {
   // Each entry is one instance whose ops were issued eagerly instead; its
   // graph is not used again (it may hold some of its updates only).
   for (const FailedLaunch& f : failed_launches_) {
-    if (f.stickyError) noteStickyError();
+    if (f.stickyError) noteStickyError(f.stickyError);
     stats_.opsViaGraph -= std::min<uint64_t>(stats_.opsViaGraph, f.ops);
     stats_.eagerByCause[size_t(EagerCause::LaunchFailed)] += f.ops;
     stats_.replays -= std::min<uint64_t>(stats_.replays, 1);
@@ -530,7 +530,7 @@ GRAFT_HOT void Engine::launchHeld(Segment* s, size_t begin, size_t length) {
     rc = executor_.launch(s->graph, ops, patch_, onJoinStream, &why);
   }
   if (rc != 0) {
-    if (executor_.isStickyError(rc)) noteStickyError();
+    if (executor_.isStickyError(rc)) noteStickyError(rc);
     // An outdated graph (streams created again with other flags) is a
     // mismatch and retired; any other failure disables the segment.
     const bool outdated = rc == Executor::kGraphOutdated;
@@ -586,7 +586,7 @@ void Engine::issueHeldEagerly(const OpDesc& op, EagerCause cause) {
   if (rc != 0) {
     if (stats_.reissueErrors++ == 0)
       GRAFT_WARN("re-issuing a held op ({}) returned driver error {}", executor_.describe(op), rc);
-    if (executor_.isStickyError(rc)) noteStickyError();
+    if (executor_.isStickyError(rc)) noteStickyError(rc);
   }
   ++stats_.eagerByCause[size_t(cause)];
   if (rc == 0) recordEagerOp(op, false);
@@ -859,7 +859,9 @@ void Engine::stopReplay() {
   config_.replay = false;
 }
 
-GRAFT_COLD void Engine::noteStickyError() {
+GRAFT_COLD void Engine::noteStickyError(int rc) {
+  int none = 0;
+  sticky_code_.compare_exchange_strong(none, rc, std::memory_order_relaxed);
   if (!config_.replay || sticky_error_seen_) return;
   sticky_error_seen_ = needs_attention_ = true;
   sole_expected_ready_ = false;

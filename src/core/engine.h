@@ -16,6 +16,7 @@
 
 #include <array>
 #include <chrono>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -225,6 +226,9 @@ class Engine {
   // (Also after one of graft's own driver calls got an error that leaves the
   // context unusable: the next op or query stops replay, see noteStickyError.)
   bool replaying() const { return config_.replay; }
+  // The first error graft's own driver calls got that leaves the context
+  // unusable (noteStickyError); 0: none. Any thread.
+  int stickyErrorCode() const { return sticky_code_.load(std::memory_order_relaxed); }
   // Benchmark-only (GRAFT_BENCH_SWITCH): stops replaying until resumeReplay().
   // Pausing issues everything held; while paused every op is issued eagerly
   // and nothing is recorded or learned. Graphs built so far are kept, and
@@ -319,7 +323,7 @@ class Engine {
   // issued eagerly) got an error that leaves the context unusable. Eagerly
   // every later call fails with it, so replay stops: at the next op or query
   // (here it may be inside a flush), and nothing is held meanwhile.
-  void noteStickyError();
+  void noteStickyError(int rc);
   // At the next op or query after needs_attention_ was set: handles failed
   // launches and stops replay after a sticky error.
   void attendToLaunches();
@@ -344,6 +348,7 @@ class Engine {
   // soleExpected(): valid while held_ is unchanged and sole_expected_ready_.
   bool sole_expected_ready_ = false;
   bool sticky_error_seen_ = false;  // see noteStickyError
+  std::atomic<int> sticky_code_{0};  // the first such error graft's own calls got
   bool needs_attention_ = false;    // see attendToLaunches; soleExpected() is off meanwhile
   int capture_depth_ = 0;
   uint64_t boundary_generation_ = 1;  // query relevance (see StreamCounters)

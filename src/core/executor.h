@@ -25,9 +25,9 @@ struct GraphHandle;
 struct FailedLaunch {
   GraphHandle* graph;
   uint32_t ops;
-  // The launch or the eager issue of its ops got an error that leaves the
-  // context unusable (Executor::isStickyError).
-  bool stickyError = false;
+  // The error that leaves the context unusable (Executor::isStickyError)
+  // which the launch or the eager issue of its ops got; 0: none.
+  int stickyError = 0;
 };
 
 struct BuildRequest {

@@ -965,7 +965,7 @@ void GraphExecutor::takeOverAfterFailure() {
     // (reissueInstance applies them).
     const int e = reissueInstance(job);
     if (e) GRAFT_WARN("issuing a failed launch's ops eagerly returned driver error {}", e);
-    failed_.push_back({g, uint32_t(g->instance.size()), isStickyError(rc) || isStickyError(e)});
+    failed_.push_back({g, uint32_t(g->instance.size()), isStickyError(rc) ? rc : isStickyError(e) ? e : 0});
     issueFrees(job.frees);
   }
   worker_->finish();

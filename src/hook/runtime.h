@@ -101,7 +101,11 @@ class Runtime {
   // The first sticky error a call returned (hook::isStickyError), or
   // CUDA_SUCCESS: from then on graft's pool serves nothing, and a pool
   // block's free answers it, as the driver answers every call. Any thread.
-  CUresult stickyError() const { return CUresult(sticky_error_.load(std::memory_order_relaxed)); }
+  // (Also one graft's own calls got: Engine::stickyErrorCode.)
+  CUresult stickyError() const {
+    const int r = sticky_error_.load(std::memory_order_relaxed);
+    return CUresult(r ? r : engine_->stickyErrorCode());
+  }
   void noteStickyError(CUresult r) {
     int none = CUDA_SUCCESS;
     sticky_error_.compare_exchange_strong(none, int(r), std::memory_order_relaxed);

@@ -14,8 +14,8 @@
 //   sim_review8_lifecycle --mode MODE [--steps N] [--expect-graphs]
 //
 // (Each "FAILS under graft" below is what graft did when the mode was written;
-// tests/sim/meson.build registers what holds now: all pass but sticky-held,
-// a documented limit.)
+// tests/sim/meson.build registers what holds now: all pass; sticky-held, a
+// documented limit, runs eagerly only.)
 //
 // pool-stale-stream  (run with GRAFT_POOL=1) device 0's primary context runs
 //                a two-stream loop whose temporaries come from

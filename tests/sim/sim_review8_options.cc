@@ -12,8 +12,8 @@
 // so GRAFT_WARMUP=20 or 50 sees that many equal steps first).
 //
 // (Each "FAILS under graft" below is what graft did when the mode was written;
-// tests/sim/meson.build registers what holds now: all pass but sticky-held,
-// a documented limit.)
+// tests/sim/meson.build registers what holds now: all pass; sticky-held, a
+// documented limit, runs eagerly only.)
 //
 // The step (words w0..w12 on the device, mirrored on the host in program
 // order): streams M (non-blocking), A (blocking), B (non-blocking), events F,

@@ -14,8 +14,8 @@
 // Modes print the share of effects that ran from graphs in each phase.
 //
 // (Each "FAILS under graft" below is what graft did when the mode was written;
-// tests/sim/meson.build registers what holds now: all pass but sticky-held,
-// a documented limit.)
+// tests/sim/meson.build registers what holds now: all pass; sticky-held, a
+// documented limit, runs eagerly only.)
 //
 // train          a training loop on the legacy stream: a batch uploaded from
 //                pinned memory, forward (8 kernels), loss, backward, gradient
