@@ -463,10 +463,7 @@ void Engine::countTry(Segment* s, bool mismatched, size_t ops) {
              s->id, s->length(), s->windowTries, s->windowReplayedOps, s->windowMismatches, s->windowWastedOps,
              ops_total_);
   segments_.disable(s);  // stays known (findExpanded, built_runs_): not built again
-  if (s->graph) {
-    executor_.destroy(s->graph);
-    s->graph = nullptr;
-  }
+  dropGraph(s);
   ++stats_.segmentsDropped;
 }
 
@@ -545,8 +542,7 @@ GRAFT_HOT void Engine::launchHeld(Segment* s, size_t begin, size_t length) {
       GRAFT_WARN("segment #{}: {}; issuing its {} ops eagerly and disabling it", s->id, why, length);
       segments_.disable(s);
     }
-    executor_.destroy(s->graph);
-    s->graph = nullptr;
+    dropGraph(s);
     for (size_t k = 0; k < length; ++k) issueHeldEagerly(held_.view(begin + k), cause);
     return;
   }
@@ -1298,6 +1294,12 @@ std::vector<size_t> Engine::scheduleCuts(const OpBuffer& ops, size_t begin, size
   return front;
 }
 
+void Engine::dropGraph(Segment* s) {
+  if (!s->graph) return;
+  executor_.destroy(s->graph);
+  s->graph = nullptr;
+}
+
 bool Engine::evictIdleVariant(uint64_t firstShapeHash) {
   // The variant replayed longest ago, if not for kVariantIdleOps ops: the
   // program's shapes moved on (a server's requests of other sizes). One
@@ -1317,10 +1319,7 @@ bool Engine::evictIdleVariant(uint64_t firstShapeHash) {
   if (last_mismatch_.segment == victim) last_mismatch_ = {};
   segments_.retire(victim);            // built again if it comes back
   built_runs_.erase(victim->runKey);
-  if (victim->graph) {
-    executor_.destroy(victim->graph);
-    victim->graph = nullptr;
-  }
+  dropGraph(victim);
   ++stats_.variantsEvicted;
   return true;
 }

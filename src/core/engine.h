@@ -318,6 +318,9 @@ class Engine {
   // GRAFT_MAX_VARIANTS variants start with this shape: retires the one
   // replayed longest ago if that was kVariantIdleOps ops ago or more.
   bool evictIdleVariant(uint64_t firstShapeHash);
+  // Destroys the segment's executable graph, if it has one (waits for its
+  // queued launches).
+  void dropGraph(Segment* s);
   static constexpr uint64_t kVariantIdleOps = uint64_t(1) << 16;
   // One of graft's own driver calls (a graph launch, a node update, an op
   // issued eagerly) got an error that leaves the context unusable. Eagerly
