@@ -8,7 +8,7 @@ namespace graft::core {
 History::History(size_t tokenCapacity, size_t opCapacity, size_t byteCapacity)
     : tokens_(tokenCapacity),
       ops_(opCapacity),
-      bytes_(new uint8_t[byteCapacity]),
+      bytes_(byteCapacity),
       byte_capacity_(byteCapacity),
       events_(2 * opCapacity) {}  // a replayed segment may name many events
 
@@ -24,7 +24,7 @@ GRAFT_HOT uint64_t History::pushOp(const OpDesc& op, uint64_t tokenHash, bool bo
   if (len <= cap) {
     if (byte_pos_ % cap + len > cap) byte_pos_ += cap - byte_pos_ % cap;  // no wrap inside an op
     s.byteStart = byte_pos_;
-    uint8_t* base = bytes_.get() + byte_pos_ % cap;
+    uint8_t* base = bytes_.begin() + byte_pos_ % cap;
     if (op.shape.size) std::memcpy(base, op.shape.data, op.shape.size);
     if (op.value.size) std::memcpy(base + op.shape.size, op.value.data, op.value.size);
     s.desc.shape.data = base;

@@ -14,10 +14,9 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
-#include <vector>
 
 #include "core/op.h"
+#include "core/zeroed_array.h"
 
 namespace graft::core {
 
@@ -59,14 +58,14 @@ class History {
   };
   uint64_t pushToken(const Token& t);
 
-  std::vector<Token> tokens_;
+  ZeroedArray<Token> tokens_;  // rings: pages touched only as used
   uint64_t tokens_pushed_ = 0;
-  std::vector<StoredOp> ops_;
+  ZeroedArray<StoredOp> ops_;
   uint64_t ops_pushed_ = 0;
-  std::unique_ptr<uint8_t[]> bytes_;  // uninitialized: pages are touched only as used
+  ZeroedArray<uint8_t> bytes_;
   size_t byte_capacity_;
   uint64_t byte_pos_ = 0;
-  std::vector<uint64_t> events_;
+  ZeroedArray<uint64_t> events_;
   uint64_t events_pushed_ = 0;
 };
 

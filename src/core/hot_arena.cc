@@ -139,7 +139,7 @@ bool HotArena::owns(const void* p) {
   return base && a >= base && a - base < s.size.load(std::memory_order_relaxed);
 }
 
-HotArena::Stats HotArena::stats() {
+HotArena::Stats HotArena::stats(bool countHugePages) {
   ArenaState& s = state();
   Stats out;
   {
@@ -149,7 +149,7 @@ HotArena::Stats HotArena::stats() {
     out.heapBytes = s.heapBytes;
   }
   const uintptr_t base = s.base.load(std::memory_order_acquire);
-  if (!base) return out;
+  if (!base || !countHugePages) return out;
   out.hugeBytes = hugePageBytesIn(base, base + out.reservedBytes);
   return out;
 }
@@ -163,7 +163,8 @@ size_t hugePageBytesIn(uintptr_t begin, uintptr_t end) {
     while (std::fgets(line, sizeof line, f)) {
       unsigned long lo = 0, hi = 0;
       if (std::sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {  // a mapping's first line
-        inRange = lo < end && hi > begin;
+        if (lo >= end) break;  // mappings come in address order: the kernel need not describe the rest
+        inRange = hi > begin;
         continue;
       }
       if (inRange && std::strncmp(line, "AnonHugePages:", 14) == 0)

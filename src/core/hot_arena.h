@@ -48,10 +48,11 @@ class HotArena {
     size_t reservedBytes = 0;  // 0: off, or not used yet
     size_t usedBytes = 0;      // handed out from the range so far (high-water mark)
     size_t heapBytes = 0;      // blocks that did not fit, from the normal heap (live)
-    size_t hugeBytes = 0;      // of the range, on huge pages (from /proc/self/smaps)
+    size_t hugeBytes = 0;      // of the range, on huge pages (from /proc/self/smaps; 0 if not counted)
   };
-  // Reads /proc/self/smaps for hugeBytes: not for the per-op path.
-  static Stats stats();
+  // With countHugePages, reads /proc/self/smaps for hugeBytes (about 13 ms in
+  // a PyTorch process on the H100 host): never on the per-op path.
+  static Stats stats(bool countHugePages = false);
 };
 
 // Bytes of the mappings overlapping [begin, end) that are on transparent huge

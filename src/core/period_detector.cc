@@ -16,13 +16,13 @@ uint64_t nextPow2(uint64_t v) {
 
 PeriodDetector::PeriodDetector(uint32_t warmup, uint32_t maxPeriod)
     : warmup_(std::max<uint32_t>(warmup, 1)), max_period_(maxPeriod) {
-  ring_.resize(nextPow2(uint64_t(maxPeriod) + kGram + 1));
+  ring_ = ZeroedArray<uint64_t>(nextPow2(uint64_t(maxPeriod) + kGram + 1));
   ring_mask_ = ring_.size() - 1;
-  ops_before_.resize(ring_.size());
+  ops_before_ = ZeroedArray<uint64_t>(ring_.size());
   // Buckets for four grams of the longest period each: a bucket overflows
   // (and loses its oldest gram) only when some hold twice their share.
   const uint64_t buckets = nextPow2((uint64_t(maxPeriod) * 4 + 64) / kGramWays);
-  grams_.resize(buckets);
+  grams_ = ZeroedArray<GramBucket>(buckets);
   gram_mask_ = buckets - 1;
 }
 

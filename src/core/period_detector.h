@@ -24,6 +24,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/zeroed_array.h"
+
 namespace graft::core {
 
 class PeriodDetector {
@@ -69,8 +71,8 @@ class PeriodDetector {
 
   uint32_t warmup_;
   uint32_t max_period_;
-  std::vector<uint64_t> ring_;
-  std::vector<uint64_t> ops_before_;  // ops pushed before the token at each position (same ring)
+  ZeroedArray<uint64_t> ring_;  // pages touched only as used
+  ZeroedArray<uint64_t> ops_before_;  // ops pushed before the token at each position (same ring)
   uint64_t ops_pushed_ = 0;
   uint64_t last_boundary_ = 0;  // position + 1 of the last boundary token; 0: none
   uint64_t ring_mask_;
@@ -88,7 +90,7 @@ class PeriodDetector {
   struct alignas(64) GramBucket {
     GramEntry ways[kGramWays];
   };
-  std::vector<GramBucket> grams_;
+  ZeroedArray<GramBucket> grams_;  // all zero: every entry empty
   uint64_t pending_gram_ = 0;  // the hash of the gram that ends at the last token pushed
   uint64_t gram_mask_;  // bucket index mask
   std::array<Candidate, kMaxCandidates> candidates_{};

@@ -165,10 +165,11 @@ std::string reportSummary(const Report& r) {
     }
   }
   if (r.hotArena.enabled) {
-    s += fmt::format("\n  per-op data: {:.1f} MiB in graft's arena ({}), {:.1f} MiB on the heap",
+    s += fmt::format("\n  per-op data: {:.1f} MiB in graft's arena{}, {:.1f} MiB on the heap",
                      double(r.hotArena.usedBytes) / (1 << 20),
-                     r.hotArena.hugeBytes ? fmt::format("{:.0f} MiB on huge pages", double(r.hotArena.hugeBytes) / (1 << 20))
-                                          : std::string("no huge pages"),
+                     !r.hotArena.hugeCounted ? std::string()
+                     : r.hotArena.hugeBytes  ? fmt::format(" ({:.0f} MiB on huge pages)", double(r.hotArena.hugeBytes) / (1 << 20))
+                                             : std::string(" (no huge pages)"),
                      double(r.hotArena.heapBytes) / (1 << 20));
   }
   if (r.hotText.tried)

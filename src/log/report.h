@@ -50,6 +50,7 @@ struct Report {
   struct HotArena {
     bool enabled = false;
     uint64_t reservedBytes = 0, usedBytes = 0, heapBytes = 0, hugeBytes = 0;
+    bool hugeCounted = false;  // hugeBytes read (GRAFT_STATS or a debug log): smaps is slow in a large process
   } hotArena;
   struct HotText {
     bool tried = false;

@@ -109,7 +109,12 @@
 //                reading memory, with no CUDA call (the program sets
 //                SIM_ASYNC_US=100), then synchronizes through graft: graft's
 //                idle flush must issue what it held. (Regression check;
-//                graft writes no exit report then.)
+//                this handler ends the process before graft's.)
+// quick-exit-report  atexit-calls, ended by std::quick_exit: the exit
+//                handler's checks run as an at_quick_exit handler registered
+//                before graft's (so it runs after it): what graft held ran,
+//                and graft's exit report is there and adds up (GRAFT_STATS;
+//                registered with run_with_report.py, which requires it).
 // exit-thread-midstep, exit-thread-midstep-pts  main loops on s (with -pts:
 //                its per-thread default stream) and t, x = mix(x ^ k) so x
 //                depends on the order of every kernel; another thread calls
@@ -943,6 +948,7 @@ int main(int argc, char** argv) {
   const std::string& mode = args.mode;
   const int steps = args.steps;
   std::atexit(atExitHandler);  // before the driver is used: runs after graft's exit handler
+  std::at_quick_exit(atExitHandler);  // the same for std::quick_exit
   if (mode == "quick-exit") setenv("SIM_ASYNC_US", "100", 0);  // the simulated GPU runs while the host spins
   static simtest::Driver drv;
   Kit k;
@@ -959,6 +965,11 @@ int main(int argc, char** argv) {
   else if (mode == "atexit-calls") atexitCalls(k, steps, true);
   else if (mode == "atexit-queued") atexitCalls(k, steps, false);
   else if (mode == "quick-exit") quickExit(k, steps);
+  else if (mode == "quick-exit-report") {
+    atexitCalls(k, steps, true);
+    std::fflush(stdout);
+    std::quick_exit(0);
+  }
   else if (mode == "swap-recreate") swapRecreate(k, steps);
   else if (mode == "free-realloc-midstep") freeReallocMidstep(k, steps);
   else if (mode == "pool-created-context") poolCreatedContext(k, steps);
@@ -971,7 +982,7 @@ int main(int argc, char** argv) {
   else if (mode == "exit-thread-midstep-pts") exitThreadMidstep(k, steps, true);
   else {
     std::printf("usage: sim_review8_lifecycle --mode pool-stale-stream|pool-event-hijack|pool-created-context|"
-                "atexit-calls|atexit-queued|quick-exit|exit-thread-midstep|exit-thread-midstep-pts|ctx-reset-loop|"
+                "atexit-calls|atexit-queued|quick-exit|quick-exit-report|exit-thread-midstep|exit-thread-midstep-pts|ctx-reset-loop|"
                 "ctx-reset-loop-pts|ctx-create-loop|ctx-create-loop-pts|swap-recreate|free-realloc-midstep|"
                 "thread-exit-stream [--steps N] [--expect-graphs]\n");
     return 2;

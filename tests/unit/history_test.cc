@@ -4,9 +4,33 @@
 #include <cstdint>
 
 #include "core/history.h"
+#include "resident_bytes.h"
 
 namespace graft::core {
 namespace {
+
+TEST(History, RingsSizedForTheLongestPeriodCostMemoryOnlyAsUsed) {
+  // graft makes one history per process, sized for GRAFT_MAX_PERIOD; a short
+  // program must not pay for all of it (in page faults at start, and in
+  // resident memory) before it has recorded anything.
+  const size_t before = testing::residentBytes();
+  History h(size_t(1) << 20, size_t(1) << 21, size_t(64) << 20);
+  ASSERT_EQ(h.token(0), nullptr);
+  EXPECT_LT(testing::residentBytes() - before, size_t(8) << 20)
+      << "rings of ~200 MiB touched when made";
+  // Recording works from the first op, and keeps what it recorded.
+  uint8_t shape[24] = {1, 2, 3};
+  OpDesc op{};
+  op.shape = {shape, sizeof shape};
+  const uint64_t at = h.pushOp(op, 0x51, false);
+  const Token* t = h.token(at);
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->hash, 0x51u);
+  OpDesc back{};
+  ASSERT_TRUE(h.op(t->opSeq, &back));
+  ASSERT_EQ(back.shape.size, sizeof shape);
+  EXPECT_EQ(back.shape.data[2], 3);
+}
 
 TEST(History, AReplayedSegmentKeepsTheEventsOfThatReplay) {
   // A program whose events change from one replay to the next: a run built

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "core/period_detector.h"
+#include "resident_bytes.h"
 
 namespace graft::core {
 namespace {
@@ -10,6 +11,17 @@ PeriodDetector::Confirmation feedFull(PeriodDetector& d, uint64_t token) {
   return d.push(token * 0x9e3779b97f4a7c15ull + 1);
 }
 uint32_t feed(PeriodDetector& d, uint64_t token) { return feedFull(d, token).period; }
+
+TEST(PeriodDetector, AnIndexForTheLongestPeriodCostsMemoryOnlyAsUsed) {
+  // Sized for GRAFT_MAX_PERIOD at start (~48 MiB for a million-op period):
+  // not resident before tokens come, and a fresh index finds periods.
+  const size_t before = testing::residentBytes();
+  PeriodDetector d(/*warmup=*/3, /*maxPeriod=*/1u << 20);
+  EXPECT_LT(testing::residentBytes() - before, size_t(4) << 20) << "the index was touched when made";
+  uint32_t period = 0;
+  for (uint32_t i = 0; i < 10 * 41 && !period; ++i) period = feed(d, 7 + i % 41);
+  EXPECT_EQ(period, 41u);
+}
 
 TEST(PeriodDetector, ConfirmsAfterWarmupRepeats) {
   PeriodDetector d(/*warmup=*/3, /*maxPeriod=*/1000);
