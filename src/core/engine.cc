@@ -50,6 +50,9 @@ Engine::Engine(const EngineConfig& config, Executor& executor)
   failed_launches_.reserve(64);
   patch_.reserve(kHeldReserveOps);
   streams_.reserve(64);
+  // As many candidates as variants may start alike (SegmentStore refuses more).
+  candidates_.resize(std::max<uint32_t>(config.maxVariants, 1));
+  candidate_events_.resize(candidates_.size());
 }
 
 Engine::~Engine() {
@@ -771,10 +774,18 @@ GRAFT_HOT void Engine::heldCleared() {
 void Engine::programCaptureBegin() {
   if (!held_.empty()) resolveHeld(EagerCause::ProgramCapture, nullptr);
   drainLaunches();
-  if (capture_depth_++ == 0) {
-    detector_.reset();
+  if (capture_depth_ == 0) {
+    // graft steps aside for the capture: its ops are not recorded. The
+    // capture is a boundary in what graft learns, as a host sync is, so no
+    // run spans it, while the eager work around a capture the program makes
+    // every step (ggml-cuda captures and updates its graph each token) can
+    // still be learned; forgetting all that was seen at every capture kept
+    // that work eager (sim_review11_decode ggml-topology).
+    ++event_epoch_;
+    if (!stepsAside()) pushBoundaryToken(hashCombine(0x70726f6763617074ull /* "progcapt" */, kBoundarySalt));
     GRAFT_DEBUG("program stream capture began: stepping aside");
   }
+  ++capture_depth_;
 }
 
 void Engine::programCaptureEnd() {
@@ -820,6 +831,8 @@ void Engine::forgetRecordedCode() {
   num_candidates_ = 0;
   detector_.reset();  // periods are confirmed from tokens after this point only
   built_runs_.clear();
+  runs_to_retry_.clear();
+  next_run_retry_at_ = ~uint64_t(0);
   runs_dropped_early_.clear();
   executor_.forgetKernels();
   if (dropped)
@@ -899,6 +912,7 @@ GRAFT_HOT void Engine::recordEagerOp(const OpDesc& op, bool boundary) {
               boundary ? " (boundary)" : "");
   history_.pushOp(op, hash, boundary);
   if (boundary) ++boundary_generation_;
+  if (ops_total_ >= next_run_retry_at_) [[unlikely]] confirmRefusedRunsAgain();
   feedDetector(hash, 1, boundary);
   if (!dormant_after_ops_) return;
   if (++recorded_since_build_ >= dormant_after_ops_) restIfNothingRepeats();
@@ -1144,10 +1158,31 @@ void Engine::buildRun(const std::vector<const Token*>& run, bool delimited, bool
   SequenceHash whole;
   for (size_t k = 0; k < ops.size(); ++k) whole.append(ops.view(k).shapeHash);
   const uint64_t runKey = hashCombine(whole.value, whole.length);
-  if (!built_runs_.insert(runKey).second) return;
+  if (!built_runs_.insert(runKey).second) {
+    // Built already, unless a piece was refused at the variant limit and an
+    // old variant may have gone idle since.
+    auto retry = runs_to_retry_.find(runKey);
+    if (retry == runs_to_retry_.end() || ops_total_ < retry->second) return;
+    runs_to_retry_.erase(retry);
+  }
 
   const std::vector<size_t> cuts = pieceCuts(ops, delimited, segmentSpans);
-  for (size_t p = 0; p + 1 < cuts.size(); ++p) buildPiece(ops, cuts[p], cuts[p + 1], runKey);
+  uint64_t retryAt = 0;
+  bool refused = false;
+  for (size_t p = 0; p + 1 < cuts.size(); ++p)
+    refused |= !buildPiece(ops, cuts[p], cuts[p + 1], runKey, &retryAt);
+  if (refused && runs_to_retry_.size() < kMaxRunsToRetry) {
+    runs_to_retry_[runKey] = retryAt;
+    next_run_retry_at_ = std::min(next_run_retry_at_, retryAt);
+  }
+}
+
+void Engine::confirmRefusedRunsAgain() {
+  next_run_retry_at_ = ~uint64_t(0);
+  for (const auto& [key, at] : runs_to_retry_)
+    if (at > ops_total_) next_run_retry_at_ = std::min(next_run_retry_at_, at);
+  GRAFT_DEBUG("a run refused at the variant limit may find an idle variant now: periods confirmed are reported again");
+  detector_.rearm();
 }
 
 std::vector<size_t> Engine::alignCuts(const OpBuffer& ops, std::vector<size_t> cuts,
@@ -1324,25 +1359,31 @@ bool Engine::evictIdleVariant(uint64_t firstShapeHash) {
   return true;
 }
 
-void Engine::buildPiece(const OpBuffer& ops, size_t begin, size_t end, uint64_t runKey) {
-  if (end - begin < config_.minSegmentOps) return;
+bool Engine::buildPiece(const OpBuffer& ops, size_t begin, size_t end, uint64_t runKey, uint64_t* retryAt) {
+  if (end - begin < config_.minSegmentOps) return true;
   SequenceHash h;
   for (size_t k = begin; k < end; ++k) h.append(ops.view(k).shapeHash);
-  if (segments_.findExpanded(h)) return;
+  if (segments_.findExpanded(h)) return true;
   const OpDesc first = ops.view(begin);
   if (segments_.live() >= config_.maxSegments) {
     // Not a build failure: counted (once per sequence refused) as variant_limit is.
     if (stats_.eagerByCause[size_t(EagerCause::SegmentLimit)]++ == 0)
       GRAFT_INFO("segment limit GRAFT_MAX_SEGMENTS={} reached: further sequences stay eager",
                  config_.maxSegments);
-    return;
+    return true;
   }
   if (segments_.countStartingWith(first.shapeHash) >= config_.maxVariants && !evictIdleVariant(first.shapeHash)) {
     ++stats_.eagerByCause[size_t(EagerCause::VariantLimit)];
     GRAFT_INFO("variant limit GRAFT_MAX_VARIANTS={} reached for sequences starting with {}; "
-               "this variant of {} ops stays eager",
-               config_.maxVariants, executor_.describe(first), end - begin);
-    return;
+               "this variant of {} ops stays eager until a variant goes unused for {} ops",
+               config_.maxVariants, executor_.describe(first), end - begin, kVariantIdleOps);
+    // When the variant replayed longest ago would be idle, if not used again
+    // (at least some ops on: one matching right now is not evicted).
+    uint64_t oldest = ops_total_;
+    if (const std::vector<Segment*>* list = segments_.startingWith(first.shapeHash))
+      for (const Segment* s : *list) oldest = std::min(oldest, s->lastUsedAtOp);
+    *retryAt = std::max({*retryAt, oldest + kVariantIdleOps, ops_total_ + 1024});
+    return false;
   }
 
   auto seg = makeHot<Segment>();
@@ -1356,7 +1397,7 @@ void Engine::buildPiece(const OpBuffer& ops, size_t begin, size_t end, uint64_t 
     seg->ops.push(op);
     if (op.kind == OpKind::EventRecord &&
         scratch_events_.record(op.event) == EventInstances::kOverflow)
-      return;
+      return true;
     if (op.kind == OpKind::EventWait) seg->waitInstance[k - begin] = scratch_events_.wait(op.event);
     if (isEventOp(op.kind)) seg->eventOps.push_back(uint32_t(k - begin));
   }
@@ -1372,7 +1413,7 @@ void Engine::buildPiece(const OpBuffer& ops, size_t begin, size_t end, uint64_t 
     ++stats_.buildFailures;
     GRAFT_INFO("could not build a graph for {} ops starting with {}: {}; they stay eager",
                end - begin, executor_.describe(first), why);
-    return;
+    return true;
   }
   seg->graph = graph;
   seg->runKey = runKey;
@@ -1390,6 +1431,7 @@ void Engine::buildPiece(const OpBuffer& ops, size_t begin, size_t end, uint64_t 
   if (stats_.opsViaGraph <= window_via_graph_start_) startRecordingWindow();
   GRAFT_DEBUG("segment #{}: graph of {} ops, first {} (after {} ops)", stored->id, stored->length(),
               executor_.describe(first), ops_total_);
+  return true;
 }
 
 // ---------------------------------------------------------------------------

@@ -307,7 +307,9 @@ class Engine {
   void feedDetector(uint64_t tokenHash, uint64_t ops, bool boundary);
   void buildFromPeriod(const PeriodDetector::Confirmation& confirmed);
   void buildRun(const std::vector<const Token*>& run, bool delimited, bool unrolled);
-  void buildPiece(const OpBuffer& ops, size_t begin, size_t end, uint64_t runKey);
+  // Returns false when the piece was refused at GRAFT_MAX_VARIANTS (no idle
+  // variant made room); sets *retryAt to when one could next make room.
+  bool buildPiece(const OpBuffer& ops, size_t begin, size_t end, uint64_t runKey, uint64_t* retryAt);
   // Whether the history still holds what buildRun() needs of token `t`.
   bool heldInHistory(const Token& t) const;
   void logFallback(Segment* segment, size_t index, EagerCause cause, const OpDesc* expected,
@@ -318,6 +320,8 @@ class Engine {
   // GRAFT_MAX_VARIANTS variants start with this shape: retires the one
   // replayed longest ago if that was kVariantIdleOps ops ago or more.
   bool evictIdleVariant(uint64_t firstShapeHash);
+  // next_run_retry_at_ reached: the detector reports again (see there).
+  void confirmRefusedRunsAgain();
   // Destroys the segment's executable graph, if it has one (waits for its
   // queued launches).
   void dropGraph(Segment* s);
@@ -404,7 +408,7 @@ class Engine {
   OpBuffer held_;
   size_t num_candidates_ = 0;
   size_t sole_candidate_ = 0;
-  std::array<Candidate, 4> candidates_{};
+  HotVector<Candidate> candidates_;  // GRAFT_MAX_VARIANTS of them: every variant that starts alike is tried
   EngineConfig config_;
   EngineStats stats_;  // opsTotal and opsSoleExpected are ops_total_ and ops_sole_expected_
 
@@ -414,10 +418,21 @@ class Engine {
   SegmentStore segments_;
   Executor& executor_;
   std::unordered_set<uint64_t> built_runs_;
+  // Runs with a piece refused at the variant limit: built again at a later
+  // confirmation once ops_total_ reaches the value, when the variant replayed
+  // longest ago could have gone idle (a server whose request shapes move on
+  // while the old ones were still in use). Bounded (kMaxRunsToRetry).
+  std::unordered_map<uint64_t, uint64_t> runs_to_retry_;
+  static constexpr size_t kMaxRunsToRetry = 4096;
+  // The earliest of runs_to_retry_'s times. When an eagerly recorded op
+  // reaches it, the detector reports its confirmed periods again, so that a
+  // refused run repeating without a break (confirmed once, never reported
+  // again) is offered to buildPiece again.
+  uint64_t next_run_retry_at_ = ~uint64_t(0);
   // Runs whose graph an unload dropped before it paid off, and how often.
   std::unordered_map<uint64_t, uint8_t> runs_dropped_early_;
 
-  std::array<EventInstances, 4> candidate_events_;
+  std::vector<EventInstances> candidate_events_;  // one per entry of candidates_
   EventInstances scratch_events_;
   Mismatch last_mismatch_;
   uint64_t dormant_after_ops_ = 0;      // effective EngineConfig::dormantAfterOps (0: never)

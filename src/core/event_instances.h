@@ -7,14 +7,15 @@
 // sequence began). Two sequences have the same event structure when their
 // waits refer to the same instances. Handles are values, not shape.
 //
-// Threading: not thread-safe. Allocates only in the constructor; clear() is
-// O(1) (generation stamps).
+// Threading: not thread-safe. Allocates only in the constructor (its table's
+// pages are touched only as slots are used: the engine keeps one per
+// candidate variant); clear() is O(1) (generation stamps).
 #pragma once
 
 #include <cstdint>
-#include <vector>
 
 #include "core/hash.h"
+#include "core/zeroed_array.h"
 
 namespace graft::core {
 
@@ -67,7 +68,7 @@ class EventInstances {
     }
     return nullptr;
   }
-  std::vector<Slot> slots_;
+  ZeroedArray<Slot> slots_;  // all zero: generation 0 is never current
   uint64_t generation_ = 1;
   int32_t records_ = 0;
   size_t used_ = 0;

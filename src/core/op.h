@@ -87,7 +87,7 @@ enum class OpKind : uint8_t {
   X(OtherStreamOrdered, "unmodelled_stream_op",                                                            \
     "other stream-ordered ops run eagerly at their position (stream memory operations, prefetches, "       \
     "external semaphores, event ops with flags)")                                                          \
-  X(ProgramCapture, "program_capture_active", "the program was capturing its own graph; graft steps aside") \
+  X(ProgramCapture, "program_capture_active", "the program was capturing its own graph; graft steps aside (the capture splits runs as a sync does; what the program issues around a capture it makes every step is still learned)") \
   X(LaunchFailed, "graph_launch_failed",                                                                   \
     "a graft graph failed to launch or patch; its ops ran eagerly and it is not used again")               \
   X(IdleFlush, "idle_flush", "held ops issued because the program issued nothing for `GRAFT_IDLE_FLUSH_MS`") \

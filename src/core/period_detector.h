@@ -55,6 +55,12 @@ class PeriodDetector {
   // period newly confirmed at this token (the largest, if several).
   Confirmation push(uint64_t tokenHash, uint64_t ops = 1, bool boundary = false);
   void reset();
+  // Candidates already reported are reported again at the next token whose
+  // run still qualifies (what was learned is kept): for a caller that turned
+  // a confirmation down and may take it now.
+  void rearm() {
+    for (size_t c = 0; c < num_candidates_; ++c) candidates_[c].reports = 0;
+  }
 
 
  private:

@@ -49,6 +49,11 @@
 //                built_runs_ (erase it, or record "refused at op N" and let
 //                a confirmation >= kVariantIdleOps later retry), so the
 //                refused variant is built once the old one has gone idle.
+//                (Fixed in the thirty-third session: a refused run is kept
+//                in Engine::runs_to_retry_ and, once the old variant could be
+//                idle, the detector starts afresh so the run is confirmed and
+//                built again: coverage 25 % -> 79.5 %, one eviction;
+//                sim_review10_latest_evict_direct_retries.)
 //
 // Run with GRAFT_MAX_VARIANTS=1 (eviction each phase change), 2, default;
 // GRAFT_SEGMENT_OPS=3 (pieces) and GRAFT_MIN_SEGMENT_OPS=2.

@@ -23,6 +23,20 @@ TEST(PeriodDetector, AnIndexForTheLongestPeriodCostsMemoryOnlyAsUsed) {
   EXPECT_EQ(period, 41u);
 }
 
+TEST(PeriodDetector, RearmedReportsARunningPeriodAgainAtOnce) {
+  // The engine may turn a confirmation down (variant limit) and take it
+  // later: after rearm() the period still running is reported at the next
+  // token, without warming up again.
+  PeriodDetector d(/*warmup=*/3, /*maxPeriod=*/1000);
+  uint32_t period = 0;
+  uint32_t i = 0;
+  for (; i < 10 * 37 && !period; ++i) period = feed(d, 1000 + i % 37);
+  ASSERT_EQ(period, 37u);
+  for (uint32_t k = 0; k < 200; ++k, ++i) ASSERT_EQ(feed(d, 1000 + i % 37), 0u) << "reported once until rearmed";
+  d.rearm();
+  EXPECT_EQ(feed(d, 1000 + i % 37), 37u);
+}
+
 TEST(PeriodDetector, ConfirmsAfterWarmupRepeats) {
   PeriodDetector d(/*warmup=*/3, /*maxPeriod=*/1000);
   uint32_t confirmedAt = 0, period = 0;
