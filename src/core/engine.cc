@@ -1158,7 +1158,8 @@ void Engine::buildRun(const std::vector<const Token*>& run, bool delimited, bool
   SequenceHash whole;
   for (size_t k = 0; k < ops.size(); ++k) whole.append(ops.view(k).shapeHash);
   const uint64_t runKey = hashCombine(whole.value, whole.length);
-  if (!built_runs_.insert(runKey).second) {
+  const bool retrying = !built_runs_.insert(runKey).second;
+  if (retrying) {
     // Built already, unless a piece was refused at the variant limit and an
     // old variant may have gone idle since.
     auto retry = runs_to_retry_.find(runKey);
@@ -1170,7 +1171,7 @@ void Engine::buildRun(const std::vector<const Token*>& run, bool delimited, bool
   uint64_t retryAt = 0;
   bool refused = false;
   for (size_t p = 0; p + 1 < cuts.size(); ++p)
-    refused |= !buildPiece(ops, cuts[p], cuts[p + 1], runKey, &retryAt);
+    refused |= !buildPiece(ops, cuts[p], cuts[p + 1], runKey, retrying, &retryAt);
   if (refused && runs_to_retry_.size() < kMaxRunsToRetry) {
     runs_to_retry_[runKey] = retryAt;
     next_run_retry_at_ = std::min(next_run_retry_at_, retryAt);
@@ -1359,7 +1360,8 @@ bool Engine::evictIdleVariant(uint64_t firstShapeHash) {
   return true;
 }
 
-bool Engine::buildPiece(const OpBuffer& ops, size_t begin, size_t end, uint64_t runKey, uint64_t* retryAt) {
+bool Engine::buildPiece(const OpBuffer& ops, size_t begin, size_t end, uint64_t runKey, bool retrying,
+                        uint64_t* retryAt) {
   if (end - begin < config_.minSegmentOps) return true;
   SequenceHash h;
   for (size_t k = begin; k < end; ++k) h.append(ops.view(k).shapeHash);
@@ -1373,10 +1375,12 @@ bool Engine::buildPiece(const OpBuffer& ops, size_t begin, size_t end, uint64_t 
     return true;
   }
   if (segments_.countStartingWith(first.shapeHash) >= config_.maxVariants && !evictIdleVariant(first.shapeHash)) {
-    ++stats_.eagerByCause[size_t(EagerCause::VariantLimit)];
-    GRAFT_INFO("variant limit GRAFT_MAX_VARIANTS={} reached for sequences starting with {}; "
-               "this variant of {} ops stays eager until a variant goes unused for {} ops",
-               config_.maxVariants, executor_.describe(first), end - begin, kVariantIdleOps);
+    if (!retrying) {  // counted and logged once per sequence, not per retry
+      ++stats_.eagerByCause[size_t(EagerCause::VariantLimit)];
+      GRAFT_INFO("variant limit GRAFT_MAX_VARIANTS={} reached for sequences starting with {}; "
+                 "this variant of {} ops stays eager until a variant goes unused for {} ops",
+                 config_.maxVariants, executor_.describe(first), end - begin, kVariantIdleOps);
+    }
     // When the variant replayed longest ago would be idle, if not used again
     // (at least some ops on: one matching right now is not evicted).
     uint64_t oldest = ops_total_;

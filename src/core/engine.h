@@ -309,7 +309,9 @@ class Engine {
   void buildRun(const std::vector<const Token*>& run, bool delimited, bool unrolled);
   // Returns false when the piece was refused at GRAFT_MAX_VARIANTS (no idle
   // variant made room); sets *retryAt to when one could next make room.
-  bool buildPiece(const OpBuffer& ops, size_t begin, size_t end, uint64_t runKey, uint64_t* retryAt);
+  // `retrying`: the run was refused before (the refusal is not counted again).
+  bool buildPiece(const OpBuffer& ops, size_t begin, size_t end, uint64_t runKey, bool retrying,
+                  uint64_t* retryAt);
   // Whether the history still holds what buildRun() needs of token `t`.
   bool heldInHistory(const Token& t) const;
   void logFallback(Segment* segment, size_t index, EagerCause cause, const OpDesc* expected,
