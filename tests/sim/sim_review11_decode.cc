@@ -532,6 +532,15 @@ void checkReq(Req& r, const char* name, int step) {
   }
 }
 
+// A single request's full check: everything done, its values, the trace
+// (every 50th step, and at the end).
+void syncAndCheck(Req& r, int step, bool last = false) {
+  SIM_CHECK(g_cu->cuCtxSynchronize());
+  checkReq(r, "r", step);
+  if (last) traceFinal(step);
+  else traceCheck(step);
+}
+
 // ------------------------------------------------------------ modes
 
 // decode-grid / sample-pageable / sample-pinned
@@ -575,15 +584,9 @@ void decodeNoSync(int steps) {
       expectValue(v, r.sampled(), "the sampled token (pageable read-back)", i);
     }
     ++r.n;
-    if (i % 50 == 49) {
-      SIM_CHECK(g_cu->cuCtxSynchronize());
-      checkReq(r, "r", i);
-      traceCheck(i);
-    }
+    if (i % 50 == 49) syncAndCheck(r, i);
   }
-  SIM_CHECK(g_cu->cuCtxSynchronize());
-  checkReq(r, "r", steps);
-  traceFinal(steps);
+  syncAndCheck(r, steps, /*last=*/true);
 }
 
 // The program's own graph (ggml-cuda): capture, instantiate or update, launch.
@@ -977,15 +980,9 @@ void eventRing(int steps) {
       expectValue(peek(r.next), M(r.next), "next after the stream query", i);
       expectValue(slots[i % kR], expectSlot[size_t(i % kR)], "this step's slot after the stream query", i);
     }
-    if (i % 50 == 49) {
-      SIM_CHECK(g_cu->cuCtxSynchronize());
-      checkReq(r, "r", i);
-      traceCheck(i);
-    }
+    if (i % 50 == 49) syncAndCheck(r, i);
   }
-  SIM_CHECK(g_cu->cuCtxSynchronize());
-  checkReq(r, "r", steps);
-  traceFinal(steps);
+  syncAndCheck(r, steps, /*last=*/true);
 }
 
 // two-requests
@@ -1293,15 +1290,9 @@ void eventRecreate(int steps) {
     }
     token = readBack(r, io, true, i);
     ++r.n;
-    if (i % 50 == 49) {
-      SIM_CHECK(g_cu->cuCtxSynchronize());
-      checkReq(r, "r", i);
-      traceCheck(i);
-    }
+    if (i % 50 == 49) syncAndCheck(r, i);
   }
-  SIM_CHECK(g_cu->cuCtxSynchronize());
-  checkReq(r, "r", steps);
-  traceFinal(steps);
+  syncAndCheck(r, steps, /*last=*/true);
 }
 
 // graph-static: older ggml-cuda: the body is captured once; each step the
@@ -1478,15 +1469,9 @@ void legacyDecode(int steps) {
     expectValue(v, r.sampled(), "the sampled token (synchronous read-back)", i);
     token = v;
     ++r.n;
-    if (i % 50 == 49) {
-      SIM_CHECK(g_cu->cuCtxSynchronize());
-      checkReq(r, "r", i);
-      traceCheck(i);
-    }
+    if (i % 50 == 49) syncAndCheck(r, i);
   }
-  SIM_CHECK(g_cu->cuCtxSynchronize());
-  checkReq(r, "r", steps);
-  traceFinal(steps);
+  syncAndCheck(r, steps, /*last=*/true);
 }
 
 // pts-threads: a server with a thread per request: two threads decode at
