@@ -17,9 +17,10 @@
 # Knobs: NGEN (tokens generated, 256), ROUNDS (bench rounds, 3), OPS (ops for
 # test-backend-ops, "OP:seconds ..."), SKIP_TBO=1, SKIP_BENCH=1.
 # Exits 0 whatever differs (the tables say so); 2 if the pack or graft is missing.
-# Status: written in the thirty-third session (2026-11-26) and not yet run on a
-# GPU (that session's device time ran out); its checks ran on the development
-# machine against the stub driver only.
+# Status: first run on an H100 in the thirty-fourth session (2026-11-27,
+# library 3316131): docs/PERF.md, "thirty-fourth session". With the default
+# OPS, ROPE, FLASH_ATTN_EXT and MUL_MAT run out of their seconds (rc 124) in
+# both configurations; the tests both ran are compared.
 # The pack (built here, ~40 min on 2 cores): the tree exported at the commit
 # above, then
 #   cmake -S src -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
