@@ -11,7 +11,8 @@
 # BUILD/src/LIB instead of libgraft.so (two builds side by side:
 # VARIANTS="eager graft@libgraft_old.so graft").
 #   OUT=dir scripts/gpu-short-programs.sh BUILD SAMPLES ROUNDS [SAMPLE_NAMES]
-# SAMPLES: the pack of scripts/gpu-cuda-samples.sh (bin.tar.xz). Besides the
+# SAMPLES: the pack of scripts/gpu-cuda-samples.sh (bin.tar.xz), or `none`
+# (the PyTorch programs only). Besides the
 # named samples it times two PyTorch programs: `torch-hello` (import torch, one
 # tensor on the GPU, one .item()) and `mlp-40` (tests/gpu/workloads.py mlp, 40
 # steps: graft's learning and first replays, then exit).
@@ -21,7 +22,8 @@ NAMES=${4:-vectorAdd matrixMul simpleStreams jacobiCudaGraphs LargeKernelParamet
 BA=$(cd "$B" && pwd) || exit 2
 LIB=$BA/src/libgraft.so
 VARIANTS=${VARIANTS:-eager loaded pass graft}
-T=/tmp/short; rm -rf $T; mkdir -p $T/o; tar xJf "$SAMP/bin.tar.xz" -C $T || exit 2
+T=/tmp/short; rm -rf $T; mkdir -p $T/o $T/bin
+[ "$SAMP" = none ] || tar xJf "$SAMP/bin.tar.xz" -C $T || exit 2
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 REPO=$(pwd)
 progs=()

@@ -12,6 +12,7 @@ namespace {
 
 constexpr uint64_t kBoundarySalt = 0xb0a7da4e5a17ull;
 constexpr uint64_t kSegmentSalt = 0x5e63e47ull;
+constexpr uint64_t kWaitInstanceSalt = 0x3a17e1157a1ceull;
 constexpr size_t kHeldReserveOps = 4096;
 constexpr size_t kHeldReserveBytes = 1 << 20;
 constexpr size_t kMaxAutoPiece = 1024;  // longest piece of the automatic schedule, in ops
@@ -57,7 +58,7 @@ Engine::Engine(const EngineConfig& config, Executor& executor)
 
 Engine::~Engine() {
   for (const auto& s : segments_.all()) {
-    if (s->graph) executor_.destroy(s->graph);
+    if (s && s->graph) executor_.destroy(s->graph);
   }
 }
 
@@ -226,7 +227,7 @@ GRAFT_COLD void Engine::handleFailedLaunches() {
     stats_.replays -= std::min<uint64_t>(stats_.replays, 1);
     if (!f.graph) continue;
     for (const auto& s : segments_.all()) {
-      if (s->graph != f.graph) continue;
+      if (!s || s->graph != f.graph) continue;
       logFallback(s.get(), 0, EagerCause::LaunchFailed, nullptr, nullptr, s->length());
       GRAFT_WARN("segment #{}: its graph launch failed; its {} ops were issued eagerly and it is "
                  "disabled", s->id, s->length());
@@ -456,18 +457,66 @@ void Engine::countTry(Segment* s, bool mismatched, size_t ops) {
   ++s->windowTries;
   if (!mismatched) {
     s->windowReplayedOps += ops;
+    s->mismatchesSinceReplay = 0;
     return;
   }
   ++s->windowMismatches;
+  ++s->mismatchesSinceReplay;
   s->windowWastedOps += ops;
-  if (s->windowMismatches < kDropAfterMismatches || s->windowWastedOps <= s->windowReplayedOps) return;
-  GRAFT_INFO("segment #{} ({} ops): in its last {} tries it replayed {} ops and mismatched {} times, issuing "
-             "{} held ops eagerly: dropped after {} ops (its ops run eagerly or through other graphs)",
-             s->id, s->length(), s->windowTries, s->windowReplayedOps, s->windowMismatches, s->windowWastedOps,
-             ops_total_);
-  segments_.disable(s);  // stays known (findExpanded, built_runs_): not built again
+  if (s->windowMismatches < kDropAfterMismatches) return;
+  // Held ops are held for every live segment that starts as they do, and a
+  // mismatch is charged to one of them (the longest that died) though the
+  // run was often a sibling variant's not built yet or refused at
+  // GRAFT_MAX_VARIANTS: weigh the waste against what the whole group replayed,
+  // or variants taking turns at random drop each other for good.
+  // One that has not replayed since its last kDropAfterMismatches mismatches
+  // is judged alone: its shape may have moved on for good (a grid that grows
+  // with a KV cache).
+  uint64_t replayed = s->windowReplayedOps;
+  if (s->mismatchesSinceReplay < kDropAfterMismatches)
+    if (const std::vector<Segment*>* group = segments_.startingWith(s->firstShapeHash()))
+      for (const Segment* sibling : *group)
+        if (sibling != s) replayed += sibling->windowReplayedOps;
+  if (s->windowWastedOps <= replayed) return;
+  GRAFT_INFO_LIMITED(chatty_lines_[kChattyDrop], kChattyInfoLines, "segments dropped",
+             "segment #{} ({} ops): in its last {} tries it replayed {} ops (with the variants that start "
+             "alike, {}) and mismatched {} times, issuing {} held ops eagerly: dropped after {} ops (its ops run "
+             "eagerly or through other graphs; it may be built again later)",
+             s->id, s->length(), s->windowTries, s->windowReplayedOps, replayed, s->windowMismatches,
+             s->windowWastedOps, ops_total_);
+  // Built again after a cool-off that doubles with each drop of its run: a
+  // segment charged for its siblings' runs (variants not built yet, or refused
+  // at GRAFT_MAX_VARIANTS, mismatch it at their first differing op) replays
+  // well once they have graphs; one that keeps mismatching costs a build and
+  // at most a window of tries per cool-off.
+  if (last_mismatch_.segment == s) last_mismatch_ = {};
+  retireSegment(s);
   dropGraph(s);
   ++stats_.segmentsDropped;
+  uint8_t& drops = run_drops_[s->runKey];
+  drops = uint8_t(std::min<unsigned>(drops + 1u, 255u));
+  const uint64_t coolOff = kDroppedRunCoolOffOps << std::min<unsigned>(drops - 1u, kDroppedRunMaxDoublings);
+  noteRunToRetry(s->runKey, ops_total_ + coolOff);
+  if (run_drops_.size() > kMaxRunsToRetry) run_drops_.clear();  // forget the oldest history wholesale
+}
+
+void Engine::noteRunToRetry(uint64_t runKey, uint64_t at) {
+  if (runs_to_retry_.size() >= kMaxRunsToRetry && !runs_to_retry_.contains(runKey)) {
+    // Full of runs that have not come back: forget those due longest ago (a
+    // server's shapes that moved on); forgotten runs are built anew, not
+    // retried, if they ever return.
+    std::vector<std::pair<uint64_t, uint64_t>> due(runs_to_retry_.begin(), runs_to_retry_.end());
+    std::nth_element(due.begin(), due.begin() + due.size() / 2, due.end(),
+                     [](const auto& a, const auto& b) { return a.second < b.second; });
+    for (size_t k = 0; k <= due.size() / 2; ++k) {
+      runs_to_retry_.erase(due[k].first);
+      built_runs_.erase(due[k].first);
+    }
+    GRAFT_DEBUG("{} runs to retry forgotten (kMaxRunsToRetry={})", due.size() / 2 + 1, kMaxRunsToRetry);
+  }
+  uint64_t& when = runs_to_retry_[runKey];
+  when = std::max(when, at);
+  next_run_retry_at_ = std::min(next_run_retry_at_, when);
 }
 
 bool Engine::forkedBeforeHeld(const Segment& s, size_t begin) const {
@@ -539,7 +588,7 @@ GRAFT_HOT void Engine::launchHeld(Segment* s, size_t begin, size_t length) {
     if (outdated) {
       GRAFT_INFO("segment #{}: {}; issuing its {} ops eagerly and dropping its graph (built again when "
                  "its run repeats)", s->id, why, length);
-      segments_.retire(s);
+      retireSegment(s);
       built_runs_.erase(s->runKey);  // its run may be built again, with the streams as they are now
     } else {
       GRAFT_WARN("segment #{}: {}; issuing its {} ops eagerly and disabling it", s->id, why, length);
@@ -820,20 +869,23 @@ void Engine::forgetRecordedCode() {
   flushAll();
   size_t dropped = 0;
   for (const auto& s : segments_.all()) {
+    if (!s) continue;
     if (s->graph) {
       executor_.destroy(s->graph);
       s->graph = nullptr;
       ++dropped;
     }
-    segments_.retire(s.get());
+    retireSegment(s.get());
   }
   last_mismatch_ = {};
   num_candidates_ = 0;
+  releaseRetired();
   detector_.reset();  // periods are confirmed from tokens after this point only
   built_runs_.clear();
   runs_to_retry_.clear();
   next_run_retry_at_ = ~uint64_t(0);
   runs_dropped_early_.clear();
+  run_drops_.clear();
   executor_.forgetKernels();
   if (dropped)
     GRAFT_INFO("the program unloaded code: {} graphs dropped; graft learns its loop again", dropped);
@@ -844,7 +896,7 @@ size_t Engine::forgetSegmentsWith(const std::function<bool(const OpDesc&)>& uses
   size_t dropped = 0;
   for (const auto& s : segments_.all()) {
     // (A segment disabled without a graph stays so: "not built again".)
-    if (s->disabled && !s->graph) continue;
+    if (!s || (s->disabled && !s->graph)) continue;
     bool uses = false;
     for (size_t k = 0; k < s->ops.size() && !uses; ++k) uses = usesUnloaded(s->ops.view(k));
     if (!uses) continue;
@@ -853,14 +905,31 @@ size_t Engine::forgetSegmentsWith(const std::function<bool(const OpDesc&)>& uses
       s->graph = nullptr;
       ++dropped;
     }
-    segments_.retire(s.get());
+    retireSegment(s.get());
     const bool rebuild = !certain || s->replays >= kReplaysBeforeUnloadToRebuild ||
                          ++runs_dropped_early_[s->runKey] < 2;
     if (rebuild) built_runs_.erase(s->runKey);
   }
   last_mismatch_ = {};
   num_candidates_ = 0;
+  releaseRetired();
   return dropped;
+}
+
+void Engine::retireSegment(Segment* s) {
+  segments_.retire(s);
+  retired_ids_.push_back(s->id);
+}
+
+void Engine::releaseRetired() {
+  // Held ops may borrow a retired segment's bytes, and candidates and the
+  // mismatch record name segments: wait for a moment with none.
+  if (retired_ids_.empty() || !held_.empty() || num_candidates_ || last_mismatch_.segment) return;
+  for (uint32_t id : retired_ids_) {
+    const Segment* s = segments_.byId(id);
+    if (s && !s->graph) segments_.release(id);
+  }
+  retired_ids_.clear();
 }
 
 void Engine::stopReplay() {
@@ -1155,9 +1224,27 @@ void Engine::buildRun(const std::vector<const Token*>& run, bool delimited, bool
       return;
     }
   }
+  // The run's key: its shapes, and which record of the run each wait names
+  // (runs alike but for that are different variants, as in buildPiece).
   SequenceHash whole;
-  for (size_t k = 0; k < ops.size(); ++k) whole.append(ops.view(k).shapeHash);
+  scratch_events_.clear();
+  for (size_t k = 0; k < ops.size(); ++k) {
+    const OpDesc op = ops.view(k);
+    whole.append(op.shapeHash);
+    if (op.kind == OpKind::EventRecord) scratch_events_.record(op.event);
+    if (op.kind == OpKind::EventWait)
+      if (const int32_t instance = scratch_events_.wait(op.event); instance != EventInstances::kExternal)
+        whole.append(hashCombine(kWaitInstanceSalt, uint64_t(uint32_t(instance))));
+  }
   const uint64_t runKey = hashCombine(whole.value, whole.length);
+  if (built_runs_.size() >= kMaxBuiltRuns) {
+    // One key per distinct run ever built: a server whose shapes never come
+    // back would grow it for the process's life. Forgetting them all is
+    // safe: a run that comes back finds its pieces live (findExpanded) or
+    // builds them again.
+    built_runs_.clear();
+    GRAFT_DEBUG("the runs built so far are forgotten (kMaxBuiltRuns={})", kMaxBuiltRuns);
+  }
   const bool retrying = !built_runs_.insert(runKey).second;
   if (retrying) {
     // Built already, unless a piece was refused at the variant limit and an
@@ -1172,10 +1259,7 @@ void Engine::buildRun(const std::vector<const Token*>& run, bool delimited, bool
   bool refused = false;
   for (size_t p = 0; p + 1 < cuts.size(); ++p)
     refused |= !buildPiece(ops, cuts[p], cuts[p + 1], runKey, retrying, &retryAt);
-  if (refused && runs_to_retry_.size() < kMaxRunsToRetry) {
-    runs_to_retry_[runKey] = retryAt;
-    next_run_retry_at_ = std::min(next_run_retry_at_, retryAt);
-  }
+  if (refused) noteRunToRetry(runKey, retryAt);
 }
 
 void Engine::confirmRefusedRunsAgain() {
@@ -1349,25 +1433,86 @@ bool Engine::evictIdleVariant(uint64_t firstShapeHash) {
   if (!victim || ops_total_ - victim->lastUsedAtOp < kVariantIdleOps) return false;
   for (size_t c = 0; c < num_candidates_; ++c)
     if (candidates_[c].segment == victim) return false;  // matching now (then it is not idle, but be sure)
-  GRAFT_INFO("segment #{} ({} ops): not replayed for {} ops; its graph makes room for a new variant "
-             "(GRAFT_MAX_VARIANTS={})", victim->id, victim->length(), ops_total_ - victim->lastUsedAtOp,
-             config_.maxVariants);
+  GRAFT_INFO_LIMITED(chatty_lines_[kChattyEviction], kChattyInfoLines, "evictions",
+              "segment #{} ({} ops): not replayed for {} ops; its graph makes room for a new variant "
+              "(GRAFT_MAX_VARIANTS={})", victim->id, victim->length(), ops_total_ - victim->lastUsedAtOp,
+              config_.maxVariants);
+  retireIdle(victim);
+  return true;
+}
+
+bool Engine::evictIdleSegment() {
+  // Any segment's graph, the one replayed longest ago if not for
+  // kVariantIdleOps ops: a server whose request shapes never come back
+  // (each a sequence of its own first op) would otherwise fill
+  // GRAFT_MAX_SEGMENTS with graphs never replayed again and graph nothing
+  // new for the rest of the process. Scans every segment: only at a build
+  // (which costs far more) while at the limit.
+  Segment* victim = nullptr;
+  for (const auto& s : segments_.all())
+    if (s && !s->disabled && (!victim || s->lastUsedAtOp < victim->lastUsedAtOp)) victim = s.get();
+  if (!victim || ops_total_ - victim->lastUsedAtOp < kVariantIdleOps) return false;
+  for (size_t c = 0; c < num_candidates_; ++c)
+    if (candidates_[c].segment == victim) return false;
+  GRAFT_INFO_LIMITED(chatty_lines_[kChattyEviction], kChattyInfoLines, "evictions",
+              "segment #{} ({} ops): not replayed for {} ops; its graph makes room for a new sequence "
+              "(GRAFT_MAX_SEGMENTS={})", victim->id, victim->length(), ops_total_ - victim->lastUsedAtOp,
+              config_.maxSegments);
+  retireIdle(victim);
+  return true;
+}
+
+void Engine::retireLongIdle() {
+  // A program that keeps building (a server whose request shapes never come
+  // back) would otherwise keep every graph it ever built, up to
+  // GRAFT_MAX_SEGMENTS, and their memory. Graphs of a loop's rarer phases
+  // (an eval pass every few thousand steps) replay far more often than this.
+  next_idle_sweep_at_ = ops_total_ + kVariantIdleOps;
+  for (const auto& s : segments_.all()) {
+    if (!s || s->disabled || ops_total_ - s->lastUsedAtOp < kSegmentIdleOps) continue;
+    bool candidate = false;
+    for (size_t c = 0; c < num_candidates_; ++c) candidate |= candidates_[c].segment == s.get();
+    if (candidate) continue;
+    GRAFT_INFO_LIMITED(chatty_lines_[kChattyEviction], kChattyInfoLines, "evictions",
+                       "segment #{} ({} ops): not replayed for {} ops; its graph is destroyed (built again if "
+                       "its run comes back)", s->id, s->length(), ops_total_ - s->lastUsedAtOp);
+    retireIdle(s.get());
+  }
+}
+
+void Engine::retireIdle(Segment* victim) {
   if (last_mismatch_.segment == victim) last_mismatch_ = {};
-  segments_.retire(victim);            // built again if it comes back
+  retireSegment(victim);               // built again if it comes back
   built_runs_.erase(victim->runKey);
   dropGraph(victim);
   ++stats_.variantsEvicted;
-  return true;
 }
 
 bool Engine::buildPiece(const OpBuffer& ops, size_t begin, size_t end, uint64_t runKey, bool retrying,
                         uint64_t* retryAt) {
   if (end - begin < config_.minSegmentOps) return true;
+  if (ops_total_ >= next_idle_sweep_at_) retireLongIdle();
+  releaseRetired();
+  // Which record of the piece (or none: before it) each wait names. Pieces
+  // of equal shapes whose waits name other records are different variants
+  // (matchesAt tells them apart), so that goes into the key too.
+  std::vector<int32_t> waitInstance(end - begin, EventInstances::kExternal);
+  scratch_events_.clear();
+  for (size_t k = begin; k < end; ++k) {
+    const OpDesc op = ops.view(k);
+    if (op.kind == OpKind::EventRecord && scratch_events_.record(op.event) == EventInstances::kOverflow)
+      return true;
+    if (op.kind == OpKind::EventWait) waitInstance[k - begin] = scratch_events_.wait(op.event);
+  }
   SequenceHash h;
-  for (size_t k = begin; k < end; ++k) h.append(ops.view(k).shapeHash);
+  for (size_t k = begin; k < end; ++k) {
+    h.append(ops.view(k).shapeHash);
+    if (waitInstance[k - begin] != EventInstances::kExternal)
+      h.append(hashCombine(kWaitInstanceSalt, uint64_t(uint32_t(waitInstance[k - begin]))));
+  }
   if (segments_.findExpanded(h)) return true;
   const OpDesc first = ops.view(begin);
-  if (segments_.live() >= config_.maxSegments) {
+  if (segments_.live() >= config_.maxSegments && !evictIdleSegment()) {
     // Not a build failure: counted (once per sequence refused) as variant_limit is.
     if (stats_.eagerByCause[size_t(EagerCause::SegmentLimit)]++ == 0)
       GRAFT_INFO("segment limit GRAFT_MAX_SEGMENTS={} reached: further sequences stay eager",
@@ -1377,7 +1522,8 @@ bool Engine::buildPiece(const OpBuffer& ops, size_t begin, size_t end, uint64_t 
   if (segments_.countStartingWith(first.shapeHash) >= config_.maxVariants && !evictIdleVariant(first.shapeHash)) {
     if (!retrying) {  // counted and logged once per sequence, not per retry
       ++stats_.eagerByCause[size_t(EagerCause::VariantLimit)];
-      GRAFT_INFO("variant limit GRAFT_MAX_VARIANTS={} reached for sequences starting with {}; "
+      GRAFT_INFO_LIMITED(chatty_lines_[kChattyVariantLimit], kChattyInfoLines, "variant limit",
+                 "variant limit GRAFT_MAX_VARIANTS={} reached for sequences starting with {}; "
                  "this variant of {} ops stays eager until a variant goes unused for {} ops",
                  config_.maxVariants, executor_.describe(first), end - begin, kVariantIdleOps);
     }
@@ -1392,17 +1538,12 @@ bool Engine::buildPiece(const OpBuffer& ops, size_t begin, size_t end, uint64_t 
 
   auto seg = makeHot<Segment>();
   seg->ops.reserve(end - begin, 0);
-  seg->waitInstance.resize(end - begin, EventInstances::kExternal);
-  scratch_events_.clear();
+  seg->waitInstance = std::move(waitInstance);
   std::vector<OpDesc> views;
   views.reserve(end - begin);
   for (size_t k = begin; k < end; ++k) {
     const OpDesc op = ops.view(k);
     seg->ops.push(op);
-    if (op.kind == OpKind::EventRecord &&
-        scratch_events_.record(op.event) == EventInstances::kOverflow)
-      return true;
-    if (op.kind == OpKind::EventWait) seg->waitInstance[k - begin] = scratch_events_.wait(op.event);
     if (isEventOp(op.kind)) seg->eventOps.push_back(uint32_t(k - begin));
   }
   replay_events_.reserve(seg->eventOps.size());  // launchHeld() fills it without allocating
@@ -1415,7 +1556,8 @@ bool Engine::buildPiece(const OpBuffer& ops, size_t begin, size_t end, uint64_t 
   }
   if (!graph) {
     ++stats_.buildFailures;
-    GRAFT_INFO("could not build a graph for {} ops starting with {}: {}; they stay eager",
+    GRAFT_INFO_LIMITED(chatty_lines_[kChattyBuild], kChattyInfoLines, "failed builds",
+               "could not build a graph for {} ops starting with {}: {}; they stay eager",
                end - begin, executor_.describe(first), why);
     return true;
   }
@@ -1446,7 +1588,7 @@ void Engine::logFallback(Segment* s, size_t index, EagerCause cause, const OpDes
   const uint64_t bit = uint64_t(1) << (size_t(cause) % 64);
   if (s->loggedReasons & bit) return;
   s->loggedReasons |= bit;
-  if (!log::enabled(log::Level::Info)) return;
+  if (!log::enabled(chatty_lines_[kChattyFallback] < kChattyInfoLines ? log::Level::Info : log::Level::Debug)) return;
   std::string what;
   if (expected && actual) {
     what = executor_.describe(*expected) + ": " + executor_.describeDifference(*expected, *actual);
@@ -1459,7 +1601,8 @@ void Engine::logFallback(Segment* s, size_t index, EagerCause cause, const OpDes
   } else if (cause == EagerCause::IdleFlush) {
     what = "the program issued nothing for GRAFT_IDLE_FLUSH_MS";
   }
-  GRAFT_INFO("fallback: segment #{} ({} ops) at op {}: {}{}{}; {} held ops issued eagerly", s->id,
+  GRAFT_INFO_LIMITED(chatty_lines_[kChattyFallback], kChattyInfoLines, "fallbacks of segments",
+             "fallback: segment #{} ({} ops) at op {}: {}{}{}; {} held ops issued eagerly", s->id,
              s->length(), index, toString(cause), what.empty() ? "" : ": ", what, heldCount);
 }
 

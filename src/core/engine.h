@@ -271,7 +271,8 @@ class Engine {
   // nothing). Within a window of its last tries, once at least
   // kDropAfterMismatches mismatched and the ops they issued eagerly outnumber
   // the ops it replayed, the segment is dropped: holding its ops mostly
-  // delays them and makes graft handle them twice.
+  // delays them and makes graft handle them twice. Its run is offered to
+  // buildPiece again after a cool-off that doubles with each drop (run_drops_).
   void countTry(Segment* segment, bool mismatched, size_t ops);
   Segment* longestCompleteMatch(size_t begin, size_t end);
   bool matchesAt(Segment* segment, size_t begin, EventInstances& events);
@@ -322,8 +323,28 @@ class Engine {
   // GRAFT_MAX_VARIANTS variants start with this shape: retires the one
   // replayed longest ago if that was kVariantIdleOps ops ago or more.
   bool evictIdleVariant(uint64_t firstShapeHash);
+  // GRAFT_MAX_SEGMENTS segments are live: retires the one replayed longest
+  // ago, of any first op, if that was kVariantIdleOps ops ago or more.
+  bool evictIdleSegment();
+  // Retires an idle segment (its graph destroyed; built again if its run
+  // comes back).
+  void retireIdle(Segment* victim);
+  // Retires every segment not replayed for kSegmentIdleOps ops (at a build,
+  // once per kVariantIdleOps ops: next_idle_sweep_at_).
+  void retireLongIdle();
+  static constexpr uint64_t kSegmentIdleOps = uint64_t(1) << 22;
+  uint64_t next_idle_sweep_at_ = kVariantIdleOps;
+  // Retires `s` (SegmentStore::retire) and notes it to be freed.
+  void retireSegment(Segment* s);
+  // Frees the retired segments once nothing refers to them (no held op, no
+  // candidate, no mismatch record); else leaves them for a later call.
+  void releaseRetired();
   // next_run_retry_at_ reached: the detector reports again (see there).
   void confirmRefusedRunsAgain();
+  // Offers `runKey` to buildPiece again at a confirmation once ops_total_
+  // reaches `at` (runs_to_retry_; when full, the half due longest ago is
+  // forgotten). Allocates.
+  void noteRunToRetry(uint64_t runKey, uint64_t at);
   // Destroys the segment's executable graph, if it has one (waits for its
   // queued launches).
   void dropGraph(Segment* s);
@@ -433,11 +454,27 @@ class Engine {
   uint64_t next_run_retry_at_ = ~uint64_t(0);
   // Runs whose graph an unload dropped before it paid off, and how often.
   std::unordered_map<uint64_t, uint8_t> runs_dropped_early_;
+  // Runs with a segment dropped by countTry, and how often: the run is
+  // retried after kDroppedRunCoolOffOps << (drops - 1) ops (at most
+  // kDroppedRunMaxDoublings doublings). Cleared when it outgrows
+  // kMaxRunsToRetry.
+  std::unordered_map<uint64_t, uint8_t> run_drops_;
+  std::vector<uint32_t> retired_ids_;  // retired, not yet freed (releaseRetired)
+  static constexpr uint64_t kDroppedRunCoolOffOps = 4096;
+  static constexpr unsigned kDroppedRunMaxDoublings = 10;
+  // built_runs_ is forgotten when it reaches this many runs.
+  static constexpr size_t kMaxBuiltRuns = 1 << 16;
 
   std::vector<EventInstances> candidate_events_;  // one per entry of candidates_
   EventInstances scratch_events_;
   Mismatch last_mismatch_;
   uint64_t dormant_after_ops_ = 0;      // effective EngineConfig::dormantAfterOps (0: never)
+  // Info lines of the kinds a long-lived process repeats (GRAFT_INFO_LIMITED):
+  // evictions, drops, refusals at the variant limit, fallbacks of new
+  // segments, failed builds; each kind logs kChattyInfoLines at info.
+  enum Chatty : uint8_t { kChattyEviction, kChattyDrop, kChattyVariantLimit, kChattyFallback, kChattyBuild, kChattyKinds };
+  static constexpr uint32_t kChattyInfoLines = 64;
+  uint32_t chatty_lines_[kChattyKinds] = {};
   uint64_t recorded_since_build_ = 0;   // ops recorded in the window (from a rest, a judgement, or a build while no graph carried ops in it)
   uint64_t window_via_graph_start_ = 0; // stats_.opsViaGraph when recorded_since_build_ was last reset
   uint64_t dormant_until_ = 0;          // ops_total_ at which the current rest ends (see dormant())

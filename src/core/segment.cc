@@ -43,6 +43,16 @@ void SegmentStore::disable(Segment* s) {
   --live_;
 }
 
+void SegmentStore::release(uint32_t id) {
+  if (id >= all_.size() || !all_[id] || !all_[id]->disabled) return;
+  Segment* s = all_[id].get();
+  auto it = by_expanded_.find(hashCombine(s->expanded.value, s->expanded.length));
+  if (it != by_expanded_.end() && it->second == s) by_expanded_.erase(it);
+  auto first = by_first_.find(s->firstShapeHash());
+  if (first != by_first_.end() && first->second.empty()) by_first_.erase(first);
+  all_[id].reset();
+}
+
 void SegmentStore::retire(Segment* s) {
   disable(s);
   auto it = by_expanded_.find(hashCombine(s->expanded.value, s->expanded.length));

@@ -40,6 +40,7 @@ struct Segment {
   uint32_t windowMismatches = 0;
   uint64_t windowReplayedOps = 0;
   uint64_t windowWastedOps = 0;
+  uint32_t mismatchesSinceReplay = 0;  // costly mismatches charged since its latest replay
   uint64_t loggedReasons = 0;         // bit per fallback reason already logged
   uint64_t runKey = 0;                // the run it was cut from (Engine::built_runs_)
 
@@ -59,7 +60,13 @@ class SegmentStore {
   void disable(Segment* s);
   // Disables `s` and forgets its expanded sequence, so it can be built anew.
   void retire(Segment* s);
+  // Frees a retired segment: its id then names nothing (byId returns null;
+  // all() holds null there). Only when nothing refers to it any more: no held
+  // op borrows its bytes, no candidate or mismatch record names it, its graph
+  // is destroyed (Engine::releaseRetired).
+  void release(uint32_t id);
   size_t live() const { return live_; }
+  // Every segment ever added, by id; null where released.
   const std::vector<HotPtr<Segment>>& all() const { return all_; }
 
  private:

@@ -52,3 +52,16 @@ void flush();
 #define GRAFT_INFO(...) GRAFT_LOG(::graft::log::Level::Info, __VA_ARGS__)
 #define GRAFT_WARN(...) GRAFT_LOG(::graft::log::Level::Warn, __VA_ARGS__)
 #define GRAFT_ERROR(...) GRAFT_LOG(::graft::log::Level::Error, __VA_ARGS__)
+// An info line of a kind a long-lived process may print without end (a
+// server whose shapes keep moving: an eviction, a new segment's fallback):
+// info for the first `limit` of its kind, counted in `counter` (an unsigned
+// the caller keeps per kind, under its own lock), then one line saying the
+// rest go to debug, then debug.
+#define GRAFT_INFO_LIMITED(counter, limit, kind, ...)                                            \
+  do {                                                                                          \
+    const bool graftAsInfo_ = (counter) < (limit);                                              \
+    if (graftAsInfo_) ++(counter);                                                              \
+    GRAFT_LOG(graftAsInfo_ ? ::graft::log::Level::Info : ::graft::log::Level::Debug, __VA_ARGS__); \
+    if (graftAsInfo_ && (counter) == (limit))                                                   \
+      GRAFT_INFO("{} such lines ({}) logged: further ones at debug level", (limit), (kind));     \
+  } while (0)
