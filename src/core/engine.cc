@@ -493,6 +493,14 @@ void Engine::countTry(Segment* s, bool mismatched, size_t ops) {
   retireSegment(s);
   dropGraph(s);
   ++stats_.segmentsDropped;
+  // Runs refused a graph wait for one to go idle; one just went: they may
+  // try again soon. Not those cooling off after a drop of their own (the
+  // dropped run itself included, below).
+  for (auto& [key, at] : runs_to_retry_)
+    if (at > ops_total_ + 1024 && !run_drops_.contains(key)) {
+      at = ops_total_ + 1024;
+      next_run_retry_at_ = std::min(next_run_retry_at_, at);
+    }
   uint8_t& drops = run_drops_[s->runKey];
   drops = uint8_t(std::min<unsigned>(drops + 1u, 255u));
   const uint64_t coolOff = kDroppedRunCoolOffOps << std::min<unsigned>(drops - 1u, kDroppedRunMaxDoublings);
@@ -1514,10 +1522,15 @@ bool Engine::buildPiece(const OpBuffer& ops, size_t begin, size_t end, uint64_t 
   const OpDesc first = ops.view(begin);
   if (segments_.live() >= config_.maxSegments && !evictIdleSegment()) {
     // Not a build failure: counted (once per sequence refused) as variant_limit is.
-    if (stats_.eagerByCause[size_t(EagerCause::SegmentLimit)]++ == 0)
-      GRAFT_INFO("segment limit GRAFT_MAX_SEGMENTS={} reached: further sequences stay eager",
-                 config_.maxSegments);
-    return true;
+    if (!retrying && stats_.eagerByCause[size_t(EagerCause::SegmentLimit)]++ == 0)
+      GRAFT_INFO("segment limit GRAFT_MAX_SEGMENTS={} reached: further sequences stay eager until a graph "
+                 "goes unused for {} ops", config_.maxSegments, kVariantIdleOps);
+    // Tried again when the graph replayed longest ago would be idle.
+    uint64_t oldest = ops_total_;
+    for (const auto& s : segments_.all())
+      if (s && !s->disabled) oldest = std::min(oldest, s->lastUsedAtOp);
+    *retryAt = std::max({*retryAt, oldest + kVariantIdleOps, ops_total_ + 1024});
+    return false;
   }
   if (segments_.countStartingWith(first.shapeHash) >= config_.maxVariants && !evictIdleVariant(first.shapeHash)) {
     if (!retrying) {  // counted and logged once per sequence, not per retry

@@ -308,8 +308,9 @@ class Engine {
   void feedDetector(uint64_t tokenHash, uint64_t ops, bool boundary);
   void buildFromPeriod(const PeriodDetector::Confirmation& confirmed);
   void buildRun(const std::vector<const Token*>& run, bool delimited, bool unrolled);
-  // Returns false when the piece was refused at GRAFT_MAX_VARIANTS (no idle
-  // variant made room); sets *retryAt to when one could next make room.
+  // Returns false when the piece was refused at GRAFT_MAX_VARIANTS or
+  // GRAFT_MAX_SEGMENTS (no idle graph made room); sets *retryAt to when one
+  // could next make room.
   // `retrying`: the run was refused before (the refusal is not counted again).
   bool buildPiece(const OpBuffer& ops, size_t begin, size_t end, uint64_t runKey, bool retrying,
                   uint64_t* retryAt);

@@ -4,7 +4,8 @@
 // saves copying what a replay does not need to change.
 //
 // Borrowed bytes must outlive the buffer's use of them and must not change
-// meanwhile; the engine borrows only from segments (never freed) and only
+// meanwhile; the engine borrows only from segments (freed only while no op
+// is held: Engine::releaseRetired) and only
 // the bytes of the segment op at the held op's own index, which no patch can
 // overwrite before the held op is consumed (see Engine::advance).
 //
