@@ -1250,11 +1250,17 @@ void memoryExhausted() {
   uint32_t *a = deviceBuffer(2301), *b = deviceBuffer(2302), *c = deviceBuffer(2303);
   // Everything the loop uses, once, before the memory is gone (lazy loading
   // loads a kernel's code at its first launch).
+  // (s, then t, then s again: the kernels and copies touch a and c on both
+  // streams, which must not race; thirty-fourth session's audit.)
   mix<<<kGrid, kBlock, 0, s>>>(a, b, kN, 0);
+  CK(cudaEventRecord(e, s));
+  CK(cudaStreamWaitEvent(t, e, 0));
   mix2<<<kGrid, kBlock, 0, t>>>(c, a, b, kN, 0);
   CKL();
-  CK(cudaMemsetAsync(c, 0, 64, s));
   CK(cudaMemcpyAsync(c + 64, a, 256, cudaMemcpyDeviceToDevice, t));
+  CK(cudaEventRecord(e, t));
+  CK(cudaStreamWaitEvent(s, e, 0));
+  CK(cudaMemsetAsync(c, 0, 64, s));
   CK(cudaEventRecord(e, s));
   CK(cudaStreamWaitEvent(t, e, 0));
   CK(cudaDeviceSynchronize());
