@@ -65,7 +65,7 @@ struct EngineStats {
   uint64_t graphsBuilt = 0;
   uint64_t buildFailures = 0;
   uint64_t segmentsDropped = 0;  // mismatched more often than replayed (Engine::countTry)
-  uint64_t variantsEvicted = 0;  // idle variants retired for new ones (Engine::evictIdleVariant)
+  uint64_t variantsEvicted = 0;  // idle graphs retired: for a new variant or sequence, or unused 2^22 ops (retireIdle)
   uint64_t replays = 0;
   uint64_t patches = 0;
   uint64_t reissueErrors = 0;

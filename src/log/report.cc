@@ -141,7 +141,8 @@ std::string reportSummary(const Report& r) {
       s += fmt::format(", {} dropped for mismatching more often than {} replayed",
                        counted(p.segmentsDropped, "graph"), p.segmentsDropped == 1 ? "it" : "they");
     if (p.variantsEvicted)
-      s += fmt::format(", {} retired when long unused, for new variants", counted(p.variantsEvicted, "graph"));
+      s += fmt::format(", {} destroyed when long unused (to make room, or after 2^22 ops)",
+                       counted(p.variantsEvicted, "graph"));
     if (p.queriesAnsweredNotReady)
       s += fmt::format(", {} of held work answered not ready by graft",
                        counted(p.queriesAnsweredNotReady, "query", "queries"));
