@@ -1457,8 +1457,8 @@ bool Engine::evictIdleSegment() {
   // new for the rest of the process. Scans every segment: only at a build
   // (which costs far more) while at the limit.
   Segment* victim = nullptr;
-  for (const auto& s : segments_.all())
-    if (s && !s->disabled && (!victim || s->lastUsedAtOp < victim->lastUsedAtOp)) victim = s.get();
+  for (Segment* s : segments_.liveSegments())
+    if (!victim || s->lastUsedAtOp < victim->lastUsedAtOp) victim = s;
   if (!victim || ops_total_ - victim->lastUsedAtOp < kVariantIdleOps) return false;
   for (size_t c = 0; c < num_candidates_; ++c)
     if (candidates_[c].segment == victim) return false;
@@ -1476,15 +1476,18 @@ void Engine::retireLongIdle() {
   // GRAFT_MAX_SEGMENTS, and their memory. Graphs of a loop's rarer phases
   // (an eval pass every few thousand steps) replay far more often than this.
   next_idle_sweep_at_ = ops_total_ + kVariantIdleOps;
-  for (const auto& s : segments_.all()) {
-    if (!s || s->disabled || ops_total_ - s->lastUsedAtOp < kSegmentIdleOps) continue;
+  std::vector<Segment*> idle;  // retiring changes the live list: collect first
+  for (Segment* s : segments_.liveSegments()) {
+    if (ops_total_ - s->lastUsedAtOp < kSegmentIdleOps) continue;
     bool candidate = false;
-    for (size_t c = 0; c < num_candidates_; ++c) candidate |= candidates_[c].segment == s.get();
-    if (candidate) continue;
+    for (size_t c = 0; c < num_candidates_; ++c) candidate |= candidates_[c].segment == s;
+    if (!candidate) idle.push_back(s);
+  }
+  for (Segment* s : idle) {
     GRAFT_INFO_LIMITED(chatty_lines_[kChattyEviction], kChattyInfoLines, "evictions",
                        "segment #{} ({} ops): not replayed for {} ops; its graph is destroyed (built again if "
                        "its run comes back)", s->id, s->length(), ops_total_ - s->lastUsedAtOp);
-    retireIdle(s.get());
+    retireIdle(s);
   }
 }
 
@@ -1527,8 +1530,7 @@ bool Engine::buildPiece(const OpBuffer& ops, size_t begin, size_t end, uint64_t 
                  "goes unused for {} ops", config_.maxSegments, kVariantIdleOps);
     // Tried again when the graph replayed longest ago would be idle.
     uint64_t oldest = ops_total_;
-    for (const auto& s : segments_.all())
-      if (s && !s->disabled) oldest = std::min(oldest, s->lastUsedAtOp);
+    for (const Segment* s : segments_.liveSegments()) oldest = std::min(oldest, s->lastUsedAtOp);
     *retryAt = std::max({*retryAt, oldest + kVariantIdleOps, ops_total_ + 1024});
     return false;
   }

@@ -15,7 +15,8 @@ Segment* SegmentStore::add(HotPtr<Segment> segment) {
   std::stable_sort(list.begin(), list.end(),
                    [](const Segment* a, const Segment* b) { return a->length() > b->length(); });
   by_expanded_[hashCombine(s->expanded.value, s->expanded.length)] = s;
-  ++live_;
+  s->liveIndex = uint32_t(live_.size());
+  live_.push_back(s);
   return s;
 }
 
@@ -40,7 +41,10 @@ void SegmentStore::disable(Segment* s) {
   s->disabled = true;
   auto it = by_first_.find(s->firstShapeHash());
   if (it != by_first_.end()) std::erase(it->second, s);
-  --live_;
+  Segment* last = live_.back();
+  live_[s->liveIndex] = last;
+  last->liveIndex = s->liveIndex;
+  live_.pop_back();
 }
 
 void SegmentStore::release(uint32_t id) {

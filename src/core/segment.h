@@ -43,6 +43,7 @@ struct Segment {
   uint32_t mismatchesSinceReplay = 0;  // costly mismatches charged since its latest replay
   uint64_t loggedReasons = 0;         // bit per fallback reason already logged
   uint64_t runKey = 0;                // the run it was cut from (Engine::built_runs_)
+  uint32_t liveIndex = 0;             // its place in SegmentStore::live_ while not disabled
 
   size_t length() const { return ops.size(); }
   uint64_t firstShapeHash() const { return ops.view(0).shapeHash; }
@@ -65,7 +66,10 @@ class SegmentStore {
   // op borrows its bytes, no candidate or mismatch record names it, its graph
   // is destroyed (Engine::releaseRetired).
   void release(uint32_t id);
-  size_t live() const { return live_; }
+  size_t live() const { return live_.size(); }
+  // The segments not disabled, in no particular order (a scan costs the live
+  // count, never the number of segments ever built).
+  const std::vector<Segment*>& liveSegments() const { return live_; }
   // Every segment ever added, by id; null where released.
   const std::vector<HotPtr<Segment>>& all() const { return all_; }
 
@@ -73,7 +77,7 @@ class SegmentStore {
   std::vector<HotPtr<Segment>> all_;
   std::unordered_map<uint64_t, std::vector<Segment*>> by_first_;
   std::unordered_map<uint64_t, Segment*> by_expanded_;
-  size_t live_ = 0;
+  std::vector<Segment*> live_;
 };
 
 }  // namespace graft::core

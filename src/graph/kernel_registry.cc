@@ -317,13 +317,14 @@ void KernelRegistry::retire(const std::vector<uint64_t>& handles, bool unloaded)
     auto it = entries_->kernels.find(h);
     if (it == entries_->kernels.end()) continue;
     if (unloaded && it->second->launches < kShortLivedLaunches) {
-      if (entries_->shortLived.insert(it->second->name).second)
+      // (Bounded: JIT code may bring a new name with every load.)
+      if (entries_->shortLived.size() < kMaxNamesKept && entries_->shortLived.insert(it->second->name).second)
         GRAFT_DEBUG("kernel {}: its code is unloaded after {} launches; when loaded again its first {} launches "
                     "run eagerly", it->second->name, it->second->launches, kReloadedEagerLaunches);
     } else if (unloaded) {
       entries_->shortLived.erase(it->second->name);
     }
-    KernelInfo& r = entries_->retired[it->second->name];
+    KernelInfo& r = retiredCounts(it->second->name);
     r.launches += it->second->launches;
     r.patches += it->second->patches;
     entries_->kernels.erase(it);
@@ -374,11 +375,20 @@ uint32_t allowanceFor(KernelInfo& info, CUcontext ctx) {
   return uint32_t(value);
 }
 
+KernelInfo& KernelRegistry::retiredCounts(const std::string& name) {
+  // Past kMaxNamesKept names (JIT code named anew at every load), the counts
+  // of further names go together under one.
+  auto it = entries_->retired.find(name);
+  if (it != entries_->retired.end()) return it->second;
+  if (entries_->retired.size() < kMaxNamesKept) return entries_->retired[name];
+  return entries_->retired["(other unloaded kernels)"];
+}
+
 void KernelRegistry::retireAll() {
   // Only the launch and patch counts stay, by name, for the report: a program that
   // reloads code in a loop must not grow this without bound.
   for (const auto& [h, k] : entries_->kernels) {
-    KernelInfo& r = entries_->retired[k->name];
+    KernelInfo& r = retiredCounts(k->name);
     r.launches += k->launches;
     r.patches += k->patches;
   }

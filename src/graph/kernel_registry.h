@@ -134,6 +134,10 @@ class KernelRegistry {
   void retire(const std::vector<uint64_t>& handles, bool unloaded = false);
   static constexpr uint64_t kReloadedEagerLaunches = 64;
   static constexpr uint64_t kShortLivedLaunches = 16;
+  // Most kernel names kept after their code is unloaded (short-lived names,
+  // counts for the report): code compiled at run time may be named anew at
+  // every load.
+  static constexpr size_t kMaxNamesKept = 4096;
   // The program changed a dynamic shared memory allowance (the driver took
   // it): through cuFuncSetAttribute on `handle`, or cuKernelSetAttribute on
   // the library kernel `handle` (`function`: its function in the current
@@ -198,9 +202,11 @@ class KernelRegistry {
   core::HotVector<IndexSlot> index_;  // of kernels (nonzero handles), at most half full
   // The rest, off the per-op line: the registry is 32 bytes, so the counter
   // after it in the Runtime shares the Runtime's first line (runtime.h).
+  // The report's counts for a retired kernel `name` (allocates).
+  KernelInfo& retiredCounts(const std::string& name);
   struct Entries {
     std::unordered_map<uint64_t, core::HotPtr<KernelInfo>> kernels;
-    std::unordered_map<std::string, KernelInfo> retired;  // counts only, by kernel name
+    std::unordered_map<std::string, KernelInfo> retired;  // counts only, by kernel name (retiredCounts)
     std::vector<std::string> eagerPrefixes;
     // Names of kernels whose code was unloaded after few launches of theirs.
     std::unordered_set<std::string> shortLived;
