@@ -1429,44 +1429,33 @@ void Engine::dropGraph(Segment* s) {
 }
 
 bool Engine::evictIdleVariant(uint64_t firstShapeHash) {
-  // The variant replayed longest ago, if not for kVariantIdleOps ops: the
-  // program's shapes moved on (a server's requests of other sizes). One
-  // replayed within that time is kept, so shapes that take turns do not
-  // evict each other over and over (each eviction costs a build).
+  // The program's shapes moved on (a server's requests of other sizes).
   const std::vector<Segment*>* list = segments_.startingWith(firstShapeHash);
-  if (!list) return false;
+  return list && evictIdlest(*list, "variant", "GRAFT_MAX_VARIANTS", config_.maxVariants);
+}
+
+bool Engine::evictIdleSegment() {
+  // A server whose request shapes never come back (each a sequence of its
+  // own first op) would otherwise fill GRAFT_MAX_SEGMENTS with graphs never
+  // replayed again and graph nothing new for the rest of the process.
+  return evictIdlest(segments_.liveSegments(), "sequence", "GRAFT_MAX_SEGMENTS", config_.maxSegments);
+}
+
+bool Engine::evictIdlest(const std::vector<Segment*>& among, std::string_view what, std::string_view option,
+                         uint32_t limit) {
+  // The one replayed longest ago, if not for kVariantIdleOps ops. One
+  // replayed within that time is kept, so shapes that take turns do not evict
+  // each other over and over (each eviction costs a build).
   Segment* victim = nullptr;
-  for (Segment* s : *list)
+  for (Segment* s : among)
     if (!victim || s->lastUsedAtOp < victim->lastUsedAtOp) victim = s;
   if (!victim || ops_total_ - victim->lastUsedAtOp < kVariantIdleOps) return false;
   for (size_t c = 0; c < num_candidates_; ++c)
     if (candidates_[c].segment == victim) return false;  // matching now (then it is not idle, but be sure)
   GRAFT_INFO_LIMITED(chatty_lines_[kChattyEviction], kChattyInfoLines, "evictions",
-              "segment #{} ({} ops): not replayed for {} ops; its graph makes room for a new variant "
-              "(GRAFT_MAX_VARIANTS={})", victim->id, victim->length(), ops_total_ - victim->lastUsedAtOp,
-              config_.maxVariants);
-  retireIdle(victim);
-  return true;
-}
-
-bool Engine::evictIdleSegment() {
-  // Any segment's graph, the one replayed longest ago if not for
-  // kVariantIdleOps ops: a server whose request shapes never come back
-  // (each a sequence of its own first op) would otherwise fill
-  // GRAFT_MAX_SEGMENTS with graphs never replayed again and graph nothing
-  // new for the rest of the process. Scans every segment: only at a build
-  // (which costs far more) while at the limit.
-  Segment* victim = nullptr;
-  for (Segment* s : segments_.liveSegments())
-    if (!victim || s->lastUsedAtOp < victim->lastUsedAtOp) victim = s;
-  if (!victim || ops_total_ - victim->lastUsedAtOp < kVariantIdleOps) return false;
-  for (size_t c = 0; c < num_candidates_; ++c)
-    if (candidates_[c].segment == victim) return false;
-  GRAFT_INFO_LIMITED(chatty_lines_[kChattyEviction], kChattyInfoLines, "evictions",
-              "segment #{} ({} ops): not replayed for {} ops; its graph makes room for a new sequence "
-              "(GRAFT_MAX_SEGMENTS={})", victim->id, victim->length(), ops_total_ - victim->lastUsedAtOp,
-              config_.maxSegments);
-  retireIdle(victim);
+                     "segment #{} ({} ops): not replayed for {} ops; its graph makes room for a new {} ({}={})",
+                     victim->id, victim->length(), ops_total_ - victim->lastUsedAtOp, what, option, limit);
+  retireIdle(victim);  // after the scan: it changes `among`
   return true;
 }
 

@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -327,6 +328,11 @@ class Engine {
   // GRAFT_MAX_SEGMENTS segments are live: retires the one replayed longest
   // ago, of any first op, if that was kVariantIdleOps ops ago or more.
   bool evictIdleSegment();
+  // Retires the segment of `among` replayed longest ago if that was
+  // kVariantIdleOps ops ago or more and it is not being matched; the log
+  // names `what` it makes room for and the `option` = `limit` reached.
+  bool evictIdlest(const std::vector<Segment*>& among, std::string_view what, std::string_view option,
+                   uint32_t limit);
   // Retires an idle segment (its graph destroyed; built again if its run
   // comes back).
   void retireIdle(Segment* victim);
