@@ -1232,18 +1232,9 @@ void Engine::buildRun(const std::vector<const Token*>& run, bool delimited, bool
       return;
     }
   }
-  // The run's key: its shapes, and which record of the run each wait names
-  // (runs alike but for that are different variants, as in buildPiece).
   SequenceHash whole;
-  scratch_events_.clear();
-  for (size_t k = 0; k < ops.size(); ++k) {
-    const OpDesc op = ops.view(k);
-    whole.append(op.shapeHash);
-    if (op.kind == OpKind::EventRecord) scratch_events_.record(op.event);
-    if (op.kind == OpKind::EventWait)
-      if (const int32_t instance = scratch_events_.wait(op.event); instance != EventInstances::kExternal)
-        whole.append(hashCombine(kWaitInstanceSalt, uint64_t(uint32_t(instance))));
-  }
+  std::vector<int32_t> waits;
+  variantKey(ops, 0, ops.size(), &whole, &waits);  // (a run too long for the event slots still gets a key)
   const uint64_t runKey = hashCombine(whole.value, whole.length);
   if (built_runs_.size() >= kMaxBuiltRuns) {
     // One key per distinct run ever built: a server whose shapes never come
@@ -1488,28 +1479,35 @@ void Engine::retireIdle(Segment* victim) {
   ++stats_.variantsEvicted;
 }
 
+bool Engine::variantKey(const OpBuffer& ops, size_t begin, size_t end, SequenceHash* key,
+                        std::vector<int32_t>* waitInstance) {
+  // Which record of ops [begin, end) (or none: one before them) each wait
+  // names. Sequences of equal shapes whose waits name other records are
+  // different variants (matchesAt tells them apart), so that goes into the
+  // key after the shapes.
+  bool fits = true;
+  waitInstance->assign(end - begin, EventInstances::kExternal);
+  scratch_events_.clear();
+  for (size_t k = begin; k < end; ++k) {
+    const OpDesc op = ops.view(k);
+    key->append(op.shapeHash);
+    if (op.kind == OpKind::EventRecord && scratch_events_.record(op.event) == EventInstances::kOverflow)
+      fits = false;
+    if (op.kind != OpKind::EventWait) continue;
+    const int32_t instance = (*waitInstance)[k - begin] = scratch_events_.wait(op.event);
+    if (instance != EventInstances::kExternal) key->append(hashCombine(kWaitInstanceSalt, uint64_t(uint32_t(instance))));
+  }
+  return fits;
+}
+
 bool Engine::buildPiece(const OpBuffer& ops, size_t begin, size_t end, uint64_t runKey, bool retrying,
                         uint64_t* retryAt) {
   if (end - begin < config_.minSegmentOps) return true;
   if (ops_total_ >= next_idle_sweep_at_) retireLongIdle();
   releaseRetired();
-  // Which record of the piece (or none: before it) each wait names. Pieces
-  // of equal shapes whose waits name other records are different variants
-  // (matchesAt tells them apart), so that goes into the key too.
-  std::vector<int32_t> waitInstance(end - begin, EventInstances::kExternal);
-  scratch_events_.clear();
-  for (size_t k = begin; k < end; ++k) {
-    const OpDesc op = ops.view(k);
-    if (op.kind == OpKind::EventRecord && scratch_events_.record(op.event) == EventInstances::kOverflow)
-      return true;
-    if (op.kind == OpKind::EventWait) waitInstance[k - begin] = scratch_events_.wait(op.event);
-  }
   SequenceHash h;
-  for (size_t k = begin; k < end; ++k) {
-    h.append(ops.view(k).shapeHash);
-    if (waitInstance[k - begin] != EventInstances::kExternal)
-      h.append(hashCombine(kWaitInstanceSalt, uint64_t(uint32_t(waitInstance[k - begin]))));
-  }
+  std::vector<int32_t> waitInstance;
+  if (!variantKey(ops, begin, end, &h, &waitInstance)) return true;  // more records than event slots
   if (segments_.findExpanded(h)) return true;
   const OpDesc first = ops.view(begin);
   if (segments_.live() >= config_.maxSegments && !evictIdleSegment()) {

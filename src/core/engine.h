@@ -309,6 +309,12 @@ class Engine {
   void feedDetector(uint64_t tokenHash, uint64_t ops, bool boundary);
   void buildFromPeriod(const PeriodDetector::Confirmation& confirmed);
   void buildRun(const std::vector<const Token*>& run, bool delimited, bool unrolled);
+  // The key of ops [begin, end) as a variant (appended to *key): their shape
+  // hashes, and which of their records each wait names (*waitInstance, per
+  // op, as BuildRequest wants it). False when they record more events than
+  // EventInstances holds (the key is made all the same).
+  bool variantKey(const OpBuffer& ops, size_t begin, size_t end, SequenceHash* key,
+                  std::vector<int32_t>* waitInstance);
   // Returns false when the piece was refused at GRAFT_MAX_VARIANTS or
   // GRAFT_MAX_SEGMENTS (no idle graph made room); sets *retryAt to when one
   // could next make room.
