@@ -225,6 +225,7 @@
 #include "sim_api.h"
 #include "sim_driver_loader.h"
 #include "sim_mode_checks.h"
+#include "sim_tagged_trace.h"
 
 namespace {
 
@@ -246,26 +247,26 @@ F proc(const char* name) {
 
 // ------------------------------------------------------------ host mirror
 
-thread_local std::unordered_map<uint64_t, uint64_t> g_mem;  // device word -> value (per thread: each request thread models its own)
-uint64_t M(CUdeviceptr p) {
-  auto it = g_mem.find(p);
-  return it == g_mem.end() ? 0 : it->second;
-}
-void setM(CUdeviceptr p, uint64_t v) { g_mem[p] = v; }
+thread_local simtest::WordMirror g_mem;  // per thread: each request thread models its own
+uint64_t M(CUdeviceptr p) { return g_mem.get(p); }
+void setM(CUdeviceptr p, uint64_t v) { g_mem.set(p, v); }
 
 // ------------------------------------------------------------ tagged kernels
 
 struct Dim {
   unsigned x = 1, y = 1, z = 1;
 };
-struct Expected {
+struct Expected : simtest::TaggedLaunch {
   Dim grid, block;
-  uint32_t seen = 0;
-  bool runs = true;  // false: launched into a capture that never ran as such
   int pdl = -1, prio = -1;  // pdl-attrs: the launch attributes (-1: launched without attributes)
   unsigned smem = 0;
 };
-std::vector<Expected> g_expected;  // by tag - 1
+simtest::TaggedTrace<Expected> g_expected{"sim_add_r11", "sim_mix_r11"};
+Expected expected(Dim grid, Dim block, int pdl = -1, int prio = -1, unsigned smem = 0) {
+  Expected x;
+  x.grid = grid, x.block = block, x.pdl = pdl, x.prio = prio, x.smem = smem;
+  return x;
+}
 
 // pdl-attrs: launches go through cuLaunchKernelEx with these attributes.
 bool g_useEx = false;
@@ -291,8 +292,7 @@ CUresult launchRaw(bool add, Dim grid, Dim block, CUstream s, CUdeviceptr dst, C
   uint64_t tag;
   {
     std::lock_guard<std::mutex> lock(g_expectedMutex);
-    tag = g_expected.size() + 1;
-    g_expected.push_back({grid, block, 0, true, g_useEx ? g_pdl : -1, g_useEx ? g_prio : -1, g_smem});
+    tag = g_expected.add(expected(grid, block, g_useEx ? g_pdl : -1, g_useEx ? g_prio : -1, g_smem));
   }
   if (tagOut) *tagOut = tag;
   const CUfunction f = g_kernelOverride ? g_kernelOverride : add ? g_add : g_mix;
@@ -333,27 +333,11 @@ void mixK(CUdeviceptr dst, CUdeviceptr src, uint64_t k, CUstream s, Dim grid = {
 }
 
 // Scans the executed trace (after a full synchronization): every tagged
-// kernel ran once, with its grid and block. Then clears the trace.
+// kernel ran once, with its grid, block, shared memory and attributes. Then
+// clears the trace.
 void traceCheck(int step) {
-  const size_t n = simTraceSize();
-  for (size_t i = 0; i < n; ++i) {
-    SimEffect e;
-    if (simTraceGet(i, &e) != 0 || e.kind != SIM_EFFECT_KERNEL || !e.kernelName) continue;
-    if (std::strncmp(e.kernelName, "sim_add_r11", 11) && std::strncmp(e.kernelName, "sim_mix_r11", 11)) continue;
-    if (e.paramBytes != 32) continue;
-    uint64_t tag = 0;
-    std::memcpy(&tag, e.params + 24, 8);
-    if (tag == 0 || tag > g_expected.size()) {
-      expectValue(tag, 0, "tag of an executed kernel (unknown)", step);
-      continue;
-    }
-    Expected& x = g_expected[tag - 1];
-    ++x.seen;
-    if (x.seen != 1) expectValue(x.seen, 1, "runs of a tagged kernel", step);
-    if (!x.runs) expectValue(tag, 0, "a captured kernel ran as launched in the capture", step);
+  g_expected.scan(step, [step](const SimEffect& e, Expected& x, uint64_t tag) {
     if (e.sharedMemBytes != x.smem) expectValue(e.sharedMemBytes, x.smem, "the dynamic shared memory of a kernel as it ran", step);
-    const unsigned got[6] = {e.grid[0], e.grid[1], e.grid[2], e.block[0], e.block[1], e.block[2]};
-    const unsigned want[6] = {x.grid.x, x.grid.y, x.grid.z, x.block.x, x.block.y, x.block.z};
     if (x.pdl >= 0) {
       int pdl = -1, prio = -1;
       for (unsigned a = 0; a < e.numAttrs; ++a) {
@@ -364,29 +348,14 @@ void traceCheck(int step) {
       if (pdl != x.pdl) expectValue(uint64_t(pdl), uint64_t(x.pdl), "the PDL attribute of a kernel as it ran", step);
       if (prio != x.prio) expectValue(uint64_t(prio), uint64_t(x.prio), "the priority attribute of a kernel as it ran", step);
     }
-    for (int d = 0; d < 6; ++d) {
-      if (got[d] != want[d]) {
-        char buf[96];
-        std::snprintf(buf, sizeof buf, "%s[%d] of kernel tag %llu (%s)", d < 3 ? "grid" : "block", d % 3,
-                      (unsigned long long)tag, e.kernelName);
-        expectValue(got[d], want[d], buf, step);
-        break;
-      }
-    }
-  }
-  simTraceClear();
+    decltype(g_expected)::expectShape(e, {x.grid.x, x.grid.y, x.grid.z, x.block.x, x.block.y, x.block.z}, tag, step);
+  });
 }
 // At the end: every launched tagged kernel that should run ran.
 void traceFinal(int step) {
   SIM_CHECK(g_cu->cuCtxSynchronize());
   traceCheck(step);
-  for (size_t t = 0; t < g_expected.size(); ++t) {
-    if (g_expected[t].runs && g_expected[t].seen != 1) {
-      char buf[80];
-      std::snprintf(buf, sizeof buf, "runs of tagged kernel %zu", t + 1);
-      expectValue(g_expected[t].seen, 1, buf, step);
-    }
-  }
+  g_expected.expectAllRan(step);
 }
 
 // A checked read of one word against the mirror.
@@ -396,16 +365,8 @@ void checkWord(CUdeviceptr p, const char* what, int step) {
   expectValue(v, M(p), what, step);
 }
 
-CUstream newStream(unsigned flags = CU_STREAM_NON_BLOCKING) {
-  CUstream s = nullptr;
-  SIM_CHECK(g_cu->cuStreamCreate(&s, flags));
-  return s;
-}
-CUevent newEvent() {
-  CUevent e = nullptr;
-  SIM_CHECK(g_cu->cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
-  return e;
-}
+CUstream newStream(unsigned flags = CU_STREAM_NON_BLOCKING) { return simtest::newStream(*g_cu, flags); }
+CUevent newEvent() { return simtest::newEvent(*g_cu); }
 CUdeviceptr zeroed(size_t bytes) { return simtest::zeroedBuffer(*g_cu, bytes); }
 void* pinned(size_t bytes) {
   void* h = nullptr;
@@ -443,7 +404,7 @@ void attention(CUdeviceptr dst, CUdeviceptr src, uint64_t k, CUstream s, Dim gri
     uint64_t tag = 0;
     expectCode(launchRaw(false, grid, {128, 1, 1}, s, dst, src, k, &tag), CUDA_ERROR_INVALID_VALUE,
                "a launch above its kernel's shared memory allowance", g_step);
-    g_expected[tag - 1].runs = false;
+    g_expected[tag].runs = false;
   }
   g_smem = need;
   mixK(dst, src, k, s, grid, {128, 1, 1});
@@ -621,7 +582,7 @@ struct ProgramGraph {
     const CUresult r = cu.cuStreamEndCapture(s, &g);
     expectCode(r, spoil ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS, "cuStreamEndCapture", step);
     if (r != CUDA_SUCCESS) {
-      for (size_t t = firstTag; t < g_expected.size(); ++t) g_expected[t].runs = false;
+      for (size_t t = firstTag; t < g_expected.size(); ++t) g_expected[t + 1].runs = false;
       g_mem = memBefore;
       return false;
     }
@@ -1328,8 +1289,7 @@ void graphStatic(int steps) {
       expectValue(calls.size(), nodes.size(), "the body's kernels", i);
       for (size_t k = 0; k < calls.size() && k < nodes.size(); ++k) {
         Call& c = calls[k];
-        uint64_t tag = g_expected.size() + 1;
-        g_expected.push_back({c.grid, c.block, 0, true, -1, -1});
+        uint64_t tag = g_expected.add(expected(c.grid, c.block));
         void* args[] = {&c.dst, &c.src, &c.k, &tag};
         CUDA_KERNEL_NODE_PARAMS p{};
         p.func = c.add ? g_add : g_mix;

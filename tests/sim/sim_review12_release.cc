@@ -129,6 +129,7 @@
 #include "sim_api.h"
 #include "sim_driver_loader.h"
 #include "sim_mode_checks.h"
+#include "sim_tagged_trace.h"
 
 namespace {
 
@@ -141,30 +142,25 @@ CUfunction g_add = nullptr, g_mix = nullptr;
 CUstream g_s = nullptr, g_t = nullptr;
 
 // ------------------------------------------------------------ host mirror
-std::unordered_map<uint64_t, uint64_t> g_mem;
-uint64_t M(CUdeviceptr p) {
-  auto it = g_mem.find(p);
-  return it == g_mem.end() ? 0 : it->second;
-}
-void setM(CUdeviceptr p, uint64_t v) { g_mem[p] = v; }
+simtest::WordMirror g_mem;
+uint64_t M(CUdeviceptr p) { return g_mem.get(p); }
+void setM(CUdeviceptr p, uint64_t v) { g_mem.set(p, v); }
 
 // ------------------------------------------------------------ tagged kernels
-struct Expected {
+struct Expected : simtest::TaggedLaunch {
   unsigned grid = 1;
   bool add = true;
-  uint32_t seen = 0;
-  uint64_t at = 0;
-  std::vector<uint64_t> after;
 };
-std::vector<Expected> g_expected;
-uint64_t g_traceBase = 0;
+simtest::TaggedTrace<Expected> g_expected{"sim_add_rc", "sim_mix_rc"};
 uint64_t g_lastTag = 0;  // the latest tag launched
 
 // `f` has the effect `add` (sim_add*) or mix (sim_mix*).
 uint64_t launchF(CUfunction f, bool add, CUstream s, CUdeviceptr dst, CUdeviceptr src, uint64_t k, unsigned grid = 1,
                  std::vector<uint64_t> after = {}) {
-  const uint64_t tag = g_expected.size() + 1;
-  g_expected.push_back({grid, add, 0, 0, std::move(after)});
+  Expected x;
+  x.after = std::move(after);
+  x.grid = grid, x.add = add;
+  const uint64_t tag = g_expected.add(std::move(x));
   void* args[] = {&dst, &src, &k, (void*)&tag};
   SIM_CHECK(g_cu->cuLaunchKernel(f, grid, 1, 1, 1, 1, 1, 0, s, args, nullptr));
   setM(dst, add ? M(src) + k : simMix64(M(src) ^ k));
@@ -180,70 +176,27 @@ uint64_t mixK(CUdeviceptr dst, CUdeviceptr src, uint64_t k, CUstream s, unsigned
   return launchF(g_mix, false, s, dst, src, k, grid, std::move(after));
 }
 
-bool ourKernel(const char* name) { return !std::strncmp(name, "sim_add_rc", 10) || !std::strncmp(name, "sim_mix_rc", 10); }
-
 void traceCheck(int step) {
-  const size_t n = simTraceSize();
-  for (size_t i = 0; i < n; ++i) {
-    SimEffect e;
-    if (simTraceGet(i, &e) != 0 || e.kind != SIM_EFFECT_KERNEL || !e.kernelName || !ourKernel(e.kernelName)) continue;
-    if (e.paramBytes != 32) continue;
-    uint64_t tag = 0;
-    std::memcpy(&tag, e.params + 24, 8);
-    if (tag == 0 || tag > g_expected.size()) {
-      expectValue(tag, 0, "tag of an executed kernel (unknown)", step);
-      continue;
-    }
-    Expected& x = g_expected[tag - 1];
-    x.at = g_traceBase + i + 1;
-    if (++x.seen != 1) expectValue(x.seen, 1, "runs of a tagged kernel", step);
+  g_expected.scan(step, [step](const SimEffect& e, Expected& x, uint64_t) {
     if (e.grid[0] != x.grid) expectValue(e.grid[0], x.grid, "grid of a tagged kernel", step);
     const bool ranAdd = !std::strncmp(e.kernelName, "sim_add", 7);
     if (ranAdd != x.add) expectValue(ranAdd, x.add, "kernel that ran is an add (code of the handle then)", step);
-    for (uint64_t before : x.after) {
-      const Expected& b = g_expected[before - 1];
-      if (!b.seen || b.at >= x.at) expectValue(tag, before, "a kernel ran before one it waits for", step);
-    }
-  }
-  g_traceBase += n;
-  simTraceClear();
+  });
 }
 void fullCheck(const std::vector<CUdeviceptr>& words, int step) {
   SIM_CHECK(g_cu->cuCtxSynchronize());
   traceCheck(step);
-  for (CUdeviceptr p : words) {
-    uint64_t v = 0;
-    SIM_CHECK(g_cu->cuMemcpyDtoH(&v, p, 8));
-    expectValue(v, M(p), "a word read back", step);
-  }
+  simtest::expectWords(*g_cu, g_mem, words, step);
 }
 void traceFinal(int step) {
   SIM_CHECK(g_cu->cuCtxSynchronize());
   traceCheck(step);
-  int bad = 0;
-  for (size_t t = 0; t < g_expected.size(); ++t)
-    if (g_expected[t].seen != 1 && bad++ < 4) {
-      char b[80];
-      std::snprintf(b, sizeof b, "runs of tagged kernel %zu", t + 1);
-      expectValue(g_expected[t].seen, 1, b, step);
-    }
+  g_expected.expectAllRan(step, 4);
 }
 
-CUstream newStream() {
-  CUstream s = nullptr;
-  SIM_CHECK(g_cu->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-  return s;
-}
-CUevent newEvent() {
-  CUevent e = nullptr;
-  SIM_CHECK(g_cu->cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
-  return e;
-}
-CUdeviceptr buf(size_t bytes = 64) {
-  CUdeviceptr p = simtest::zeroedBuffer(*g_cu, bytes);
-  for (size_t w = 0; w < bytes / 8; ++w) setM(p + 8 * w, 0);
-  return p;
-}
+CUstream newStream() { return simtest::newStream(*g_cu); }
+CUevent newEvent() { return simtest::newEvent(*g_cu); }
+CUdeviceptr buf(size_t bytes = 64) { return simtest::mirroredBuffer(*g_cu, g_mem, bytes); }
 
 // ------------------------------------------------------------ unload-held / unload-burst
 // Code loaded as a module or a library; image `img` gives name X the add or

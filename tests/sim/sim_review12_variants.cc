@@ -143,6 +143,7 @@
 #include "sim_api.h"
 #include "sim_driver_loader.h"
 #include "sim_mode_checks.h"
+#include "sim_tagged_trace.h"
 
 namespace {
 
@@ -153,32 +154,27 @@ CUfunction g_add = nullptr, g_mix = nullptr;
 CUstream g_s = nullptr, g_t = nullptr;
 
 // ------------------------------------------------------------ host mirror
-std::unordered_map<uint64_t, uint64_t> g_mem;
-uint64_t M(CUdeviceptr p) {
-  auto it = g_mem.find(p);
-  return it == g_mem.end() ? 0 : it->second;
-}
-void setM(CUdeviceptr p, uint64_t v) { g_mem[p] = v; }
+simtest::WordMirror g_mem;
+uint64_t M(CUdeviceptr p) { return g_mem.get(p); }
+void setM(CUdeviceptr p, uint64_t v) { g_mem.set(p, v); }
 
 // ------------------------------------------------------------ tagged kernels
 struct Dim {
   unsigned x = 1, y = 1, z = 1;
 };
-struct Expected {
+struct Expected : simtest::TaggedLaunch {
   Dim grid, block;
   unsigned smem = 0;
   uint64_t streamId = 0;
-  uint32_t seen = 0;
-  uint64_t at = 0;                // trace position (global) once seen
-  std::vector<uint64_t> after;    // tags that must have run before it
 };
-std::vector<Expected> g_expected;  // by tag - 1
-uint64_t g_traceBase = 0;          // positions seen before the last clear
+simtest::TaggedTrace<Expected> g_expected{"sim_add_r12v", "sim_mix_r12v"};
 
 uint64_t launchK(bool add, CUstream s, CUdeviceptr dst, CUdeviceptr src, uint64_t k, Dim grid = {}, unsigned smem = 0,
                  Dim block = {}, std::vector<uint64_t> after = {}) {
-  const uint64_t tag = g_expected.size() + 1;
-  g_expected.push_back({grid, block, smem, simStreamId(s, 0), 0, 0, std::move(after)});
+  Expected x;
+  x.after = std::move(after);
+  x.grid = grid, x.block = block, x.smem = smem, x.streamId = simStreamId(s, 0);
+  const uint64_t tag = g_expected.add(std::move(x));
   void* args[] = {&dst, &src, &k, (void*)&tag};
   SIM_CHECK(g_cu->cuLaunchKernel(add ? g_add : g_mix, grid.x, grid.y, grid.z, block.x, block.y, block.z, smem, s, args,
                                  nullptr));
@@ -201,77 +197,27 @@ void setD32(CUdeviceptr dst, unsigned v, size_t words8, CUstream s) {
 }
 
 void traceCheck(int step) {
-  const size_t n = simTraceSize();
-  for (size_t i = 0; i < n; ++i) {
-    SimEffect e;
-    if (simTraceGet(i, &e) != 0 || e.kind != SIM_EFFECT_KERNEL || !e.kernelName) continue;
-    if (std::strncmp(e.kernelName, "sim_add_r12v", 12) && std::strncmp(e.kernelName, "sim_mix_r12v", 12)) continue;
-    if (e.paramBytes != 32) continue;
-    uint64_t tag = 0;
-    std::memcpy(&tag, e.params + 24, 8);
-    if (tag == 0 || tag > g_expected.size()) {
-      expectValue(tag, 0, "tag of an executed kernel (unknown)", step);
-      continue;
-    }
-    Expected& x = g_expected[tag - 1];
-    x.at = g_traceBase + i + 1;
-    if (++x.seen != 1) expectValue(x.seen, 1, "runs of a tagged kernel", step);
+  g_expected.scan(step, [step](const SimEffect& e, Expected& x, uint64_t tag) {
     if (e.sharedMemBytes != x.smem) expectValue(e.sharedMemBytes, x.smem, "dynamic shared memory as run", step);
     // (A graph effect names the stream the graph was launched on: checked for eager kernels only.)
     if (e.origin == SIM_ORIGIN_EAGER && e.streamId != x.streamId) expectValue(e.streamId, x.streamId, "stream a kernel ran on", step);
-    const unsigned got[6] = {e.grid[0], e.grid[1], e.grid[2], e.block[0], e.block[1], e.block[2]};
-    const unsigned want[6] = {x.grid.x, x.grid.y, x.grid.z, x.block.x, x.block.y, x.block.z};
-    for (int d = 0; d < 6; ++d)
-      if (got[d] != want[d]) {
-        char buf[96];
-        std::snprintf(buf, sizeof buf, "%s[%d] of kernel tag %llu", d < 3 ? "grid" : "block", d % 3,
-                      (unsigned long long)tag);
-        expectValue(got[d], want[d], buf, step);
-        break;
-      }
-    for (uint64_t before : x.after) {
-      const Expected& b = g_expected[before - 1];
-      if (!b.seen || b.at >= x.at) expectValue(tag, before, "a kernel ran before one it waits for", step);
-    }
-  }
-  g_traceBase += n;
-  simTraceClear();
+    decltype(g_expected)::expectShape(e, {x.grid.x, x.grid.y, x.grid.z, x.block.x, x.block.y, x.block.z}, tag, step);
+  });
 }
 void fullCheck(const std::vector<CUdeviceptr>& words, int step) {
   SIM_CHECK(g_cu->cuCtxSynchronize());
   traceCheck(step);
-  for (CUdeviceptr p : words) {
-    uint64_t v = 0;
-    SIM_CHECK(g_cu->cuMemcpyDtoH(&v, p, 8));
-    expectValue(v, M(p), "a word read back", step);
-  }
+  simtest::expectWords(*g_cu, g_mem, words, step);
 }
 void traceFinal(int step) {
   SIM_CHECK(g_cu->cuCtxSynchronize());
   traceCheck(step);
-  for (size_t t = 0; t < g_expected.size(); ++t)
-    if (g_expected[t].seen != 1) {
-      char buf[80];
-      std::snprintf(buf, sizeof buf, "runs of tagged kernel %zu", t + 1);
-      expectValue(g_expected[t].seen, 1, buf, step);
-    }
+  g_expected.expectAllRan(step);
 }
 
-CUstream newStream() {
-  CUstream s = nullptr;
-  SIM_CHECK(g_cu->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-  return s;
-}
-CUevent newEvent() {
-  CUevent e = nullptr;
-  SIM_CHECK(g_cu->cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
-  return e;
-}
-CUdeviceptr buf(size_t bytes = 256) {
-  CUdeviceptr p = simtest::zeroedBuffer(*g_cu, bytes);
-  for (size_t w = 0; w < bytes / 8; ++w) setM(p + 8 * w, 0);
-  return p;
-}
+CUstream newStream() { return simtest::newStream(*g_cu); }
+CUevent newEvent() { return simtest::newEvent(*g_cu); }
+CUdeviceptr buf(size_t bytes = 256) { return simtest::mirroredBuffer(*g_cu, g_mem, bytes); }
 
 // ------------------------------------------------------------ last-diff
 struct LastDiff {
