@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
+#include <cstdlib>
 #include <cstring>
 
 namespace graft::config {
@@ -212,14 +214,25 @@ ParsedOptions parseOptions(const char* const* envp) {
   return parsed;
 }
 
+bool launchBlockingOn(const char* value) {
+  // As the driver reads it (H100, driver 580: "1" and "01" block, "2" and
+  // "true" do not; tests/gpu/traps_r13.cu, launch_blocking_env): the number
+  // the value starts with, after blanks, is 1.
+  if (!value) return false;
+  char* end = nullptr;
+  errno = 0;
+  const long n = std::strtol(value, &end, 10);
+  return end != value && errno == 0 && n == 1;
+}
+
 Mode startMode(Mode requested, const char* cudaLaunchBlocking, std::string* why) {
   // The driver then returns from each launch only once its kernel finished (a
   // debugging setting: a fault is reported at the launch that caused it). A
   // held launch would return before it ran, so graft only forwards.
-  if (requested != Mode::Graph || !cudaLaunchBlocking || std::string_view(cudaLaunchBlocking) != "1")
-    return requested;
-  *why = "CUDA_LAUNCH_BLOCKING=1 makes every launch wait for its kernel; graft only forwards "
-         "(GRAFT_MODE=passthrough), so each launch still returns after its kernel ran";
+  if (requested != Mode::Graph || !launchBlockingOn(cudaLaunchBlocking)) return requested;
+  *why = std::string("CUDA_LAUNCH_BLOCKING=") + cudaLaunchBlocking +
+         " makes every launch wait for its kernel; graft only forwards (GRAFT_MODE=passthrough), so each launch "
+         "still returns after its kernel ran";
   return Mode::Passthrough;
 }
 

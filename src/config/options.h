@@ -53,10 +53,16 @@ struct ParsedOptions {
 // `environ`). Entries that do not start with "GRAFT_" are ignored.
 ParsedOptions parseOptions(const char* const* envp);
 
+// Whether a CUDA_LAUNCH_BLOCKING value (or null) makes the driver block each
+// launch, as the driver reads it: its leading number is 1 ("1", "01"; not
+// "2", "true").
+bool launchBlockingOn(const char* value);
 // The mode graft starts in: `requested`, except that graph mode becomes
-// passthrough when CUDA_LAUNCH_BLOCKING is "1" (`cudaLaunchBlocking` is its
+// passthrough when CUDA_LAUNCH_BLOCKING is on (`cudaLaunchBlocking` is its
 // value, or null), with the line to log in `why`. Read when graft starts, not
-// at load, since a program may set the variable after loading graft.
+// at load, since a program may set the variable after loading graft, and read
+// again at the first stream-ordered op (the driver reads it when it creates a
+// context, which may be after graft started: hook/runtime.h, settleStart).
 Mode startMode(Mode requested, const char* cudaLaunchBlocking, std::string* why);
 
 // Markdown table of every option (name, default, accepted values, meaning),

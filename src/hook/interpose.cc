@@ -466,6 +466,7 @@ template <ApiId Id, int PT, typename Real, typename... A>
     core::StageTimer timer(core::Stage::Lock);
     return rt.engine().lock();
   }();
+  if (!rt.startSettled()) [[unlikely]] rt.settleStart();  // the first op: CUDA_LAUNCH_BLOCKING again
   // Read under the lock: a benchmark mode switch (graft_bench_set_mode) takes
   // it too, so no op is held after the switch flushed what was held.
   const config::Mode mode = rt.mode();

@@ -263,6 +263,20 @@ Runtime::Runtime(config::Mode startMode) : mode_(startMode), start_mode_(startMo
   GRAFT_DEBUG("graft started in {} mode (pid {})", config::toString(mode_), getpid());
 }
 
+void Runtime::settleStart() {
+  start_settled_ = true;
+  if (mode_.load(std::memory_order_relaxed) != config::Mode::Graph) return;
+  std::string launchBlocking;
+  if (config::startMode(config::Mode::Graph, std::getenv("CUDA_LAUNCH_BLOCKING"), &launchBlocking) !=
+      config::Mode::Passthrough)
+    return;
+  GRAFT_WARN("{} (set after graft started, before the program's first context)", launchBlocking);
+  engine_->flushAll();  // nothing is held before the first op; for certainty
+  engine_->pauseReplay();
+  engine_->drainLaunches();
+  mode_.store(config::Mode::Passthrough, std::memory_order_relaxed);
+}
+
 bool Runtime::switchModeForBenchmark(std::string_view name) {
   const config::Options& o = options();
   if (!o.benchSwitch || start_mode_ != config::Mode::Graph) {

@@ -65,6 +65,13 @@ class Runtime {
   // held op first. Returns false, with a logged reason, when not allowed or
   // the name is unknown. Takes the engine lock; may call the driver.
   bool switchModeForBenchmark(std::string_view name);
+  // False until the first stream-ordered op: then settleStart() (under the
+  // engine lock) reads CUDA_LAUNCH_BLOCKING again, since the driver reads it
+  // when it creates a context, which a program may do after setting it later
+  // than graft started; on, graph mode becomes passthrough as at start.
+  // May call the driver (queued launches); logs a warning.
+  bool startSettled() const { return start_settled_; }
+  void settleStart();
   // The private pool (GRAFT_POOL=1), or null.
   pool::DevicePool* pool() { return pool_.get(); }
 
@@ -120,6 +127,7 @@ class Runtime {
   // class (launches first), all in the first cache line. (The Runtime is never
   // destroyed; were it, engine_ would have to go before executor_.)
   alignas(64) std::atomic<config::Mode> mode_;
+  bool start_settled_ = false;  // settleStart() ran (under the engine lock); in mode_'s padding
   core::HotPtr<core::Engine> engine_;
   graph::KernelRegistry kernels_;  // 32 bytes (see KernelRegistry::Entries)
   std::atomic<uint64_t> class_counts_[size_t(ApiClass::Count)] = {};

@@ -13,6 +13,7 @@ CASE: mlp mlp_item gpt amp sidestream lastbatch partgraph gemm cnn lstm dynamic 
       bnfreeze embbag sampling streampool optbwd lrtensor reparam ckpt
       kvgrow beam encpad packed maml multitask sidebwd contrast
       capfail mempool greenctx flexattn jagged threadfeed oomretry
+      bncma qat ampfused profwin dyncompile ipcactor
       pipeline2 ddp2 (or "list")
 
 --steps N is the total number of training steps; the first W (--warmup) are untimed.
@@ -57,8 +58,16 @@ greenctx " ev=<hex>" (the EMA model's loss, evaluated in the side green context)
 line and " green=0|1" (whether green contexts were made) on the first, flexattn
 " kv=<hex>" (key blocks the block mask keeps), jagged " T=<n> L=<n>" (packed and longest
 length) and oomretry " b=<n> m=<n> o=<n>" (batch, micro-batches, out-of-memory retries)
-on every line. ppo's loss is the mean of its 8 minibatch losses, wgangp's the critic's.
-decode is inference, not training: its "loss" is the sum of the chosen tokens' logits.
+on every line; bncma " rm=<hex>" (the first BatchNorm1d's running mean, summed) on every
+line and " ev=<hex>" (the eval loss) every 10th step, qat " s=<hex> i=<hex>" (the first
+activation fake-quant's and the input fake-quant's scale), ampfused " s=<hex> n=<hex>" (the
+loss scale after update, the fused AdamW's step count) and dyncompile " T=<n>" (the padded
+length) on every line, profwin " k=<n> c=<n> z=<n>" (kernels, memcpys and memsets in the
+profiler window's trace) on the last step of each of its windows, ipcactor
+" ev=<hex> acc=<hex> k=<step>" (the actor process's eval loss and accuracy for the weights
+sent at step k) every 10th step. ppo's loss is the mean of its 8 minibatch losses, wgangp's
+the critic's. decode is inference, not training: its "loss" is the sum of the chosen
+tokens' logits.
 No-sync cases keep the losses in a preallocated GPU tensor and read them after the loop.
 expandable runs with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, which main() sets
 before it imports torch.
@@ -118,7 +127,14 @@ os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 # written at a moving pointer; the fourth: a CUDA graph capture abandoned when the
 # optimizer refuses it, a MemPool deleted and made again, green contexts, FlexAttention
 # with a per-step block mask, jagged nested tensors, a producer thread handing batches over
-# with events, out-of-memory errors caught by a batch-size finder).
+# with events, out-of-memory errors caught by a batch-size finder); then a fifth red-team
+# round: BatchNorm's cumulative moving average (a count read back per layer, its reciprocal a
+# kernel scalar that changes every step), quantization-aware training (observers and fake
+# quantization switched by flags that live on the GPU, some read back), one GradScaler over
+# two fused optimizers (overflow skips decided on the GPU, never read), torch.profiler
+# windows opened and closed mid-run (CUPTI tracing what graft replays), torch.compile with
+# dynamic shapes on a submodule (Triton kernels whose size arguments and grids change every
+# step), and an actor process fed weights and returning data through CUDA IPC.
 ISSUE_CASES = ["mlp", "mlp_item", "gpt", "amp", "sidestream", "lastbatch", "partgraph", "gemm"]
 OTHER_CASES = ["cnn", "lstm", "dynamic", "accum", "inductor_mlp", "inductor_gpt", "sdpa", "ddp",
                "vit", "diffusion", "gan", "expandable", "decode", "loader", "serve",
@@ -128,7 +144,8 @@ OTHER_CASES = ["cnn", "lstm", "dynamic", "accum", "inductor_mlp", "inductor_gpt"
                "gpudata", "bnfreeze", "embbag", "sampling", "streampool", "optbwd", "lrtensor",
                "reparam", "ckpt", "kvgrow", "beam", "encpad", "packed", "maml", "multitask", "sidebwd",
                "contrast", "capfail", "mempool", "greenctx", "flexattn", "jagged", "threadfeed",
-               "oomretry", "pipeline2", "ddp2"]
+               "oomretry", "bncma", "qat", "ampfused", "profwin", "dyncompile", "ipcactor",
+               "pipeline2", "ddp2"]
 # Cases that need two GPUs: with one, workloads.py exits 77 for them (check_losses.py
 # reports them skipped and goes on).
 TWO_GPU_CASES = ("pipeline2", "ddp2")
@@ -151,10 +168,16 @@ CASES = ISSUE_CASES + OTHER_CASES
 # beam (the search stops on a flag read back every token), encpad (the nested tensor's
 # sizes and the left-aligned check are read back) and packed (pad_packed_sequence reads
 # the inverse permutation back and indexes the host's lengths with it: garbage raises)
-# too.
+# too. So do bncma (every training-mode BatchNorm with momentum=None divides by
+# float(num_batches_tracked), read back: a count the floor never incremented reads as 0 and
+# raises ZeroDivisionError) and qat (FakeQuantize branches on its observer and fake-quant
+# flags read back, its observer on whether min and max are still infinite, and
+# check_min_max_valid asserts min <= max; the fused per-channel weight fake-quant reads its
+# flag back to choose between two launch sequences, and checks its zero points against the
+# range by reading them back, raising when they are outside).
 GARBAGE_SENSITIVE_CASES = ("dynamic", "moe", "condstep", "linalg", "lbfgs", "plateau", "swa",
                            "parametrize", "sparse", "gnn", "ppo", "reentrant", "beam", "encpad",
-                           "packed")
+                           "packed", "bncma", "qat")
 HANDGRAPH_CASES = ("mlp", "mlp_item", "gpt")
 COMPILE_CASES = ("mlp", "mlp_item", "gpt", "gemm")
 # The only change torch.compile(mode="reduce-overhead") needs to run these loops (DESIGN.md §1).
@@ -614,7 +637,32 @@ def build_models():
             gb.record_stream(cur)
             return gx, gw, gb, None, None
 
+    class PadBlock(nn.Module):
+        """Pre-norm encoder block over padded sequences of any batch size and length: the
+        attention written out (q, k, v from one Linear, scaled scores plus an additive
+        key-padding bias of shape (B, 1, 1, T), softmax, dropout), then a GELU MLP with
+        dropout. Its sizes come from the constructor, not from the input, so torch.compile
+        with dynamic shapes traces batch and length as symbols."""
+
+        def __init__(self, d, heads, p):
+            super().__init__()
+            self.d, self.heads, self.hd = d, heads, d // heads
+            self.scale = 1.0 / math.sqrt(d // heads)
+            add_block_layers(self, d)
+            self.attn_drop = nn.Dropout(p)
+            self.drop = nn.Dropout(p)
+
+        def forward(self, x, bias):
+            B, T, _ = x.shape
+            q, k, v = self.qkv(self.ln1(x)).view(B, T, 3, self.heads, self.hd).permute(2, 0, 3, 1, 4)
+            att = (q @ k.transpose(-2, -1)) * self.scale + bias                # B, heads, T, T
+            att = self.attn_drop(F.softmax(att, dim=-1))
+            y = (att @ v).transpose(1, 2).reshape(B, T, self.d)
+            x = x + self.drop(self.proj(y))
+            return x + self.drop(self.fc2(F.gelu(self.fc1(self.ln2(x)))))
+
     globals()["SDPAGPT"] = SDPAGPT
+    globals()["PadBlock"] = PadBlock
     globals()["GrowDecoder"] = GrowDecoder
     globals()["SideLinearFn"] = SideLinearFn
     globals()["ViT"] = ViT
@@ -4706,6 +4754,527 @@ class OOMRetryWorkload(TaskWorkload):
         return super().loss_lines()
 
 
+# --------------------------------------------------------------------------- red-team round five
+# Training and tooling patterns the rounds above leave out, each chosen for what a
+# launch-holding, graph-replaying tool could get wrong: a scalar kernel argument computed on
+# the host from a count read back every step (BatchNorm's cumulative moving average);
+# observers and fake quantization switched on and off by flags that live on the GPU, read
+# back by some modules and by kernels in others (quantization-aware training); gradient
+# overflow skips decided on the GPU by fused optimizers and never read by the host (one
+# GradScaler over two of them); a profiler that turns CUPTI tracing on and off mid-run and
+# counts what the GPU ran; Triton kernels compiled once for symbolic sizes and launched
+# with other size arguments and grids every step; and a second process that reads the
+# weights and writes the training data through CUDA IPC memory and interprocess events.
+
+class BNCMAWorkload(Workload):
+    """BatchNorm with momentum=None, the cumulative moving average, as scripts use it to
+    estimate population statistics exactly (swa_utils.update_bn does it now and then; here
+    every training step does): a conv stem (two convolutions, each followed by
+    BatchNorm2d(momentum=None): cuDNN's batch norm) on 16x16 images, mean pooling, then an
+    MLP whose hidden layers are followed by BatchNorm1d(momentum=None) on 2-D input
+    (PyTorch's own batch-norm kernels: cuDNN is used for 3-D and larger inputs only). In
+    training mode every BatchNorm first increments num_batches_tracked on the GPU and then
+    reads it back with float() (a sync per layer, four a forward pass) to compute its
+    averaging factor 1/n, a Python float that reaches the kernels updating the running
+    statistics as a scalar argument, a new value every step. Every 40 steps
+    reset_running_stats() zeroes the statistics and the counts (fill kernels), so the
+    factors run 1, 1/2, 1/3, ... again: the launch sequence of 40 steps before with its
+    scalars. An eval pass (eval mode: the running statistics normalise, no update and no
+    read-back) on held-out images every 10th step. Labels from a fixed projection of the
+    pooled pixels; AdamW (foreach), set_to_none. A tool that replays a graph with the
+    factor it recorded, or patches it from a step it mistakes for this one, leaves wrong
+    running statistics, which only the eval losses and the line show. The sum of the first
+    BatchNorm1d's running mean after the step ends every line (" rm=<hex>"), the eval loss
+    the eval steps' (" ev=<hex>")."""
+
+    syncs = True
+    batch, img, nout, hidden = 64, 16, 10, 256
+    reset_every, eval_every, neval = 40, 10, 256
+
+    def setup(self, mode="eager"):
+        h = self.hidden
+        self.stem = nn.Sequential(nn.Conv2d(3, 32, 3, 1, 1, bias=False), nn.BatchNorm2d(32, momentum=None),
+                                  nn.ReLU(), nn.Conv2d(32, 64, 3, 2, 1, bias=False),
+                                  nn.BatchNorm2d(64, momentum=None), nn.ReLU())
+        self.mlp = nn.Sequential(nn.Linear(64, h), nn.BatchNorm1d(h, momentum=None), nn.ReLU(),
+                                 nn.Linear(h, h), nn.BatchNorm1d(h, momentum=None), nn.ReLU(),
+                                 nn.Linear(h, self.nout))
+        self.model = nn.ModuleList([self.stem, self.mlp]).to(self.dev)
+        self.bns = [m for m in self.model.modules() if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d))]
+        self.bn1d = self.mlp[1]
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
+        self.label_proj = torch.randn(3 * 4 * 4, self.nout, device=self.dev, generator=self.gen)
+        self.Xe, self.Ye = self.draw(self.neval)
+        self.rm_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.eval_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.evals = []
+
+    def draw(self, n):
+        x = torch.randn(n, 3, self.img, self.img, device=self.dev, generator=self.gen)
+        return x, (F.avg_pool2d(x, 4).flatten(1) @ self.label_proj).argmax(dim=1)
+
+    def forward(self, x):
+        return self.mlp(self.stem(x).mean(dim=(2, 3)))
+
+    def step(self, i):
+        if i > 0 and i % self.reset_every == 0:
+            for bn in self.bns:
+                bn.reset_running_stats()
+        x, y = self.draw(self.batch)
+        self.opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(self.forward(x), y)      # four float(num_batches_tracked) reads
+        loss.backward()
+        self.opt.step()
+        self.rm_buf[i].copy_(self.bn1d.running_mean.sum())
+        if i % self.eval_every == self.eval_every - 1:
+            self.model.eval()
+            with torch.no_grad():
+                self.eval_buf[i].copy_(F.cross_entropy(self.forward(self.Xe), self.Ye))
+            self.model.train()
+            self.evals.append(i)
+        return loss
+
+    def loss_lines(self):
+        for i, h in enumerate(tensor_hexes(self.rm_buf)):
+            self.extra[i] = "rm=" + h
+        if self.evals:
+            ev = tensor_hexes(self.eval_buf)
+            for i in self.evals:
+                self.extra[i] += " ev=" + ev[i]
+        return super().loss_lines()
+
+
+class QATWorkload(TaskWorkload):
+    """Quantization-aware training with torch.ao.quantization's fake-quantize modules, wired
+    by hand as eager-mode QAT wires them: the input through a FakeQuantize with a
+    MovingAverageMinMaxObserver (default_fake_quant: Python-side logic that reads its
+    observer_enabled and fake_quant_enabled flags back from the GPU, checks whether the
+    observer's min and max are still infinite, asserts min <= max and turns the scale and
+    zero point it computes into host numbers and back: about seven values read back and two
+    copied up a call); every Linear's weight through a fused per-channel fake-quant
+    (default_fused_per_channel_wt_fake_quant: torch.fused_moving_avg_obs_fake_quant, whose
+    observer and qparams kernels read their on/off flags on the GPU, and which reads the
+    fake-quant flag back to choose between fake-quantizing and a plain copy, then reads the
+    zero points back to check their range); every hidden activation (after ReLU) through a
+    fused per-tensor fake-quant (default_fused_act_fake_quant: the same op without any
+    sync: the flags, the running min and max, the scale and the zero point stay on the GPU
+    and the kernels read them by pointer). The schedule QAT recipes use: fake quantization
+    off and observers on for the first 40 steps (calibration), then on
+    (model.apply(enable_fake_quant): fill kernels into the flag tensors), and at step 160
+    the observers frozen (model.apply(disable_observer)): from then on the fused modules
+    launch exactly the same kernels as before, which now leave the running min, max and
+    qparams alone because a flag in GPU memory says so, while the input's FakeQuantize
+    takes another host branch. A tool that replays a graph with the flags' old contents
+    baked in, or patches the scale pointers, changes the loss. The MLP is 3 Linear layers
+    (256 wide), AdamW (foreach). The first activation fake-quant's scale and the input
+    fake-quant's scale end every line (" s=<hex> i=<hex>")."""
+
+    syncs = True
+    hidden, fq_on_at, freeze_at = 256, 40, 160
+
+    def setup(self, mode="eager"):
+        from torch.ao.quantization import fake_quantize as fq
+        self.fq = fq
+        h = self.hidden
+        dims = [self.din, h, h, self.nout]
+        self.lins = nn.ModuleList([nn.Linear(a, b) for a, b in zip(dims[:-1], dims[1:])])
+        self.in_fq = fq.default_fake_quant()
+        self.w_fq = nn.ModuleList([fq.default_fused_per_channel_wt_fake_quant() for _ in self.lins])
+        self.a_fq = nn.ModuleList([fq.default_fused_act_fake_quant() for _ in range(len(self.lins) - 1)])
+        self.model = nn.ModuleList([self.lins, self.in_fq, self.w_fq, self.a_fq]).to(self.dev)
+        self.model.apply(fq.disable_fake_quant)
+        self.opt = torch.optim.AdamW(self.lins.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
+        self.fwd = self.forward
+        self.label_setup()
+        self.s_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.i_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+
+    def forward(self, x):
+        h = self.in_fq(x)
+        last = len(self.lins) - 1
+        for k, lin in enumerate(self.lins):
+            h = F.linear(h, self.w_fq[k](lin.weight), lin.bias)
+            if k < last:
+                h = self.a_fq[k](F.relu(h))
+        return h
+
+    def step(self, i):
+        if i == self.fq_on_at:
+            self.model.apply(self.fq.enable_fake_quant)
+        if i == self.freeze_at:
+            self.model.apply(self.fq.disable_observer)
+        loss = super().step(i)
+        self.s_buf[i].copy_(self.a_fq[0].scale.reshape(-1)[0])
+        self.i_buf[i].copy_(self.in_fq.scale.reshape(-1)[0])
+        return loss
+
+    def loss_lines(self):
+        s, q = tensor_hexes(self.s_buf), tensor_hexes(self.i_buf)
+        for i in range(self.steps):
+            self.extra[i] = "s=%s i=%s" % (s[i], q[i])
+        return super().loss_lines()
+
+
+class AMPFusedWorkload(TaskWorkload):
+    """float16 autocast with one GradScaler over two fused optimizers, as mixed-precision
+    scripts with parameter groups on separate optimizers run it: AdamW(fused=True) for the
+    body of the MLP (6 layers, dropout 0.1) under a LambdaLR warmup and decay (a new
+    Python-float learning rate, a kernel argument, every step) and Adam(fused=True) for
+    the head. scaler.unscale_(body optimizer) then clip_grad_norm_(foreach=True) on the
+    body; scaler.step() on both; scaler.update(). Fused optimizers take the scaler's
+    tensors instead of its decision: GradScaler passes found_inf (a sum of the per-device
+    flags, a new tensor every step) and, for the head, which was not unscaled, grad_scale
+    (the scale times 1, another new tensor) to the fused kernels, which skip the update
+    themselves when found_inf is set and take the step counts back on the GPU; update()
+    then adjusts the scale with _amp_update_scale_. The initial scale (2**24) overflows
+    float16 and growth every 4 clean steps brings overflow back, so steps are skipped at
+    points only the GPU knows, and nothing is ever read back: the launch sequence of a
+    skipped step is that of an applied one, with other pointers. A tool that patches the
+    per-step found_inf and grad_scale pointers wrongly updates weights it should have
+    left, or skips updates it should have made. The loss scale after update and the body
+    optimizer's step count end every line (" s=<hex> n=<hex>"). No sync in the loop."""
+
+    def setup(self, mode="eager"):
+        self.model = MLP(self.din, self.hidden, self.nout, layers=6, dropout=0.1).to(self.dev)
+        self.fwd = self.model
+        self.label_setup()
+        net = self.model.net
+        self.body = list(net[:-1].parameters())
+        self.head = list(net[-1].parameters())
+        self.opt_body = torch.optim.AdamW(self.body, lr=1e-3, weight_decay=0.01, fused=True)
+        self.opt_head = torch.optim.Adam(self.head, lr=3e-3, betas=(0.9, 0.99), fused=True)
+        self.sched = torch.optim.lr_scheduler.LambdaLR(
+            self.opt_body, lambda s: min(1.0, (s + 1) / 25.0) * 0.5 ** (s / 150.0))
+        kw = dict(init_scale=2.0 ** 24, growth_factor=2.0, backoff_factor=0.5, growth_interval=4)
+        try:
+            self.scaler = torch.amp.GradScaler("cuda", **kw)
+        except (AttributeError, TypeError):
+            self.scaler = torch.cuda.amp.GradScaler(**kw)
+        self.scale_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.count_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+
+    def step(self, i):
+        x, y = self.batch_for(i)
+        self.opt_body.zero_grad(set_to_none=True)
+        self.opt_head.zero_grad(set_to_none=True)
+        with torch.autocast(device_type="cuda", dtype=torch.float16):
+            loss = F.cross_entropy(self.model(x), y)
+        self.scaler.scale(loss).backward()
+        self.scaler.unscale_(self.opt_body)
+        torch.nn.utils.clip_grad_norm_(self.body, 1.0, foreach=True)
+        self.scaler.step(self.opt_body)          # fused: found_inf by pointer, no sync
+        self.scaler.step(self.opt_head)          # fused: grad_scale and found_inf by pointer
+        self.scaler.update()
+        self.sched.step()
+        self.scale_buf[i].copy_(self.scaler._scale.reshape(()))
+        self.count_buf[i].copy_(self.opt_body.state[self.body[0]]["step"].reshape(()))
+        return loss.float()
+
+    def loss_lines(self):
+        s, n = tensor_hexes(self.scale_buf), tensor_hexes(self.count_buf)
+        for i in range(self.steps):
+            self.extra[i] = "s=%s n=%s" % (s[i], n[i])
+        return super().loss_lines()
+
+
+class ProfWinWorkload(GPTWorkload):
+    """The small GPT (dropout 0.1, AdamW foreach) trained under torch.profiler with a
+    schedule, as scripts profile a few steps in the middle of a long run: the profiler is
+    started in setup and stepped at the end of every training step (after the loss is read
+    for logging, a sync), skips the first 45 steps, then waits 40, warms up 5 (Kineto turns
+    CUPTI's activity tracing on) and records 5, four times; record_function ranges mark
+    the forward pass, backward and the optimizer step. At the end of each recording window
+    the profiler synchronizes the device, stops tracing, and its on_trace_ready handler
+    exports the chrome trace, counts its kernel, memcpy and memset events and deletes it.
+    What the profiler saw is part of the result: the counts end the window's last line
+    (" k=<n> c=<n> z=<n>"). A tool that replays graphs must leave CUPTI seeing the kernels
+    of the window, no more (work held from before the window and issued inside it) and no
+    fewer (kernels that a graph replay hides from the activity records, or work still held
+    when the profiler stops), and must survive CUPTI being enabled and disabled under it."""
+
+    syncs = True
+    item = True
+    skip_first, wait, warmup, active, repeat = 45, 40, 5, 5, 4
+
+    def setup(self, mode="eager"):
+        import tempfile
+        from torch.profiler import ProfilerActivity, profile, schedule
+        super().setup(mode)
+        self.trace_dir = tempfile.mkdtemp(prefix="graft_profwin.")
+        self.windows = {}
+        self.cur = -1
+        self.prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+                            schedule=schedule(skip_first=self.skip_first, wait=self.wait, warmup=self.warmup,
+                                              active=self.active, repeat=self.repeat),
+                            on_trace_ready=self.trace_ready)
+        self.prof.start()
+        self.stopped = False
+
+    def trace_ready(self, prof):
+        path = os.path.join(self.trace_dir, "window.%d.json" % self.cur)
+        prof.export_chrome_trace(path)
+        counts, _ = count_trace(path)
+        os.remove(path)
+        self.windows[self.cur] = counts
+
+    def step(self, i):
+        tok, _ = self.batch_for(i)
+        self.opt.zero_grad(set_to_none=True)
+        with torch.profiler.record_function("forward"):
+            loss = self.loss_of(tok, None)
+        with torch.profiler.record_function("backward"):
+            loss.backward()
+        with torch.profiler.record_function("optimizer"):
+            self.opt.step()
+        loss.item()                       # logged before the profiler steps: the GPU is idle
+        self.cur = i
+        self.prof.step()
+        return loss
+
+    def loss_lines(self):
+        if not self.stopped:
+            self.prof.stop()
+            self.stopped = True
+            try:
+                os.rmdir(self.trace_dir)
+            except OSError:
+                pass
+        for i, c in self.windows.items():
+            self.extra[i] = "k=%d c=%d z=%d" % (c["kernels"], c["memcpys"], c["memsets"])
+        return super().loss_lines()
+
+
+class DynCompileWorkload(Workload):
+    """torch.compile with dynamic shapes on a submodule only, as padding-to-the-longest
+    fine-tuning scripts compile their encoder: 16 sequences padded to a length a seeded host
+    random.Random draws every step (24 to 96), the embeddings, pooling, head and loss eager,
+    and each of two pre-norm encoder blocks (attention written out with an additive
+    key-padding bias, dropout, a GELU MLP) wrapped in torch.compile(dynamic=True) in its
+    default mode (no CUDA graphs of PyTorch's own): Inductor compiles forward and backward
+    once for symbolic batch and length, so every step launches the same Triton kernels
+    (fused layer norms, softmax, dropout with Philox seeds drawn per call, GELU, residual
+    adds; launched by Inductor's launcher) and cuBLAS GEMMs with other size arguments (ks0,
+    xnumel, rnumel) and other grids: within a length bucket a kernel's grid may stay the
+    same while its size argument changes. Row lengths (4 to the padded length) are drawn
+    on the GPU; labels from a fixed token table summed over each row's valid tokens;
+    AdamW (foreach). Inductor's deterministic mode is set where this PyTorch has it. A tool
+    that matches a launch by kernel and grid and patches the rest must patch the size
+    arguments too; one that replays a step recorded at another length reads and writes
+    the wrong extents. The padded length ends every line (" T=<n>"). No sync in the loop
+    after the first steps' compilation."""
+
+    batch, vocab, d, heads, nout, layers, min_len, max_len = 16, 1000, 128, 4, 10, 2, 24, 96
+
+    def setup(self, mode="eager"):
+        import random
+        try:
+            import torch._inductor.config as inductor_config
+            if hasattr(inductor_config, "deterministic"):
+                inductor_config.deterministic = True
+        except ImportError:
+            pass
+        d = self.d
+        self.emb = nn.Embedding(self.vocab, d)
+        self.pos = nn.Embedding(self.max_len, d)
+        self.blocks = nn.ModuleList([PadBlock(d, self.heads, 0.1) for _ in range(self.layers)])
+        self.ln = nn.LayerNorm(d)
+        self.head = nn.Linear(d, self.nout)
+        self.model = nn.ModuleList([self.emb, self.pos, self.blocks, self.ln, self.head]).to(self.dev)
+        self.compiled = [torch.compile(b, dynamic=True) for b in self.blocks]
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=3e-4, weight_decay=0.01, foreach=True)
+        self.truth = torch.randn(self.vocab, self.nout, device=self.dev, generator=self.gen)
+        self.ar = torch.arange(self.max_len, device=self.dev)
+        self.draws = random.Random(1312)
+        self.lens = {}
+
+    def step(self, i):
+        B, T = self.batch, self.draws.randint(self.min_len, self.max_len)
+        tok = torch.randint(0, self.vocab, (B, T), device=self.dev, generator=self.gen)
+        lengths = torch.randint(4, T + 1, (B,), device=self.dev, generator=self.gen)
+        pad = self.ar[:T] >= lengths.unsqueeze(1)                               # B, T: True past the end
+        keep = (~pad).unsqueeze(-1).float()
+        with torch.no_grad():
+            y = (F.embedding(tok, self.truth) * keep).sum(dim=1).argmax(dim=1)
+        bias = torch.zeros(B, 1, 1, T, device=self.dev).masked_fill(pad.view(B, 1, 1, T), float("-inf"))
+        self.opt.zero_grad(set_to_none=True)
+        x = self.emb(tok) + self.pos(self.ar[:T])
+        for blk in self.compiled:
+            x = blk(x, bias)
+        pooled = (self.ln(x) * keep).sum(dim=1) / lengths.unsqueeze(1).float()
+        loss = F.cross_entropy(self.head(pooled), y)
+        loss.backward()
+        self.opt.step()
+        self.lens[i] = T
+        return loss
+
+    def loss_lines(self):
+        for i, t in self.lens.items():
+            self.extra[i] = "T=%d" % t
+        return super().loss_lines()
+
+
+def ipc_actor_main(requests, replies, dev_index, shapes, cand, keep):
+    """ipcactor's actor process (started by torch.multiprocessing's spawn context, so this
+    module is imported afresh there and its torch globals are unset: everything is imported
+    here). Receives the eval set and the label projection once, then, per request, a flat
+    weight vector (CUDA IPC: the storage opened with cudaIpcOpenMemHandle, the current
+    stream made to wait for the interprocess event the learner's queue thread recorded);
+    scores 1024 fresh candidates from its own generator (seeded by the request's step),
+    keeps the 32 with the highest loss (topk) and evaluates the weights on the eval set;
+    sends the eval loss and accuracy and the hard examples back as new CUDA tensors (shared
+    the same way). Errors are sent back as ("error", text)."""
+    import torch
+    import torch.multiprocessing  # noqa: F401 (registers the reductions that share CUDA tensors)
+    import torch.nn.functional as F
+    try:
+        torch.use_deterministic_algorithms(True)
+        torch.backends.cudnn.benchmark = False
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        dev = torch.device("cuda", dev_index)
+        torch.cuda.set_device(dev)
+        gen = torch.Generator(device=dev)
+        _, xe, ye, proj = requests.get(timeout=180)
+        replies.put(("ready",))
+        while True:
+            msg = requests.get(timeout=600)
+            if msg is None:
+                break
+            k, flat = msg
+            ws, off = [], 0
+            for shape in shapes:
+                n = math.prod(shape)
+                ws.append(flat[off:off + n].view(shape))
+                off += n
+
+            def run(x):
+                h = x
+                for j in range(0, len(ws), 2):
+                    h = F.linear(h, ws[j], ws[j + 1])
+                    if j + 2 < len(ws):
+                        h = F.relu(h)
+                return h
+
+            with torch.no_grad():
+                gen.manual_seed(31000 + k)
+                xc = torch.randn(cand, xe.shape[1], device=dev, generator=gen)
+                yc = (xc @ proj).argmax(dim=1)
+                hard = F.cross_entropy(run(xc), yc, reduction="none").topk(keep).indices
+                out = run(xe)
+                stats = torch.stack([F.cross_entropy(out, ye), (out.argmax(dim=1) == ye).float().mean()])
+                replies.put((k, stats, xc.index_select(0, hard), yc.index_select(0, hard)))
+            del msg, flat, ws, xc, yc, hard, out, stats
+        del xe, ye, proj
+        torch.cuda.synchronize(dev)
+    except BaseException as e:  # noqa: BLE001 (handed to the learner)
+        replies.put(("error", "%s: %s" % (type(e).__name__, e)))
+
+
+class IPCActorWorkload(TaskWorkload):
+    """An actor-learner split over two processes that share CUDA memory, as RL and
+    hard-example-mining loops built on torch.multiprocessing do: in setup the learner (this
+    process) starts an actor process with the spawn context (under graft too when this one
+    is: it inherits the environment) and sends it the eval set and the label projection
+    through a torch.multiprocessing Queue. CUDA tensors cross as IPC handles: the queue's
+    feeder thread pickles them, which for each storage records an interprocess event on the
+    default stream (cudaEventCreateWithFlags(interprocess), cudaEventRecord from that
+    thread) and sends its handle with cudaIpcGetMemHandle's; the receiver opens both and
+    makes its current stream wait for the event. Every 10 steps, at step 4 of 10, the
+    learner sends its weights flattened into a new tensor (parameters_to_vector, after the
+    optimizer step); the actor scores 1024 fresh candidates with them, keeps the 32 hardest
+    and evaluates the weights on the eval set, and sends those back as new CUDA tensors; the
+    learner takes the reply at step 9 of 10 (a host wait on the queue), clones the hard
+    examples (a copy that must wait for the actor's event), and every training batch is 64
+    fresh samples plus the latest 32 hard ones, so the training loss depends on data that
+    crossed in both directions. Dropping the received tensors releases their IPC reference
+    counts after a stream sync; the learner's freed snapshots wait in PyTorch's limbo until
+    the actor has released them. A tool that holds the learner's snapshot kernels past the
+    event record (or the record itself), or lets the clone run before the wait on the
+    actor's event, trains on stale or half-written data. The MLP (4 layers, no dropout),
+    AdamW (foreach). The actor's eval loss and accuracy and the step whose weights they
+    judged end the reply steps' lines (" ev=<hex> acc=<hex> k=<step>")."""
+
+    every, send_at, recv_at, cand, keep, neval = 10, 4, 9, 1024, 32, 512
+
+    def setup(self, mode="eager"):
+        import torch.multiprocessing as mp
+        self.model = MLP(self.din, self.hidden, self.nout, layers=4).to(self.dev)
+        self.fwd = self.model
+        self.params = list(self.model.parameters())
+        self.opt = torch.optim.AdamW(self.params, lr=1e-3, weight_decay=0.01, foreach=True)
+        self.label_setup()
+        self.Xe = torch.randn(self.neval, self.din, device=self.dev, generator=self.gen)
+        self.Ye = (self.Xe @ self.label_proj).argmax(dim=-1)
+        self.hard_x = torch.randn(self.keep, self.din, device=self.dev, generator=self.gen)
+        self.hard_y = (self.hard_x @ self.label_proj).argmax(dim=-1)
+        self.stat_buf = torch.zeros(self.steps, 2, dtype=torch.float32, device=self.dev)
+        self.replied = {}
+        self.inflight = None
+        ctx = mp.get_context("spawn")
+        self.requests = ctx.Queue()
+        self.replies = ctx.Queue()
+        idx = self.dev.index if self.dev.index is not None else torch.cuda.current_device()
+        shapes = [tuple(p.shape) for p in self.params]
+        self.actor = ctx.Process(target=ipc_actor_main, name="workloads-ipcactor", daemon=True,
+                                 args=(self.requests, self.replies, idx, shapes, self.cand, self.keep))
+        self.actor.start()
+        self.requests.put(("data", self.Xe, self.Ye, self.label_proj))
+        self.receive()      # ("ready",): the actor holds the shared tensors (and CUDA is up there)
+
+    def receive(self):
+        import queue
+        for _ in range(60):
+            try:
+                msg = self.replies.get(timeout=3)
+            except queue.Empty:
+                if not self.actor.is_alive():
+                    raise RuntimeError("ipcactor: the actor process died (exit code %s)" % self.actor.exitcode)
+                continue
+            if msg[0] == "error":
+                raise RuntimeError("ipcactor: the actor process failed: %s" % msg[1])
+            return msg
+        raise RuntimeError("ipcactor: no reply from the actor process in 180 s")
+
+    def step(self, i):
+        x, y = self.batch_for(i)
+        x = torch.cat([x, self.hard_x])
+        y = torch.cat([y, self.hard_y])
+        self.opt.zero_grad(set_to_none=False)
+        loss = F.cross_entropy(self.model(x), y)
+        loss.backward()
+        self.opt.step()
+        phase = i % self.every
+        if phase == self.send_at:
+            with torch.no_grad():
+                self.inflight = torch.nn.utils.parameters_to_vector(self.params)
+            self.requests.put((i, self.inflight))
+        elif phase == self.recv_at and self.inflight is not None:
+            k, stats, xh, yh = self.receive()
+            self.hard_x = xh.clone()
+            self.hard_y = yh.clone()
+            self.stat_buf[i].copy_(stats)
+            del stats, xh, yh
+            self.inflight = None
+            self.replied[i] = k
+        return loss
+
+    def loss_lines(self):
+        st = tensor_hexes(self.stat_buf.reshape(-1))
+        for i, k in self.replied.items():
+            self.extra[i] = "ev=%s acc=%s k=%d" % (st[2 * i], st[2 * i + 1], k)
+        return super().loss_lines()
+
+    def finish(self):
+        self.requests.put(None)
+        self.actor.join(timeout=120)
+        if self.actor.is_alive():
+            self.actor.terminate()
+            raise RuntimeError("ipcactor: the actor process did not exit")
+        if self.actor.exitcode != 0:
+            raise RuntimeError("ipcactor: the actor process exited with %s" % self.actor.exitcode)
+
+
 WORKLOADS = {
     "mlp": ClassifierWorkload,
     "mlp_item": MLPItem,
@@ -4779,6 +5348,12 @@ WORKLOADS = {
     "jagged": JaggedWorkload,
     "threadfeed": ThreadFeedWorkload,
     "oomretry": OOMRetryWorkload,
+    "bncma": BNCMAWorkload,
+    "qat": QATWorkload,
+    "ampfused": AMPFusedWorkload,
+    "profwin": ProfWinWorkload,
+    "dyncompile": DynCompileWorkload,
+    "ipcactor": IPCActorWorkload,
     "pipeline2": Pipeline2Workload,
     "ddp2": DDP2Workload,
 }

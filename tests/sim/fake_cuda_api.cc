@@ -491,7 +491,16 @@ CUresult streamQueryImpl(bool pt, CUstream h) {
   if (CUresult r = checkSyncOfStream(s); r != CUDA_SUCCESS) return r;
   randomSteps(SIM_LOCK, 1);  // time passes: a polling caller always makes progress
   if (state().sticky != CUDA_SUCCESS) return state().sticky;
-  return streamIdle(s) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+  if (!streamIdle(s)) return CUDA_ERROR_NOT_READY;
+  // The legacy stream's query also answers for its context's blocking streams
+  // (per-thread ones included), as the driver does on an H100
+  // (tests/gpu/traps_r13.cu, legacy_query_gate); a blocking stream's does not
+  // answer for the legacy stream.
+  if (s->legacy)
+    for (const auto& o : state().streams)
+      if (o.get() != s && o->ctx == s->ctx && o->blocking && !o->legacy && !o->destroyed && !streamIdle(o.get()))
+        return CUDA_ERROR_NOT_READY;
+  return CUDA_SUCCESS;
 }
 
 CUresult streamSyncImpl(bool pt, CUstream h) {

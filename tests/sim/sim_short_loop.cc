@@ -18,6 +18,9 @@
 // of the kernels ran from graphs (all but the refused one can be).
 // --launch-blocking: sets CUDA_LAUNCH_BLOCKING=1 with setenv() before the
 // first driver call (as a script does with os.environ after loading graft);
+// --launch-blocking-late V: sets CUDA_LAUNCH_BLOCKING=V after the driver and
+// graft started, before the first op (the driver reads it when it creates a
+// context, which a CUDA runtime program may do after setting it);
 // --expect-eager: asks that no kernel ran from a graph.
 #include <cstdint>
 #include <cstdio>
@@ -29,6 +32,7 @@
 
 int main(int argc, char** argv) {
   bool expectGraphs = false, expectRest = false, refusedKernel = false, expectEager = false;
+  const char* launchBlockingLate = nullptr;
   uint64_t noise = 0, iterations = 1000;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--expect-graphs") == 0) expectGraphs = true;
@@ -36,11 +40,13 @@ int main(int argc, char** argv) {
     else if (std::strcmp(argv[i], "--refused-kernel") == 0) refusedKernel = true;
     else if (std::strcmp(argv[i], "--expect-eager") == 0) expectEager = true;
     else if (std::strcmp(argv[i], "--launch-blocking") == 0) setenv("CUDA_LAUNCH_BLOCKING", "1", 1);
+    else if (std::strcmp(argv[i], "--launch-blocking-late") == 0 && i + 1 < argc) launchBlockingLate = argv[++i];
     else if (std::strcmp(argv[i], "--noise") == 0 && i + 1 < argc) noise = std::strtoull(argv[++i], nullptr, 10);
     else if (std::strcmp(argv[i], "--iterations") == 0 && i + 1 < argc)
       iterations = std::strtoull(argv[++i], nullptr, 10);
     else {
       std::printf("usage: sim_short_loop [--expect-graphs | --expect-eager] [--refused-kernel] [--launch-blocking] "
+                  "[--launch-blocking-late V] "
                   "[--noise N --iterations M [--expect-rest]]\n");
       return 2;
     }
@@ -52,6 +58,7 @@ int main(int argc, char** argv) {
   simtest::Driver drv;
   CUcontext ctx;
   if (int rc = simtest::startProgram("sim_short_loop", &drv, &ctx)) return rc;
+  if (launchBlockingLate) setenv("CUDA_LAUNCH_BLOCKING", launchBlockingLate, 1);
   auto& cu = drv.plain;
   CUfunction add = simtest::libraryKernel3("sim_add_short");
   CUfunction third = refusedKernel ? simtest::libraryKernel3("sim_add_refused") : add;

@@ -51,7 +51,14 @@ TEST(Options, LaunchBlockingMeansPassthrough) {
   EXPECT_EQ(startMode(Mode::Graph, "1", &why), Mode::Passthrough);
   EXPECT_NE(why.find("CUDA_LAUNCH_BLOCKING=1"), std::string::npos);
 
-  for (const char* value : {static_cast<const char*>(nullptr), "0", "", "yes"}) {
+  // As the driver reads the value (H100, driver 580: tests/gpu/traps_r13.cu,
+  // launch_blocking_env): its leading number is 1.
+  for (const char* value : {"01", " 1", "1x"}) {
+    std::string on;
+    EXPECT_EQ(startMode(Mode::Graph, value, &on), Mode::Passthrough) << value;
+    EXPECT_NE(on.find(std::string("CUDA_LAUNCH_BLOCKING=") + value), std::string::npos);
+  }
+  for (const char* value : {static_cast<const char*>(nullptr), "0", "", "yes", "2", "true", "-1", "10"}) {
     std::string none;
     EXPECT_EQ(startMode(Mode::Graph, value, &none), Mode::Graph);
     EXPECT_TRUE(none.empty());
