@@ -131,52 +131,11 @@
 #include <vector>
 
 #include "trap_common.cuh"
+#include "trap_helpers.cuh"
 
 namespace {
 
-// ---------------------------------------------------------------- helpers
-
-// A checkpoint every 50 steps and at the last one.
-bool at(int i) { return i % 50 == 49 || i == g_iters - 1; }
-
-uint32_t* zeroBuffer(size_t words) {
-  uint32_t* d = nullptr;
-  CK(cudaMalloc(&d, words * 4));
-  CK(cudaMemset(d, 0, words * 4));
-  return d;
-}
-
-cudaEvent_t untimedEvent() {
-  cudaEvent_t e = nullptr;
-  CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-  return e;
-}
-
-cudaStream_t blockingStream() {
-  cudaStream_t s = nullptr;
-  CK(cudaStreamCreate(&s));
-  return s;
-}
-
-// Loads a kernel now (lazy loading): its first launch then loads nothing.
-template <typename K>
-void preload(K kernel) {
-  cudaFuncAttributes a;
-  CK(cudaFuncGetAttributes(&a, kernel));
-}
-
-// Mapped pinned memory: the host pointer and the device pointer.
-struct Mapped {
-  uint32_t* host = nullptr;
-  uint32_t* dev = nullptr;
-};
-Mapped mappedBuffer(size_t words, uint32_t seed) {
-  Mapped m;
-  CK(cudaHostAlloc(reinterpret_cast<void**>(&m.host), words * 4, cudaHostAllocMapped));
-  CK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&m.dev), m.host, 0));
-  for (size_t k = 0; k < words; ++k) m.host[k] = seed * 2654435761u + uint32_t(k) * 2246822519u;
-  return m;
-}
+// ---------------------------------------------------------------- helpers (and trap_helpers.cuh)
 
 // Polls `query` until it stops saying cudaErrorNotReady (at most 20 s, then
 // the scenario fails: a tool that never issues what the poll waits for).
