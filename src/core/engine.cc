@@ -708,7 +708,7 @@ QueryAnswer Engine::query(StreamKey stream, uint64_t event, uint64_t queryHash, 
       if (stream == kLegacyStream && context) {
         for (size_t k = 0; k < held_.size() && !blockingHeld; ++k) {
           const OpDesc h = held_.view(k);
-          blockingHeld = h.stream != stream && executor_.pendsLegacyQuery(h.stream) && contextOf(h) == context;
+          blockingHeld = h.stream != stream && executor_.pendsLegacyQuery(h.stream, context);
         }
         // Its queries are counted (polls) even if it has had no op of its own.
         if (blockingHeld && it == streams_.end()) it = streams_.try_emplace(stream).first;
@@ -723,7 +723,7 @@ QueryAnswer Engine::query(StreamKey stream, uint64_t event, uint64_t queryHash, 
         for (size_t k = 0; inGeneration && k < held_.size() && !targetHeld; ++k) {
           const OpDesc h = held_.view(k);
           if (h.stream != stream) {
-            if (!blockingHeld || !executor_.pendsLegacyQuery(h.stream) || contextOf(h) != context) continue;
+            if (!blockingHeld || !executor_.pendsLegacyQuery(h.stream, context)) continue;
           } else if (context && isDefaultStream(stream)) {  // another context's default stream is another stream
             const uint64_t c = contextOf(h);
             if (c && c != context) continue;

@@ -78,10 +78,13 @@ class Executor {
   // domain of its own, see domainOf); 0: unknown. Pure function of the op.
   virtual uint64_t contextOfEventOp(const OpDesc& /*op*/) { return 0; }
   // Whether pending work on `stream` makes a query of the legacy stream of
-  // its context answer "not ready" (a blocking stream or a per-thread default
-  // stream; observed on an H100, tests/gpu/traps_r13.cu, legacy_query_gate).
-  // Under the engine lock; may ask the driver once per stream.
-  virtual bool pendsLegacyQuery(StreamKey /*stream*/) { return false; }
+  // context `context` answer "not ready": a blocking stream or a per-thread
+  // default stream created in that context (observed on an H100,
+  // tests/gpu/traps_r13.cu, legacy_query_gate). The stream's own context, not
+  // the one current when an op was issued on it (a copy may name another
+  // context's stream). Under the engine lock; may ask the driver once per
+  // stream.
+  virtual bool pendsLegacyQuery(StreamKey /*stream*/, uint64_t /*context*/) { return false; }
 
   // An executor may run launches on a thread of its own (launch() then only
   // queues the launch and returns 0). drain() returns once every launch queued

@@ -70,7 +70,10 @@ class GraphExecutor final : public core::Executor {
   void freeAsync(uint64_t pointer, core::StreamKey stream, uint64_t domain) override;
   bool freeBehindQueuedLaunches(uint64_t pointer, core::StreamKey stream, uint64_t domain) override;
   uint64_t domainOf(const core::OpDesc& op) override;
-  bool pendsLegacyQuery(core::StreamKey stream) override { return isBlocking(stream); }
+  bool pendsLegacyQuery(core::StreamKey stream, uint64_t context) override {
+    return stream != core::kPerThreadStream && isBlocking(stream) &&
+           reinterpret_cast<uint64_t>(streamContext(stream)) == context;
+  }
   uint64_t contextOfEventOp(const core::OpDesc& op) override;
   void forgetKernels() override;
   std::string describe(const core::OpDesc& op) override;

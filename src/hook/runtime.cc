@@ -264,13 +264,17 @@ Runtime::Runtime(config::Mode startMode) : mode_(startMode), start_mode_(startMo
 }
 
 void Runtime::settleStart() {
+  // Not before a context is current: an op that fails for want of one (before
+  // cuInit) comes before the driver read the variable.
+  CUcontext current = nullptr;
+  if (real<ApiId::k_cuCtxGetCurrent_4000>()(&current) != CUDA_SUCCESS || !current) return;
   start_settled_ = true;
   if (mode_.load(std::memory_order_relaxed) != config::Mode::Graph) return;
   std::string launchBlocking;
   if (config::startMode(config::Mode::Graph, std::getenv("CUDA_LAUNCH_BLOCKING"), &launchBlocking) !=
       config::Mode::Passthrough)
     return;
-  GRAFT_WARN("{} (set after graft started, before the program's first context)", launchBlocking);
+  GRAFT_WARN("{} (read again at the program's first stream-ordered op)", launchBlocking);
   engine_->flushAll();  // nothing is held before the first op; for certainty
   engine_->pauseReplay();
   engine_->drainLaunches();

@@ -65,11 +65,13 @@ class Runtime {
   // held op first. Returns false, with a logged reason, when not allowed or
   // the name is unknown. Takes the engine lock; may call the driver.
   bool switchModeForBenchmark(std::string_view name);
-  // False until the first stream-ordered op: then settleStart() (under the
-  // engine lock) reads CUDA_LAUNCH_BLOCKING again, since the driver reads it
-  // when it creates a context, which a program may do after setting it later
-  // than graft started; on, graph mode becomes passthrough as at start.
-  // May call the driver (queued launches); logs a warning.
+  // False until the first stream-ordered op with a context current: then
+  // settleStart() (under the engine lock) reads CUDA_LAUNCH_BLOCKING again,
+  // since the driver reads it when it creates a context, which a program may
+  // do after setting it later than graft started; on, graph mode becomes
+  // passthrough as at start. (A value set before a context is created and
+  // unset before the first op, or set only before a second context, is not
+  // seen: README, Limits.) Calls the driver; logs a warning.
   bool startSettled() const { return start_settled_; }
   void settleStart();
   // The private pool (GRAFT_POOL=1), or null.
