@@ -697,40 +697,37 @@ QueryAnswer Engine::query(StreamKey stream, uint64_t event, uint64_t queryHash, 
       polled = polled_events_.count(event) != 0;
     } else {
       auto it = streams_.find(stream);
-      const auto contextOf = [this](const OpDesc& h) {
-        const uint64_t c = executor_.domainOf(h);
-        return c ? c : executor_.contextOfEventOp(h);
-      };
+      const bool ownGeneration = it != streams_.end() && it->second.activity == boundary_generation_;
       // A query of the legacy stream also answers for the pending work of
       // its context's blocking streams (the driver's answer on an H100:
       // tests/gpu/traps_r13.cu, legacy_query_gate), held work there included.
-      bool blockingHeld = false;
-      if (stream == kLegacyStream && context) {
-        for (size_t k = 0; k < held_.size() && !blockingHeld; ++k) {
-          const OpDesc h = held_.view(k);
-          blockingHeld = h.stream != stream && executor_.pendsLegacyQuery(h.stream, context);
-        }
-        // Its queries are counted (polls) even if it has had no op of its own.
-        if (blockingHeld && it == streams_.end()) it = streams_.try_emplace(stream).first;
-      }
-      if (it != streams_.end()) {
-        inGeneration = it->second.activity == boundary_generation_ || blockingHeld;
-        // Only waits held on it: the stream may have nothing to do (a wait on
-        // an event never recorded, or on a record that is complete, does
-        // nothing), which only the driver can tell once they are issued
-        // (tests/gpu/traps_edge.cu, noop_query).
-        bool waitsHeld = false;
-        for (size_t k = 0; inGeneration && k < held_.size() && !targetHeld; ++k) {
-          const OpDesc h = held_.view(k);
-          if (h.stream != stream) {
-            if (!blockingHeld || !executor_.pendsLegacyQuery(h.stream, context)) continue;
-          } else if (context && isDefaultStream(stream)) {  // another context's default stream is another stream
-            const uint64_t c = contextOf(h);
+      const bool countsBlocking = stream == kLegacyStream && context;
+      // Only waits held on it: the stream may have nothing to do (a wait on
+      // an event never recorded, or on a record that is complete, does
+      // nothing), which only the driver can tell once they are issued
+      // (tests/gpu/traps_edge.cu, noop_query).
+      bool waitsHeld = false, blockingHeld = false;
+      for (size_t k = 0; k < held_.size() && !targetHeld; ++k) {
+        const OpDesc h = held_.view(k);
+        if (h.stream == stream) {
+          if (!ownGeneration) continue;
+          if (context && isDefaultStream(stream)) {  // another context's default stream is another stream
+            uint64_t c = executor_.domainOf(h);
+            if (!c) c = executor_.contextOfEventOp(h);
             if (c && c != context) continue;
           }
-          if (h.kind == OpKind::EventWait) waitsHeld = true;
-          else targetHeld = true;
+        } else if (countsBlocking && executor_.pendsLegacyQuery(h.stream, context)) {
+          blockingHeld = true;
+        } else {
+          continue;
         }
+        if (h.kind == OpKind::EventWait) waitsHeld = true;
+        else targetHeld = true;
+      }
+      // Its queries are counted (polls) even if it has had no op of its own.
+      if (blockingHeld && it == streams_.end()) it = streams_.try_emplace(stream).first;
+      if (it != streams_.end()) {
+        inGeneration = ownGeneration || blockingHeld;
         if (waitsHeld && !targetHeld) resolveHeld(EagerCause::QueryInSegment, nullptr);
         counters = &it->second;
         lastAsked = &counters->lastAskedAt;

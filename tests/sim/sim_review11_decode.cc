@@ -253,9 +253,7 @@ void setM(CUdeviceptr p, uint64_t v) { g_mem.set(p, v); }
 
 // ------------------------------------------------------------ tagged kernels
 
-struct Dim {
-  unsigned x = 1, y = 1, z = 1;
-};
+using simtest::Dim;
 struct Expected : simtest::TaggedLaunch {
   Dim grid, block;
   int pdl = -1, prio = -1;  // pdl-attrs: the launch attributes (-1: launched without attributes)

@@ -159,9 +159,7 @@ uint64_t M(CUdeviceptr p) { return g_mem.get(p); }
 void setM(CUdeviceptr p, uint64_t v) { g_mem.set(p, v); }
 
 // ------------------------------------------------------------ tagged kernels
-struct Dim {
-  unsigned x = 1, y = 1, z = 1;
-};
+using simtest::Dim;
 struct Expected : simtest::TaggedLaunch {
   Dim grid, block;
   unsigned smem = 0;

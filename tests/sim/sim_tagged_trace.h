@@ -65,6 +65,11 @@ inline void expectWords(const DriverApi& cu, const WordMirror& mirror, const std
   }
 }
 
+// A launch's grid or block shape.
+struct Dim {
+  unsigned x = 1, y = 1, z = 1;
+};
+
 // What every tagged launch records. A program extends it with what it
 // checks of the kernel as it ran (grid, shared memory, stream, ...).
 struct TaggedLaunch {
