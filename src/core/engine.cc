@@ -93,8 +93,9 @@ GRAFT_FAST_LANE void Engine::countStream(StreamKey stream) {
     // the GPU was done at the first one.)
     if (info.askedMidRun && !info.polledNow && !polled_events_.empty()) [[unlikely]]
       polled_events_.erase(op.event);
+    const NotReadyStreak streak = info.notReady;  // the event's, not the record's
     info = {boundary_generation_, op.stream, last_stream_counters_->ops, ops_total_,
-            event_epoch_, context, 0, false, false};  // a new record: not asked about yet
+            event_epoch_, context, 0, false, false, streak};  // a new record: not asked about yet
   } else if (op.kind == OpKind::EventWait) [[unlikely]] {
     noteWait(op);
   }
@@ -353,7 +354,10 @@ GRAFT_HOT void Engine::hold(const OpDesc& op, const Segment* matched, const OpDe
 
 [[gnu::always_inline]] inline void Engine::holdAs(const OpDesc& op, const Segment* matched, const uint8_t* shape,
                               const uint8_t* sameValue) {
-  if (held_.empty()) [[unlikely]] held_first_op_ = ops_total_;
+  if (held_.empty()) [[unlikely]] {
+    held_first_op_ = ops_total_;
+    ++held_runs_;
+  }
   held_.pushBorrowing(op, shape, sameValue);
   held_matched_.push_back({matched, sameValue == nullptr});
 }
@@ -653,6 +657,10 @@ void Engine::issueHeldEagerly(const OpDesc& op, EagerCause cause) {
 
 void Engine::hostBarrier(uint64_t barrierHash) {
   expect_launch_hint_ = true;
+  if (streaks_open_.load(std::memory_order_relaxed)) {  // the host waits: no query streak goes on past it
+    ++streak_epoch_;
+    streaks_open_.store(false, std::memory_order_relaxed);
+  }
   ++event_epoch_;  // some barriers record events (cuCtxRecordEvent, green contexts)
   if (!stepsAside()) {
     if (!held_.empty()) resolveHeld(EagerCause::SyncInSegment, nullptr);
@@ -758,18 +766,43 @@ QueryAnswer Engine::query(StreamKey stream, uint64_t event, uint64_t queryHash, 
       }
       *lastAsked = ops_total_ + 1;
     }
-    if (polled) {
-      if (inGeneration) {
-        if (!held_.empty()) resolveHeld(EagerCause::QueryInSegment, nullptr);
-        pushBoundaryToken(hashCombine(queryHash, kBoundarySalt));
+    bool forProgress = false;
+    if (!polled && targetHeld) {
+      // graft answers, unless it has for this target in kProgressRuns held
+      // runs since the driver last said CUDA_SUCCESS for it (NotReadyStreak):
+      // then the query is taken as a poll.
+      NotReadyStreak* streak = record ? &record->notReady : counters ? &counters->notReady : nullptr;
+      if (streak) {
+        if (streak->epoch != streak_epoch_) *streak = {0, streak_epoch_, 0};
+        if (streak->run != held_runs_) {
+          // Answered in the run before too, or a new streak.
+          streak->runs = streak->run + 1 == held_runs_ ? streak->runs + 1 : 1;
+          streak->run = held_runs_;
+          streaks_open_.store(true, std::memory_order_relaxed);
+        }
+        forProgress = streak->runs >= kProgressRuns;
       }
-    } else if (targetHeld) {
-      ++queries_answered_not_ready_;
-      return QueryAnswer::NotReady;
+      if (!forProgress) {
+        ++queries_answered_not_ready_;
+        return QueryAnswer::NotReady;
+      }
+      ++queries_issued_for_progress_;
+    }
+    if ((polled || forProgress) && inGeneration) {
+      if (!held_.empty()) resolveHeld(EagerCause::QueryInSegment, nullptr);
+      pushBoundaryToken(hashCombine(queryHash, kBoundarySalt));
     }
   }
   drainLaunches();  // last: a launch queued before the query is work it must see
   return QueryAnswer::AskDriver;
+}
+
+void Engine::queryCompleted(StreamKey stream, uint64_t event) {
+  if (event) {
+    if (auto it = event_records_.find(event); it != event_records_.end()) it->second.notReady = {};
+  } else if (auto it = streams_.find(stream); it != streams_.end()) {
+    it->second.notReady = {};
+  }
 }
 
 void Engine::releaseStream(StreamKey stream) {
@@ -788,6 +821,7 @@ void Engine::releaseStream(StreamKey stream) {
     it->second.destroyed = true;
     it->second.lastAskedAt = 0;
     it->second.polled = it->second.polledNow = it->second.askedMidRun = false;  // a new stream may get the handle
+    it->second.notReady = {};
   }
   last_stream_counters_ = nullptr;  // the next op looks its stream up (countStream) and clears `destroyed`
   drainLaunches();
@@ -1629,6 +1663,7 @@ EngineStats Engine::stats() const {
   s.opsTotal = ops_total_;
   s.opsSoleExpected = ops_sole_expected_;
   s.queriesAnsweredNotReady = queries_answered_not_ready_;
+  s.queriesIssuedForProgress = queries_issued_for_progress_;
   for (const auto& [stream, counters] : streams_) s.opsByStream.emplace_back(stream, counters.ops);
   std::sort(s.opsByStream.begin(), s.opsByStream.end(),
             [](const auto& a, const auto& b) { return a.second > b.second; });

@@ -59,6 +59,22 @@ enum class Decision : uint8_t { IssueNow, Held };
 // Engine::query: the caller asks the driver, or answers CUDA_ERROR_NOT_READY.
 enum class QueryAnswer : uint8_t { AskDriver, NotReady };
 
+// graft's own CUDA_ERROR_NOT_READY answers for one query target (a
+// stream, or an event across its records): in how many held runs in a row
+// (Engine::held_runs_) they came, with no CUDA_SUCCESS from the driver for it
+// and no host wait (streak_epoch_) since. A program that issues an op
+// between every two queries of what it waits for (a feeding loop) never
+// polls by graft's rule and always finds its latest op held: after
+// Engine::kProgressRuns runs in a row its queries issue what graft holds and
+// ask the driver, as eagerly, until the driver says CUDA_SUCCESS. A program
+// that asks in some steps only, or that records an event again only after
+// the driver's success (a caching allocator's pool), keeps graft's answers.
+struct NotReadyStreak {
+  uint64_t run = 0;    // Engine::held_runs_ at the latest answer (runs are numbered from 1)
+  uint64_t epoch = 0;  // streak_epoch_ then; another: no streak
+  uint32_t runs = 0;   // held runs in a row with an answer, up to `run`
+};
+
 struct EngineStats {
   uint64_t opsTotal = 0;     // stream-ordered ops submitted
   uint64_t opsViaGraph = 0;
@@ -72,6 +88,7 @@ struct EngineStats {
   uint64_t reissueErrors = 0;
   uint64_t opsSoleExpected = 0;  // held through the fast lane (holdSoleExpected)
   uint64_t queriesAnsweredNotReady = 0;  // queries of held work graft answered itself (query)
+  uint64_t queriesIssuedForProgress = 0; // queries of held work that issued it after a streak (NotReadyStreak)
   double firstReplaySeconds = -1;
   size_t liveSegments = 0;
   std::vector<std::pair<StreamKey, uint64_t>> opsByStream;
@@ -153,12 +170,21 @@ class Engine {
   // queries in the current generation issue everything held instead and recur
   // as a segment boundary, until the program stops polling it (an event's
   // record, or a stream's run of queries, asked about while ops were held and
-  // not polled: the program went on without waiting).
+  // not polled: the program went on without waiting). A target graft has
+  // answered for in kProgressRuns held runs in a row, without the driver's
+  // CUDA_SUCCESS for it since (queryCompleted) or a host wait, is taken as
+  // polled too (NotReadyStreak): a loop that feeds work between its queries
+  // makes progress.
   // Otherwise AskDriver, after queued launches are in the driver's queues.
   // A default stream names one stream per context: `context` (nonzero) is
   // the caller's current one, and only held ops of that context (or of none
   // known) count as the target's.
   QueryAnswer query(StreamKey stream, uint64_t event, uint64_t queryHash, uint64_t context = 0);
+  // The driver answered CUDA_SUCCESS for a query that query() left to it:
+  // the target's streak of graft's answers ends. The hook calls it only while
+  // streaksMayBeOpen() (no lock needed to ask that); under the engine lock.
+  void queryCompleted(StreamKey stream, uint64_t event);
+  bool streaksMayBeOpen() const { return streaks_open_.load(std::memory_order_relaxed); }
   // A stream is about to be destroyed: nothing held may use it.
   void releaseStream(StreamKey stream);
   // The program created a stream in `context`. A handle that a stream of
@@ -396,6 +422,7 @@ class Engine {
   int capture_depth_ = 0;
   uint64_t boundary_generation_ = 1;  // query relevance (see StreamCounters)
   StreamKey last_stream_ = 0;  // cache for streams_ (unordered_map values stay put)
+  static constexpr uint32_t kProgressRuns = 3;
   struct StreamCounters {
     uint64_t ops = 0;       // for the report, and for fork claims (ops so far, this one included)
     uint64_t activity = 0;  // the boundary generation of its last op (query relevance); 0: none
@@ -422,6 +449,7 @@ class Engine {
     // no poll (the program went on) clears `polled`.
     bool polledNow = false;
     bool askedMidRun = false;
+    NotReadyStreak notReady;  // graft's own answers for it (query)
   };
   StreamCounters* last_stream_counters_ = nullptr;
   // The fast lane's counters (the rest of stats_ is further down), apart so
@@ -533,6 +561,7 @@ class Engine {
     uint64_t lastAskedAt = 0;  // ops_total_ + 1 at the last query of this record; 0: never
     bool polledNow = false;    // this record was polled (asked about again with no op between)
     bool askedMidRun = false;  // it was asked about while graft held ops
+    NotReadyStreak notReady;   // the event's, kept across its records (query)
   };
   // Bumped whenever events may have been recorded out of graft's sight (the
   // program's graph launches and captures, ops graft does not model, ops
@@ -544,6 +573,12 @@ class Engine {
   // the program asked about while graft held ops and did not poll.
   std::unordered_set<uint64_t> polled_events_;
   uint64_t queries_answered_not_ready_ = 0;       // off the fast lane's lines
+  uint64_t held_runs_ = 0;  // runs of held ops so far (from an empty held_ to empty again): off the fast lane's lines
+  uint64_t queries_issued_for_progress_ = 0;      // queries that issued held work after kProgressRuns answers
+  uint64_t streak_epoch_ = 1;                     // bumped at every host barrier: streaks end there
+  // Whether a streak may be open: the hook tells queryCompleted of the
+  // driver's CUDA_SUCCESS answers only then (read without the lock).
+  std::atomic<bool> streaks_open_{false};
 
   std::chrono::steady_clock::time_point start_;
 };

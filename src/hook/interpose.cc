@@ -1014,7 +1014,14 @@ template <ApiId Id, int PT, typename Real, typename... A>
         if (const CUresult proxy = graph::PerThreadStreams::queryProxy(); proxy != CUDA_SUCCESS)
           return proxy;
       }
-      return realFn(a...);
+      const CUresult r = realFn(a...);
+      // The driver's CUDA_SUCCESS ends graft's streak of answers for the
+      // target (Engine::NotReadyStreak), while one may be open.
+      if (r == CUDA_SUCCESS && rt.engine().streaksMayBeOpen()) [[unlikely]] {
+        auto lock = rt.engine().lock();
+        rt.engine().queryCompleted(stream, reinterpret_cast<uint64_t>(e));
+      }
+      return r;
     } else if constexpr (info.klass == ApiClass::Lifecycle) {
       const CUstream s = firstOf<CUstream>(a...);
       const CUevent e = firstOf<CUevent>(a...);

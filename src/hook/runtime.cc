@@ -428,6 +428,7 @@ void Runtime::writeExitReport() {
   r.replay.segments = s.liveSegments;
   r.replay.opsFastLane = s.opsSoleExpected;
   r.replay.queriesAnsweredNotReady = s.queriesAnsweredNotReady;
+  r.replay.queriesIssuedForProgress = s.queriesIssuedForProgress;
   for (size_t c = 1; c < size_t(core::EagerCause::Count); ++c) {
     if (s.eagerByCause[c])
       r.replay.fallbacks.emplace_back(std::string(core::toString(core::EagerCause(c))),

@@ -67,11 +67,12 @@ std::string reportJson(const Report& r) {
       "\"graphs_built\": {}, \"build_failures\": {}, \"graphs_dropped_mismatching\": {}, "
       "\"variants_evicted_idle\": {}, \"segments\": {}, \"replays\": {}, "
       "\"patches\": {}, \"patches_per_replay\": {:.3f}, \"first_replay_s\": {:.6f}, "
-      "\"ops_fast_lane\": {}, \"queries_answered_not_ready\": {}, \"fallbacks\": {}",
+      "\"ops_fast_lane\": {}, \"queries_answered_not_ready\": {}, \"queries_issued_for_progress\": {}, "
+      "\"fallbacks\": {}",
       p.opsTotal, p.opsViaGraph, p.opsEager, pct(p.opsViaGraph, p.opsTotal), p.graphsBuilt,
       p.buildFailures, p.segmentsDropped, p.variantsEvicted, p.segments, p.replays, p.patches,
       p.replays ? double(p.patches) / double(p.replays) : 0.0, p.firstReplaySeconds,
-      p.opsFastLane, p.queriesAnsweredNotReady, jsonObject(p.fallbacks));
+      p.opsFastLane, p.queriesAnsweredNotReady, p.queriesIssuedForProgress, jsonObject(p.fallbacks));
   j += "}";
   if (r.cpuTime.enabled) {
     j += ",\n  \"cpu_time\": {";
@@ -146,6 +147,10 @@ std::string reportSummary(const Report& r) {
     if (p.queriesAnsweredNotReady)
       s += fmt::format(", {} of held work answered not ready by graft",
                        counted(p.queriesAnsweredNotReady, "query", "queries"));
+    if (p.queriesIssuedForProgress)
+      s += fmt::format(", {} issuing it (graft had answered for the same target in several held runs: a loop "
+                       "that feeds work between its queries)",
+                       counted(p.queriesIssuedForProgress, "later query", "later queries"));
     if (!r.kernelsPatched.empty()) {
       s += "\n  most patched kernels:";
       for (size_t i = 0; i < r.kernelsPatched.size() && i < 5; ++i)

@@ -1306,6 +1306,62 @@ void helperPollsHeld() {
   print("end", ready, deviceDigest(a, kN * 4) ^ answers.h);
 }
 
+// ---------------------------------------------------------------- feed_until_idle
+
+// A loop that feeds what it waits for (added after r13, for the livelock the
+// simulator's sim_review13b_legacy found): each step does the repeating work
+// on M, then asks whether a target is idle and, while it answers "not
+// ready", launches one more one-warp kernel there (the same write every
+// time) and asks again, for at most 500 ms. The target, by step: a
+// non-blocking stream S (its own query), the legacy stream while the kernels
+// go to a blocking stream B (the legacy stream's query counts B's work), or an
+// event recorded on S after each kernel. Eagerly the GPU runs a one-warp
+// kernel faster than the host launches the next, so the loop ends within a
+// few rounds. What graft may get wrong: every query finds the kernel just
+// launched held (no query is a poll: a launch came between), and a tool that
+// answers "not ready" for held work every time never lets the loop end.
+// Prints whether every loop ended (not how many rounds it took: timing).
+void feedUntilIdle() {
+  cudaStream_t M = nonBlockingStream(), S = nonBlockingStream(), B = blockingStream();
+  cudaEvent_t e = untimedEvent();
+  uint32_t *a = deviceBuffer(15001), *b = deviceBuffer(15002), *slot = zeroBuffer(32), *seed = deviceBuffer(15003, 64);
+  preload(tinyWrite);
+  preload(foldSlot);
+  preload(mix);
+  int unfinished = 0;
+  for (int i = 0; i < g_iters; ++i) {
+    const uint32_t u = uint32_t(i) * 8u;
+    const int target = i % 3;
+    cudaStream_t fed = target == 1 ? B : S;
+    mix<<<kGrid, kBlock, 0, M>>>(a, b, kN, u);
+    mix<<<kGrid, kBlock, 0, M>>>(b, a, kN, u + 1);
+    CKL();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+    auto ask = [&] { return target == 2 ? cudaEventQuery(e) : cudaStreamQuery(target == 1 ? cudaStreamLegacy : S); };
+    tinyWrite<<<1, 32, 0, fed>>>(slot, seed, u);
+    CKL();
+    if (target == 2) CK(cudaEventRecord(e, S));
+    cudaError_t r;
+    while ((r = ask()) == cudaErrorNotReady && std::chrono::steady_clock::now() < deadline) {
+      tinyWrite<<<1, 32, 0, fed>>>(slot, seed, u);
+      CKL();
+      if (target == 2) CK(cudaEventRecord(e, S));
+    }
+    cudaGetLastError();
+    if (r != cudaSuccess) ++unfinished;
+    CK(cudaDeviceSynchronize());
+    foldSlot<<<kGrid, kBlock, 0, M>>>(a, slot, kN, u + 2);
+    CKL();
+    if (at(i)) {
+      std::printf("step %d: loops that did not end %d\n", i, unfinished);
+      CK(cudaStreamSynchronize(M));
+      print("a", i, deviceDigest(a, kN * 4) ^ deviceDigest(slot, 32 * 4));
+    }
+  }
+  CK(cudaDeviceSynchronize());
+  print("end", unfinished, deviceDigest(a, kN * 4) ^ deviceDigest(b, kN * 4));
+}
+
 constexpr Scenario kScenarios[] = {
     {"legacy_query_gate", legacyQueryGate},
     {"launch_blocking_env", launchBlockingEnv},
@@ -1313,6 +1369,7 @@ constexpr Scenario kScenarios[] = {
     {"runtime_library_reload", runtimeLibraryReload},
     {"relaxed_capture_span", relaxedCaptureSpan},
     {"ptsz_null_mix", ptszNullMix},
+    {"feed_until_idle", feedUntilIdle},
 };
 // Run by name only (check_traps.py leaves them out): graft differs from eager
 // here by design (README, Limits: work held until its run completes or the

@@ -117,33 +117,22 @@
 //                      answers CUDA_SUCCESS (the query's own simulated
 //                      progress runs the add), in every configuration tried;
 //                      at most 20000 rounds per step.
-//                      FAILS under graft (a livelock, stopped at 20000
-//                      rounds; with SIM_ASYNC_US=3 / 20, a GPU that runs on
-//                      its own, CUDA_SUCCESS comes after up to 800 / 1300
-//                      rounds instead of 0): every query finds one of M's
-//                      adds held
-//                      (engine.cc:708-712 blockingHeld, :726-732 targetHeld)
-//                      and is never a poll, since an op came between
-//                      (engine.cc:741 askedAgain = lastAsked == ops_total_+1,
-//                      ops_total_ counting every thread's ops), so :771
-//                      answers NOT_READY; the only query that finds nothing
-//                      held comes right after a segment's graph was launched,
-//                      which is then pending. The idle flush never runs (ops
-//                      keep coming). Eagerly the driver sees M idle between
-//                      adds. (The same livelock exists before r13 for a
-//                      query of M itself: poll-lockstep-stream; r13 extends
-//                      it to the legacy stream, which before r13 answered
-//                      from the driver.)
+//                      Failed under graft until the session after r13 (a
+//                      livelock, stopped at 20000 rounds): every query found
+//                      one of M's adds held and none was a poll (an op came
+//                      between), so graft answered NOT_READY every time.
+//                      Now, once graft has answered for the target in three
+//                      held runs in a row (no CUDA_SUCCESS from the driver
+//                      for it since, no host wait), the query issues what is
+//                      held and asks the driver (core::NotReadyStreak): at
+//                      most 215 rounds.
 // poll-lockstep-nonblocking  the same with M non-blocking (control: the
 //                      legacy query does not count it).
-// poll-lockstep-stream  the same but the main thread asks M itself.
-//                      FAILS under graft: the pre-r13 form of the livelock
-//                      (engine.cc:720-732 and :741, :771; not r13's lines;
-//                      up to 2100 / 3400 rounds with SIM_ASYNC_US=3 / 20).
+// poll-lockstep-stream  the same but the main thread asks M itself (the
+//                      pre-r13 form of the livelock, fixed the same way).
 // poll-feed-single     the same in one thread: query(NULL), if not ready
-//                      one add on the thread's blocking stream, again.
-//                      FAILS under graft: as poll-lockstep-blocking (more
-//                      than 20000 rounds even with SIM_ASYNC_US=3 / 20).
+//                      one add on the thread's blocking stream, again
+//                      (failed as poll-lockstep-blocking; fixed the same way).
 // destroyed-blocking   add, gate, add on a fresh blocking stream D each step;
 //                      D destroyed with the gate closed; the legacy query
 //                      (SUCCESS in the simulator: a destroyed stream does not

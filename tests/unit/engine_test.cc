@@ -701,6 +701,130 @@ TEST(Engine, StreamQueriesSeeWorkHeldMidRun) {
 // and the run is not cut there.
 TEST(Engine, AStreamPolledOnceByChanceIsNotPolledForever) { expectAllocatorAsksAnswered(true); }
 
+// A GPU for the feeding-loop tests: eager ops complete at once; a graph
+// launch completes at the second time the driver is asked after it (it takes
+// longer than one query). Answers a query the engine left to the driver (the
+// stream's ops, or the event's records, all executed and no graph launched
+// since the last ask), and tells the engine of a CUDA_SUCCESS as the hook does.
+struct SlowGraphDriver {
+  size_t seenAtLastAsk = 0;
+  bool answer(Harness& h, core::StreamKey stream, uint64_t event) {
+    bool launchedSince = false;
+    for (size_t k = seenAtLastAsk; k < h.exec.trace.size(); ++k) launchedSince |= h.exec.trace[k].viaGraph;
+    seenAtLastAsk = h.exec.trace.size();
+    auto targets = [stream, event](const std::vector<Executed>& ops) {
+      size_t n = 0;
+      for (const auto& e : ops) n += event ? e.kind == OpKind::EventRecord && e.event == event : e.stream == stream;
+      return n;
+    };
+    const bool complete = !launchedSince && targets(h.exec.trace) == targets(h.issued);
+    if (complete) {
+      auto lock = h.engine.lock();
+      h.engine.queryCompleted(stream, event);
+    }
+    return complete;
+  }
+};
+
+// A loop that feeds what it waits for: one op, then a query of the stream (or
+// of an event recorded after the op), again and again, with no sync (a
+// pipeline issuing work while it waits for the GPU to go idle). Eagerly the
+// first query finds the GPU done. Under graft every query finds the op just
+// issued held, and none is a poll (an op came between); the only queries
+// that reach the driver come right after a graph launch, which is not done
+// yet: without a limit on graft's own answers the loop never ends. Once
+// graft has answered for the target in three held runs in a row, the query
+// issues what graft holds and the driver answers. After the driver's
+// CUDA_SUCCESS graft answers for the target again.
+void expectFeedingLoopProgresses(bool aboutEvent) {
+  Harness h;
+  auto feedOp = [&h, aboutEvent](int k, uint64_t step) {
+    h.op(TestOp{OpKind::Kernel, 0x100, 1000u + k, k == 3 ? step : 7});
+    if (aboutEvent) h.op(TestOp{OpKind::EventRecord, 0x100, 1, 0, 0xe7});
+  };
+  for (int it = 0; it < 30; ++it) {  // learned: the ten ops (and records) of a step
+    for (int k = 0; k < 10; ++k) feedOp(k, it);
+    h.sync();
+  }
+  SlowGraphDriver gpu;
+  size_t graftAnswers = 0, graftAnswersAfterFirstPhase = 0;
+  for (int phase = 0; phase < 6; ++phase) {
+    for (int round = 0;; ++round) {
+      ASSERT_LT(round, 25) << "phase " << phase << ": the loop made no progress";
+      feedOp(round % 10, phase);
+      core::QueryAnswer a;
+      {
+        auto lock = h.engine.lock();
+        a = aboutEvent ? h.engine.query(0, 0xe7, 9) : h.engine.query(0x100, 0, 13);
+      }
+      if (a == core::QueryAnswer::NotReady) {
+        ++graftAnswers;
+        graftAnswersAfterFirstPhase += phase > 0;
+        continue;
+      }
+      if (gpu.answer(h, aboutEvent ? 0 : 0x100, aboutEvent ? 0xe7 : 0)) {
+        // CUDA_SUCCESS: everything issued so far has executed.
+        ASSERT_EQ(h.exec.trace.size(), h.issued.size()) << "phase " << phase;
+        break;
+      }
+    }
+  }
+  h.expectEquivalent();
+  EXPECT_GT(graftAnswers, 0u) << "graft answered no query itself";
+  EXPECT_GT(h.engine.stats().queriesIssuedForProgress, 0u);
+  if (!aboutEvent) {  // (an event's record after every op cuts the learned runs apart)
+    EXPECT_GT(graftAnswersAfterFirstPhase, 0u) << "the driver's CUDA_SUCCESS did not end the streak";
+  }
+}
+
+TEST(Engine, AFeedingLoopOnAStreamReachesTheDriverInItsThirdHeldRun) { expectFeedingLoopProgresses(false); }
+TEST(Engine, AFeedingLoopOnAnEventReachesTheDriverInItsThirdHeldRun) { expectFeedingLoopProgresses(true); }
+
+// PyTorch's caching allocator, with no sync in the loop: each step records an
+// event from its pool after a block's last use (mid-run) and asks about the
+// oldest outstanding one at allocations; an event goes back to the pool only
+// after the driver said CUDA_SUCCESS for it. graft answers every ask about a
+// held record itself, and never issues held work for progress: an event is
+// recorded again only after the driver's success, which ends its streak.
+TEST(Engine, AnAllocatorsEventPoolWithoutSyncsKeepsGraftsAnswers) {
+  Harness h;
+  SlowGraphDriver gpu;
+  std::vector<uint64_t> pool = {0xe10, 0xe11, 0xe12, 0xe13}, outstanding;
+  size_t answeredLate = 0;
+  for (int it = 0; it < 80; ++it) {
+    iteration(h, 10, it);
+    uint64_t e;
+    if (pool.empty()) {
+      e = 0xe20 + outstanding.size();  // a new event (cudaEventCreate)
+    } else {
+      e = pool.back();
+      pool.pop_back();
+    }
+    h.op(TestOp{OpKind::EventRecord, 0x100, 1, 0, e});
+    outstanding.push_back(e);
+    for (int k = 0; k < 10; ++k) {
+      h.op(TestOp{OpKind::Kernel, 0x100, 5000u + k, 7});
+      if (k % 3 != 1 || outstanding.empty()) continue;
+      const uint64_t oldest = outstanding.front();
+      core::QueryAnswer a;
+      {
+        auto lock = h.engine.lock();
+        a = h.engine.query(0, oldest, 9);
+      }
+      if (a == core::QueryAnswer::NotReady) {
+        answeredLate += it >= 40;
+      } else if (gpu.answer(h, 0, oldest)) {
+        outstanding.erase(outstanding.begin());
+        pool.push_back(oldest);  // back to the pool: recorded again next
+      }
+    }
+  }
+  h.expectEquivalent();
+  EXPECT_EQ(h.engine.stats().queriesIssuedForProgress, 0u);
+  EXPECT_GT(answeredLate, 0u);
+  EXPECT_GT(h.viaGraph(), size_t(40 * 21));
+}
+
 TEST(Engine, DestroyingAnEventUsedByHeldOpsIsDeferredUntilTheyAreIssued) {
   // The side-stream pattern: a fresh event per iteration, destroyed right after
   // the wait, while graft still holds the record and the wait.
