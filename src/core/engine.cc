@@ -269,7 +269,12 @@ GRAFT_HOT void Engine::completeIssued(const OpDesc& op, bool succeeded) {
     // A record or wait the driver refused changed nothing, but noteActivity
     // took it for done: nothing graft knows of the event's records, nor of
     // what the stream's later work follows, holds any longer.
-    if (op.kind == OpKind::EventRecord) event_records_.erase(op.event);
+    if (op.kind == OpKind::EventRecord) {
+      if (auto it = event_records_.find(op.event); it != event_records_.end()) {
+        endStreak(it->second.notReady);
+        event_records_.erase(it);
+      }
+    }
     else if (last_stream_counters_) last_stream_counters_->forkedFrom = 0;  // (its counters: countStream ran for it)
   }
   if (stepsAside() || !succeeded) return;
@@ -354,10 +359,7 @@ GRAFT_HOT void Engine::hold(const OpDesc& op, const Segment* matched, const OpDe
 
 [[gnu::always_inline]] inline void Engine::holdAs(const OpDesc& op, const Segment* matched, const uint8_t* shape,
                               const uint8_t* sameValue) {
-  if (held_.empty()) [[unlikely]] {
-    held_first_op_ = ops_total_;
-    ++held_runs_;
-  }
+  if (held_.empty()) [[unlikely]] held_first_op_ = ops_total_;
   held_.pushBorrowing(op, shape, sameValue);
   held_matched_.push_back({matched, sameValue == nullptr});
 }
@@ -657,10 +659,6 @@ void Engine::issueHeldEagerly(const OpDesc& op, EagerCause cause) {
 
 void Engine::hostBarrier(uint64_t barrierHash) {
   expect_launch_hint_ = true;
-  if (streaks_open_.load(std::memory_order_relaxed)) {  // the host waits: no query streak goes on past it
-    ++streak_epoch_;
-    streaks_open_.store(false, std::memory_order_relaxed);
-  }
   ++event_epoch_;  // some barriers record events (cuCtxRecordEvent, green contexts)
   if (!stepsAside()) {
     if (!held_.empty()) resolveHeld(EagerCause::SyncInSegment, nullptr);
@@ -768,26 +766,42 @@ QueryAnswer Engine::query(StreamKey stream, uint64_t event, uint64_t queryHash, 
     }
     bool forProgress = false;
     if (!polled && targetHeld) {
-      // graft answers, unless it has for this target in kProgressRuns held
-      // runs since the driver last said CUDA_SUCCESS for it (NotReadyStreak):
+      // graft answers, unless it has too often for this target (or in a row)
+      // with no CUDA_SUCCESS from the driver for it since (NotReadyStreak):
       // then the query is taken as a poll.
       NotReadyStreak* streak = record ? &record->notReady : counters ? &counters->notReady : nullptr;
-      if (streak) {
-        if (streak->epoch != streak_epoch_) *streak = {0, streak_epoch_, 0};
-        if (streak->run != held_runs_) {
-          // Answered in the run before too, or a new streak.
-          streak->runs = streak->run + 1 == held_runs_ ? streak->runs + 1 : 1;
-          streak->run = held_runs_;
-          streaks_open_.store(true, std::memory_order_relaxed);
-        }
-        forProgress = streak->runs >= kProgressRuns;
+      if (streak && isDefaultStream(stream) && !event && streak->context != context) {
+        endStreak(*streak);  // another context's default stream: another target
+        streak->context = context;
       }
-      if (!forProgress) {
+      bool withinLimits = answers_in_a_row_ < kAnswersInARow;
+      if (streak && withinLimits) {
+        const uint64_t now = uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          std::chrono::steady_clock::now().time_since_epoch())
+                                          .count());
+        if (!streak->answers || streak->sinceWait != wait_generation_) {
+          streak->sinceNs = now;
+          streak->sinceWait = wait_generation_;
+        }
+        withinLimits = streak->driverUntil != wait_generation_ + 1 && streak->answers < kAnswersPerTarget &&
+                       now - streak->sinceNs < kAnswerWindowNs;
+      }
+      if (withinLimits) {
+        if (streak && !streak->open() && open_streaks_++ == 0) streaks_open_.store(true, std::memory_order_relaxed);
+        if (streak) ++streak->answers;
+        ++answers_in_a_row_;
         ++queries_answered_not_ready_;
         return QueryAnswer::NotReady;
       }
+      if (streak) {
+        if (!streak->open() && open_streaks_++ == 0) streaks_open_.store(true, std::memory_order_relaxed);
+        streak->answers = 0;
+        streak->driverUntil = wait_generation_ + 1;
+      }
       ++queries_issued_for_progress_;
+      forProgress = true;
     }
+    answers_in_a_row_ = 0;  // left to the driver
     if ((polled || forProgress) && inGeneration) {
       if (!held_.empty()) resolveHeld(EagerCause::QueryInSegment, nullptr);
       pushBoundaryToken(hashCombine(queryHash, kBoundarySalt));
@@ -797,11 +811,17 @@ QueryAnswer Engine::query(StreamKey stream, uint64_t event, uint64_t queryHash, 
   return QueryAnswer::AskDriver;
 }
 
-void Engine::queryCompleted(StreamKey stream, uint64_t event) {
+void Engine::endStreak(NotReadyStreak& streak) {
+  if (streak.open() && --open_streaks_ == 0) streaks_open_.store(false, std::memory_order_relaxed);
+  streak = {};
+}
+
+void Engine::queryCompleted(StreamKey stream, uint64_t event, uint64_t context) {
   if (event) {
-    if (auto it = event_records_.find(event); it != event_records_.end()) it->second.notReady = {};
+    if (auto it = event_records_.find(event); it != event_records_.end()) endStreak(it->second.notReady);
   } else if (auto it = streams_.find(stream); it != streams_.end()) {
-    it->second.notReady = {};
+    NotReadyStreak& streak = it->second.notReady;
+    if (!isDefaultStream(stream) || streak.context == context) endStreak(streak);  // (another context's: not this one)
   }
 }
 
@@ -821,7 +841,6 @@ void Engine::releaseStream(StreamKey stream) {
     it->second.destroyed = true;
     it->second.lastAskedAt = 0;
     it->second.polled = it->second.polledNow = it->second.askedMidRun = false;  // a new stream may get the handle
-    it->second.notReady = {};
   }
   last_stream_counters_ = nullptr;  // the next op looks its stream up (countStream) and clears `destroyed`
   drainLaunches();
@@ -839,7 +858,10 @@ void Engine::streamCreated(StreamKey stream, uint64_t context) {
 }
 
 bool Engine::deferEventDestroy(uint64_t event, uint64_t domain) {
-  event_records_.erase(event);
+  if (auto it = event_records_.find(event); it != event_records_.end()) {
+    endStreak(it->second.notReady);
+    event_records_.erase(it);
+  }
   polled_events_.erase(event);  // a new event may get the handle
   for (size_t k = 0; k < held_.size(); ++k) {
     if (held_.view(k).event == event) {

@@ -59,20 +59,30 @@ enum class Decision : uint8_t { IssueNow, Held };
 // Engine::query: the caller asks the driver, or answers CUDA_ERROR_NOT_READY.
 enum class QueryAnswer : uint8_t { AskDriver, NotReady };
 
-// graft's own CUDA_ERROR_NOT_READY answers for one query target (a
-// stream, or an event across its records): in how many held runs in a row
-// (Engine::held_runs_) they came, with no CUDA_SUCCESS from the driver for it
-// and no host wait (streak_epoch_) since. A program that issues an op
-// between every two queries of what it waits for (a feeding loop) never
-// polls by graft's rule and always finds its latest op held: after
-// Engine::kProgressRuns runs in a row its queries issue what graft holds and
-// ask the driver, as eagerly, until the driver says CUDA_SUCCESS. A program
-// that asks in some steps only, or that records an event again only after
-// the driver's success (a caching allocator's pool), keeps graft's answers.
+// graft's own CUDA_ERROR_NOT_READY answers for one query target (a stream,
+// or an event across its records), so that a program that issues an op
+// between every two queries of what it waits for (a feeding loop: it never
+// polls by graft's rule, and always finds its newest op held) gets the
+// driver's answer in the end. Once graft has answered for the target
+// Engine::kAnswersPerTarget times since the driver last said CUDA_SUCCESS for
+// it, or for longer than Engine::kAnswerWindowNs since the first of those
+// answers after the host last waited (a program that asks about it in turn
+// with other targets), or Engine::kAnswersInARow times in a row for any
+// targets with no query left to the driver between (a target destroyed and
+// created again), the query is taken as a poll: it issues what graft holds and asks the driver,
+// and so do the target's later queries (driver mode) until the driver says
+// CUDA_SUCCESS for it or the host waits (cuCtxSynchronize,
+// cuStreamSynchronize, cuEventSynchronize: Engine::hostWaited). A caching
+// allocator records an event again only after the driver's success, and a
+// program that asks once per step is answered by graft in all but one step
+// of kAnswersPerTarget.
 struct NotReadyStreak {
-  uint64_t run = 0;    // Engine::held_runs_ at the latest answer (runs are numbered from 1)
-  uint64_t epoch = 0;  // streak_epoch_ then; another: no streak
-  uint32_t runs = 0;   // held runs in a row with an answer, up to `run`
+  uint32_t answers = 0;     // graft's answers since the driver's success (or the last progress query)
+  uint64_t context = 0;     // a default stream's: the context of those answers (one key serves all)
+  uint64_t driverUntil = 0; // Engine::wait_generation_ + 1 while in driver mode; 0: not
+  uint64_t sinceNs = 0;     // the first of those answers since the host last waited (steady clock)
+  uint64_t sinceWait = 0;   // Engine::wait_generation_ then
+  bool open() const { return answers || driverUntil; }
 };
 
 struct EngineStats {
@@ -171,19 +181,25 @@ class Engine {
   // as a segment boundary, until the program stops polling it (an event's
   // record, or a stream's run of queries, asked about while ops were held and
   // not polled: the program went on without waiting). A target graft has
-  // answered for in kProgressRuns held runs in a row, without the driver's
-  // CUDA_SUCCESS for it since (queryCompleted) or a host wait, is taken as
-  // polled too (NotReadyStreak): a loop that feeds work between its queries
-  // makes progress.
+  // answered for too often without the driver's CUDA_SUCCESS for it since
+  // (queryCompleted) is taken as polled too (NotReadyStreak): a loop that
+  // feeds work between its queries makes progress.
   // Otherwise AskDriver, after queued launches are in the driver's queues.
   // A default stream names one stream per context: `context` (nonzero) is
   // the caller's current one, and only held ops of that context (or of none
   // known) count as the target's.
   QueryAnswer query(StreamKey stream, uint64_t event, uint64_t queryHash, uint64_t context = 0);
-  // The driver answered CUDA_SUCCESS for a query that query() left to it:
-  // the target's streak of graft's answers ends. The hook calls it only while
-  // streaksMayBeOpen() (no lock needed to ask that); under the engine lock.
-  void queryCompleted(StreamKey stream, uint64_t event);
+  // The driver answered CUDA_SUCCESS for a query that query() left to it
+  // (`context`: the caller's, for a default stream): the target's streak of
+  // graft's answers ends. The hook calls it, and hostWaited (after the
+  // driver's success for cuCtxSynchronize, cuStreamSynchronize or
+  // cuEventSynchronize: driver modes end), only while streaksMayBeOpen() (no
+  // lock needed to ask that); both under the engine lock.
+  void queryCompleted(StreamKey stream, uint64_t event, uint64_t context);
+  void hostWaited() { ++wait_generation_; }
+  static constexpr uint32_t kAnswersPerTarget = 128;  // NotReadyStreak
+  static constexpr uint32_t kAnswersInARow = 1024;
+  static constexpr uint64_t kAnswerWindowNs = 50'000'000;
   bool streaksMayBeOpen() const { return streaks_open_.load(std::memory_order_relaxed); }
   // A stream is about to be destroyed: nothing held may use it.
   void releaseStream(StreamKey stream);
@@ -422,7 +438,6 @@ class Engine {
   int capture_depth_ = 0;
   uint64_t boundary_generation_ = 1;  // query relevance (see StreamCounters)
   StreamKey last_stream_ = 0;  // cache for streams_ (unordered_map values stay put)
-  static constexpr uint32_t kProgressRuns = 3;
   struct StreamCounters {
     uint64_t ops = 0;       // for the report, and for fork claims (ops so far, this one included)
     uint64_t activity = 0;  // the boundary generation of its last op (query relevance); 0: none
@@ -573,12 +588,16 @@ class Engine {
   // the program asked about while graft held ops and did not poll.
   std::unordered_set<uint64_t> polled_events_;
   uint64_t queries_answered_not_ready_ = 0;       // off the fast lane's lines
-  uint64_t held_runs_ = 0;  // runs of held ops so far (from an empty held_ to empty again): off the fast lane's lines
-  uint64_t queries_issued_for_progress_ = 0;      // queries that issued held work after kProgressRuns answers
-  uint64_t streak_epoch_ = 1;                     // bumped at every host barrier: streaks end there
-  // Whether a streak may be open: the hook tells queryCompleted of the
-  // driver's CUDA_SUCCESS answers only then (read without the lock).
+  uint64_t queries_issued_for_progress_ = 0;      // queries taken as polls after graft's answers (NotReadyStreak)
+  uint64_t answers_in_a_row_ = 0;  // graft's answers since a query was last left to the driver
+  uint64_t wait_generation_ = 0;   // host waits (hostWaited): driver modes end
+  // Streaks open (NotReadyStreak::open()), and whether there are any: the
+  // hook tells queryCompleted and hostWaited only then (read without the
+  // lock).
+  uint64_t open_streaks_ = 0;
   std::atomic<bool> streaks_open_{false};
+  // A streak ends (the driver's success, or its target is gone).
+  void endStreak(NotReadyStreak& streak);
 
   std::chrono::steady_clock::time_point start_;
 };

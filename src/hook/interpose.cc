@@ -952,7 +952,17 @@ template <ApiId Id, int PT, typename Real, typename... A>
         }
         return r;
       }
-      return realFn(a...);
+      const CUresult r = realFn(a...);
+      // The host waited for the GPU: graft's driver modes for queries end
+      // (Engine::NotReadyStreak).
+      if constexpr (info.base == "cuCtxSynchronize" || info.base == "cuStreamSynchronize" ||
+                    info.base == "cuEventSynchronize") {
+        if (r == CUDA_SUCCESS && rt.engine().streaksMayBeOpen()) [[unlikely]] {
+          auto lock = rt.engine().lock();
+          rt.engine().hostWaited();
+        }
+      }
+      return r;
     } else if constexpr (info.klass == ApiClass::Setting) {
       // A kernel attribute that launches read when issued: those graft holds
       // were asked for under the value the call replaces.
@@ -1019,7 +1029,7 @@ template <ApiId Id, int PT, typename Real, typename... A>
       // target (Engine::NotReadyStreak), while one may be open.
       if (r == CUDA_SUCCESS && rt.engine().streaksMayBeOpen()) [[unlikely]] {
         auto lock = rt.engine().lock();
-        rt.engine().queryCompleted(stream, reinterpret_cast<uint64_t>(e));
+        rt.engine().queryCompleted(stream, reinterpret_cast<uint64_t>(e), context);
       }
       return r;
     } else if constexpr (info.klass == ApiClass::Lifecycle) {
