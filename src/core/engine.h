@@ -69,13 +69,16 @@ enum class QueryAnswer : uint8_t { AskDriver, NotReady };
 // answers after the host last waited (a program that asks about it in turn
 // with other targets), or Engine::kAnswersInARow times in a row for any
 // targets with no query left to the driver between (a target destroyed and
-// created again), the query is taken as a poll: it issues what graft holds and asks the driver,
-// and so do the target's later queries (driver mode) until the driver says
-// CUDA_SUCCESS for it or the host waits (cuCtxSynchronize,
+// created again), the query is taken as a poll: it issues what graft holds
+// and asks the driver, and so do the target's later queries (driver mode)
+// until the driver says CUDA_SUCCESS for it or the host waits (cuCtxSynchronize,
 // cuStreamSynchronize, cuEventSynchronize: Engine::hostWaited). A caching
-// allocator records an event again only after the driver's success, and a
-// program that asks once per step is answered by graft in all but one step
-// of kAnswersPerTarget.
+// allocator records an event again only after the driver's success, so it
+// keeps graft's answers. A program that records an event in every step and
+// asks about it without ever seeing it complete keeps them for
+// kAnswersPerTarget steps where it waits for the host in every step, else
+// its queries issue what graft holds from then on (and become segment
+// boundaries there).
 struct NotReadyStreak {
   uint32_t answers = 0;     // graft's answers since the driver's success (or the last progress query)
   uint64_t context = 0;     // a default stream's: the context of those answers (one key serves all)

@@ -121,11 +121,10 @@
 //                      livelock, stopped at 20000 rounds): every query found
 //                      one of M's adds held and none was a poll (an op came
 //                      between), so graft answered NOT_READY every time.
-//                      Now, once graft has answered for the target in three
-//                      held runs in a row (no CUDA_SUCCESS from the driver
-//                      for it since, no host wait), the query issues what is
-//                      held and asks the driver (core::NotReadyStreak): at
-//                      most 215 rounds.
+//                      Now, once graft has answered for the target often
+//                      enough (core::NotReadyStreak: 128 answers with no
+//                      CUDA_SUCCESS from the driver for it since, or 50 ms),
+//                      the query issues what is held and asks the driver.
 // poll-lockstep-nonblocking  the same with M non-blocking (control: the
 //                      legacy query does not count it).
 // poll-lockstep-stream  the same but the main thread asks M itself (the
