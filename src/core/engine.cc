@@ -769,11 +769,11 @@ QueryAnswer Engine::query(StreamKey stream, uint64_t event, uint64_t queryHash, 
       // graft answers, unless it has too often for this target (or in a row)
       // with no CUDA_SUCCESS from the driver for it since (NotReadyStreak):
       // then the query is taken as a poll.
-      NotReadyStreak* streak = record ? &record->notReady : counters ? &counters->notReady : nullptr;
-      if (streak && isDefaultStream(stream) && !event && streak->context != context) {
-        endStreak(*streak);  // another context's default stream: another target
-        streak->context = context;
-      }
+      NotReadyStreak* streak = record                                ? &record->notReady
+                               : !event && isDefaultStream(stream) && context
+                                   ? &default_stream_streaks_[hashCombine(stream, context)]
+                               : counters ? &counters->notReady
+                                          : nullptr;
       bool withinLimits = answers_in_a_row_ < kAnswersInARow;
       if (streak && withinLimits) {
         const uint64_t now = uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -799,9 +799,9 @@ QueryAnswer Engine::query(StreamKey stream, uint64_t event, uint64_t queryHash, 
         streak->driverUntil = wait_generation_ + 1;
       }
       ++queries_issued_for_progress_;
+      answers_in_a_row_ = 0;
       forProgress = true;
     }
-    answers_in_a_row_ = 0;  // left to the driver
     if ((polled || forProgress) && inGeneration) {
       if (!held_.empty()) resolveHeld(EagerCause::QueryInSegment, nullptr);
       pushBoundaryToken(hashCombine(queryHash, kBoundarySalt));
@@ -817,12 +817,18 @@ void Engine::endStreak(NotReadyStreak& streak) {
 }
 
 void Engine::queryCompleted(StreamKey stream, uint64_t event, uint64_t context) {
+  NotReadyStreak* streak = nullptr;
   if (event) {
-    if (auto it = event_records_.find(event); it != event_records_.end()) endStreak(it->second.notReady);
+    if (auto it = event_records_.find(event); it != event_records_.end()) streak = &it->second.notReady;
+  } else if (isDefaultStream(stream) && context) {
+    if (auto it = default_stream_streaks_.find(hashCombine(stream, context)); it != default_stream_streaks_.end())
+      streak = &it->second;
   } else if (auto it = streams_.find(stream); it != streams_.end()) {
-    NotReadyStreak& streak = it->second.notReady;
-    if (!isDefaultStream(stream) || streak.context == context) endStreak(streak);  // (another context's: not this one)
+    streak = &it->second.notReady;
   }
+  if (!streak || !streak->open()) return;
+  answers_in_a_row_ = 0;  // the driver saw done what graft had answered for
+  endStreak(*streak);
 }
 
 void Engine::releaseStream(StreamKey stream) {

@@ -67,9 +67,9 @@ enum class QueryAnswer : uint8_t { AskDriver, NotReady };
 // Engine::kAnswersPerTarget times since the driver last said CUDA_SUCCESS for
 // it, or for longer than Engine::kAnswerWindowNs since the first of those
 // answers after the host last waited (a program that asks about it in turn
-// with other targets), or Engine::kAnswersInARow times in a row for any
-// targets with no query left to the driver between (a target destroyed and
-// created again), the query is taken as a poll: it issues what graft holds
+// with other targets), or Engine::kAnswersInARow times over all targets with
+// no CUDA_SUCCESS from the driver for any of them between (a new event in
+// every round), the query is taken as a poll: it issues what graft holds
 // and asks the driver, and so do the target's later queries (driver mode)
 // until the driver says CUDA_SUCCESS for it or the host waits (cuCtxSynchronize,
 // cuStreamSynchronize, cuEventSynchronize: Engine::hostWaited). A caching
@@ -81,7 +81,6 @@ enum class QueryAnswer : uint8_t { AskDriver, NotReady };
 // boundaries there).
 struct NotReadyStreak {
   uint32_t answers = 0;     // graft's answers since the driver's success (or the last progress query)
-  uint64_t context = 0;     // a default stream's: the context of those answers (one key serves all)
   uint64_t driverUntil = 0; // Engine::wait_generation_ + 1 while in driver mode; 0: not
   uint64_t sinceNs = 0;     // the first of those answers since the host last waited (steady clock)
   uint64_t sinceWait = 0;   // Engine::wait_generation_ then
@@ -201,7 +200,7 @@ class Engine {
   void queryCompleted(StreamKey stream, uint64_t event, uint64_t context);
   void hostWaited() { ++wait_generation_; }
   static constexpr uint32_t kAnswersPerTarget = 128;  // NotReadyStreak
-  static constexpr uint32_t kAnswersInARow = 1024;
+  static constexpr uint32_t kAnswersInARow = 256;
   static constexpr uint64_t kAnswerWindowNs = 50'000'000;
   bool streaksMayBeOpen() const { return streaks_open_.load(std::memory_order_relaxed); }
   // A stream is about to be destroyed: nothing held may use it.
@@ -215,6 +214,14 @@ class Engine {
   // The context `stream` is in (0: unknown), as streamCreated compares it.
   void noteStreamContext(StreamKey stream, uint64_t context) {
     if (context) streams_[stream].createdIn = context;
+  }
+  // Whether the program destroyed `event` and graft defers the destruction
+  // (deferEventDestroy): the handle names no event for the program, so its
+  // queries and a second destroy get CUDA_ERROR_INVALID_HANDLE, as eagerly.
+  bool eventDestroyDeferred(uint64_t event) const {
+    for (const Deferred& d : deferred_)
+      if (!d.isFree && d.handle == event) return true;
+    return false;
   }
   // The program destroys an event. If held ops use it, its destruction is
   // deferred until they have been issued (returns true: the caller must not
@@ -592,7 +599,9 @@ class Engine {
   std::unordered_set<uint64_t> polled_events_;
   uint64_t queries_answered_not_ready_ = 0;       // off the fast lane's lines
   uint64_t queries_issued_for_progress_ = 0;      // queries taken as polls after graft's answers (NotReadyStreak)
-  uint64_t answers_in_a_row_ = 0;  // graft's answers since a query was last left to the driver
+  uint64_t answers_in_a_row_ = 0;  // graft's answers since the driver's success for a target it answered for
+  // A default stream's (its key names one stream per context): per context.
+  std::unordered_map<uint64_t, NotReadyStreak> default_stream_streaks_;
   uint64_t wait_generation_ = 0;   // host waits (hostWaited): driver modes end
   // Streaks open (NotReadyStreak::open()), and whether there are any: the
   // hook tells queryCompleted and hostWaited only then (read without the

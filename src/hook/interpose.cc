@@ -1013,6 +1013,10 @@ template <ApiId Id, int PT, typename Real, typename... A>
       }
       {
         auto lock = rt.engine().lock();
+        // An event the program destroyed while graft held its record: the
+        // handle names no event for the program (Engine::eventDestroyDeferred).
+        if (e && rt.engine().eventDestroyDeferred(reinterpret_cast<uint64_t>(e))) [[unlikely]]
+          return CUDA_ERROR_INVALID_HANDLE;
         // Held work is not complete: graft answers for it (Engine::query).
         if (rt.engine().query(stream, reinterpret_cast<uint64_t>(e), barrierHash<Id>(a...), context) ==
             core::QueryAnswer::NotReady)
@@ -1037,6 +1041,8 @@ template <ApiId Id, int PT, typename Real, typename... A>
       const CUevent e = firstOf<CUevent>(a...);
       {
         auto lock = rt.engine().lock();
+        if (e && rt.engine().eventDestroyDeferred(reinterpret_cast<uint64_t>(e))) [[unlikely]]
+          return CUDA_ERROR_INVALID_HANDLE;  // destroyed already (its destruction deferred)
         if (e) rt.encoder().noteEventDestroyed(e);
         if (e && rt.engine().deferEventDestroy(reinterpret_cast<uint64_t>(e),
                                                reinterpret_cast<uint64_t>(currentContextUntimed())))
