@@ -148,8 +148,8 @@ std::string reportSummary(const Report& r) {
       s += fmt::format(", {} of held work answered not ready by graft",
                        counted(p.queriesAnsweredNotReady, "query", "queries"));
     if (p.queriesIssuedForProgress)
-      s += fmt::format(", {} issuing it (graft had answered for the same target in several held runs: a loop "
-                       "that feeds work between its queries)",
+      s += fmt::format(", {} issuing it (graft had answered for the target too often without the driver's "
+                       "success: a loop that feeds work between its queries)",
                        counted(p.queriesIssuedForProgress, "later query", "later queries"));
     if (!r.kernelsPatched.empty()) {
       s += "\n  most patched kernels:";

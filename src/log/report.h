@@ -35,7 +35,7 @@ struct Report {
     uint64_t segments = 0;       // live graphs at exit
     uint64_t opsFastLane = 0;    // launches held on the fast lane (Engine::soleExpected)
     uint64_t queriesAnsweredNotReady = 0;  // stream/event queries of held work graft answered itself
-    uint64_t queriesIssuedForProgress = 0; // queries that issued held work after graft had answered for their target in several held runs (core::Engine::NotReadyStreak)
+    uint64_t queriesIssuedForProgress = 0; // queries that issued held work after graft had answered for their target too often (core::NotReadyStreak)
     std::vector<NamedCount> fallbacks;  // ops issued eagerly, by reason
   } replay;
   // GRAFT_PROFILE=1: graft's own CPU time by stage (exclusive of nested stages).
