@@ -786,15 +786,14 @@ QueryAnswer Engine::query(StreamKey stream, uint64_t event, uint64_t queryHash, 
         withinLimits = streak->driverUntil != wait_generation_ + 1 && streak->answers < kAnswersPerTarget &&
                        now - streak->sinceNs < kAnswerWindowNs;
       }
+      if (streak && !streak->open() && open_streaks_++ == 0) streaks_open_.store(true, std::memory_order_relaxed);
       if (withinLimits) {
-        if (streak && !streak->open() && open_streaks_++ == 0) streaks_open_.store(true, std::memory_order_relaxed);
         if (streak) ++streak->answers;
         ++answers_in_a_row_;
         ++queries_answered_not_ready_;
         return QueryAnswer::NotReady;
       }
       if (streak) {
-        if (!streak->open() && open_streaks_++ == 0) streaks_open_.store(true, std::memory_order_relaxed);
         streak->answers = 0;
         streak->driverUntil = wait_generation_ + 1;
       }
