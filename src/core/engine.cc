@@ -798,7 +798,6 @@ QueryAnswer Engine::query(StreamKey stream, uint64_t event, uint64_t queryHash, 
         streak->driverUntil = wait_generation_ + 1;
       }
       ++queries_issued_for_progress_;
-      answers_in_a_row_ = 0;
       forProgress = true;
     }
     if ((polled || forProgress) && inGeneration) {

@@ -68,11 +68,13 @@ enum class QueryAnswer : uint8_t { AskDriver, NotReady };
 // it, or for longer than Engine::kAnswerWindowNs since the first of those
 // answers after the host last waited (a program that asks about it in turn
 // with other targets), or Engine::kAnswersInARow times over all targets with
-// no CUDA_SUCCESS from the driver for any of them between (a new event in
-// every round), the query is taken as a poll: it issues what graft holds
-// and asks the driver, and so do the target's later queries (driver mode)
-// until the driver says CUDA_SUCCESS for it or the host waits (cuCtxSynchronize,
-// cuStreamSynchronize, cuEventSynchronize: Engine::hostWaited). A caching
+// no CUDA_SUCCESS from the driver for any of them and no host wait between
+// (a new event in every round), the query is taken as a poll: it issues what
+// graft holds and asks the driver, and so do the target's later queries
+// (driver mode; all targets' after kAnswersInARow) until the driver says
+// CUDA_SUCCESS for it (for one graft answered for) or the host waits
+// (cuCtxSynchronize, cuStreamSynchronize, cuEventSynchronize:
+// Engine::hostWaited). A caching
 // allocator records an event again only after the driver's success, so it
 // keeps graft's answers. A program that records an event in every step and
 // asks about it without ever seeing it complete keeps them for
@@ -198,7 +200,10 @@ class Engine {
   // cuEventSynchronize: driver modes end), only while streaksMayBeOpen() (no
   // lock needed to ask that); both under the engine lock.
   void queryCompleted(StreamKey stream, uint64_t event, uint64_t context);
-  void hostWaited() { ++wait_generation_; }
+  void hostWaited() {
+    ++wait_generation_;
+    answers_in_a_row_ = 0;
+  }
   static constexpr uint32_t kAnswersPerTarget = 128;  // NotReadyStreak
   static constexpr uint32_t kAnswersInARow = 256;
   static constexpr uint64_t kAnswerWindowNs = 50'000'000;
@@ -599,7 +604,7 @@ class Engine {
   std::unordered_set<uint64_t> polled_events_;
   uint64_t queries_answered_not_ready_ = 0;       // off the fast lane's lines
   uint64_t queries_issued_for_progress_ = 0;      // queries taken as polls after graft's answers (NotReadyStreak)
-  uint64_t answers_in_a_row_ = 0;  // graft's answers since the driver's success for a target it answered for
+  uint64_t answers_in_a_row_ = 0;  // graft's answers since the driver's success for a target it answered for, or a host wait
   // A default stream's (its key names one stream per context): per context.
   std::unordered_map<uint64_t, NotReadyStreak> default_stream_streaks_;
   uint64_t wait_generation_ = 0;   // host waits (hostWaited): driver modes end

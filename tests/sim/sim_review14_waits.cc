@@ -5,7 +5,7 @@
 // flush (idleFlushLoop, src/hook/runtime.cc; Engine::flushIfIdle), host
 // functions, mapped-memory flags, events across threads, deferred event
 // destroys. Every return code and value is compared with what the simulated
-// driver gives eagerly; every wait is bounded (20000 rounds of a feeding loop,
+// driver gives eagerly; every wait is bounded (200000 rounds of a feeding loop,
 // 3 s of a spin), so a livelock shows as a failure, not a hang.
 //
 // STATUS (the session that wrote it, after this review): feed-two-devices,
@@ -225,7 +225,7 @@ simtest::Driver g_drv;
 const simtest::DriverApi* g_cu = nullptr;
 CUcontext g_a = nullptr;
 CUfunction g_add = nullptr;
-constexpr int kRounds = 20000;  // most rounds of a feeding loop
+constexpr int kRounds = 200000;  // most rounds of a feeding loop (feed-new-event took up to 19145 under graft)
 constexpr double kSpinLimitS = 3.0;  // longest host spin without CUDA calls
 
 void add(CUdeviceptr to, CUdeviceptr from, uint64_t v, CUstream s, const simtest::DriverApi* cu = nullptr) {
@@ -314,8 +314,8 @@ void feedLoop(int steps, FeedTarget target, int pre, int post, bool splitByHostF
     longest = std::max(longest, since(t0));
     expectCode(r, CUDA_SUCCESS,
                target == FeedTarget::Event
-                   ? "the query of E (recorded just before it), asked once per round of work (20000 rounds)"
-                   : "the query of S, asked once per round of work (20000 rounds)",
+                   ? "the query of E (recorded just before it), asked once per round of work (200000 rounds)"
+                   : "the query of S, asked once per round of work (200000 rounds)",
                i);
     if (r != CUDA_SUCCESS) break;  // a livelock: shown once
     if (i % 8 == 7) {
@@ -384,8 +384,8 @@ void feedTwoContexts(int steps, bool device1) {
              (r[1] == CUDA_ERROR_NOT_READY || r[1] == CUDA_SUCCESS) && rounds < kRounds);
     most = std::max(most, rounds);
     longest = std::max(longest, since(t0));
-    expectCode(r[0], CUDA_SUCCESS, "context 0's legacy stream query, asked once per round (20000 rounds)", i);
-    expectCode(r[1], CUDA_SUCCESS, "context 1's legacy stream query, asked once per round (20000 rounds)", i);
+    expectCode(r[0], CUDA_SUCCESS, "context 0's legacy stream query, asked once per round (200000 rounds)", i);
+    expectCode(r[1], CUDA_SUCCESS, "context 1's legacy stream query, asked once per round (200000 rounds)", i);
     if (r[0] != CUDA_SUCCESS || r[1] != CUDA_SUCCESS) break;
     if (i % 8 == 7)
       for (int d = 0; d < 2; ++d) {
@@ -450,8 +450,8 @@ void feedTwoContextThreads(int steps) {
   body(0);
   t1.join();
   for (int d = 0; d < 2; ++d) {
-    expectCode(last[d], CUDA_SUCCESS, d ? "device 1's thread: its legacy stream's query (20000 rounds)"
-                                        : "device 0's thread: its legacy stream's query (20000 rounds)",
+    expectCode(last[d], CUDA_SUCCESS, d ? "device 1's thread: its legacy stream's query (200000 rounds)"
+                                        : "device 0's thread: its legacy stream's query (200000 rounds)",
                failedAt[d]);
     expectValue(got[d], want[d], "a device's adds at the end", steps);
   }
@@ -497,7 +497,7 @@ void feedNewEvent(int steps, bool askIdle) {
     } while (r == CUDA_ERROR_NOT_READY && rounds < kRounds);
     most = std::max(most, rounds);
     longest = std::max(longest, since(t0));
-    expectCode(r, CUDA_SUCCESS, "the query of the round's new event (20000 rounds)", i);
+    expectCode(r, CUDA_SUCCESS, "the query of the round's new event (200000 rounds)", i);
     if (r != CUDA_SUCCESS) break;
     if (i % 8 == 7) {
       SIM_CHECK(cu.cuCtxSynchronize());
