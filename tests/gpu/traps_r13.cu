@@ -1315,12 +1315,15 @@ void helperPollsHeld() {
 // time) and asks again, for at most 500 ms. The target, by step: a
 // non-blocking stream S (its own query), the legacy stream while the kernels
 // go to a blocking stream B (the legacy stream's query counts B's work), or an
-// event recorded on S after each kernel. Eagerly the GPU runs a one-warp
+// event recorded on S after each kernel, or a new event each round, recorded
+// on S, the previous round's destroyed (PyTorch makes events per step).
+// Eagerly the GPU runs a one-warp
 // kernel faster than the host launches the next, so the loop ends within a
 // few rounds. What graft may get wrong: every query finds the kernel just
 // launched held (no query is a poll: a launch came between), and a tool that
 // answers "not ready" for held work every time never lets the loop end.
-// Prints whether every loop ended (not how many rounds it took: timing).
+// Prints whether every loop ended and, on stderr, the most rounds a loop
+// took (timing: not compared).
 void feedUntilIdle() {
   cudaStream_t M = nonBlockingStream(), S = nonBlockingStream(), B = blockingStream();
   cudaEvent_t e = untimedEvent();
@@ -1328,26 +1331,42 @@ void feedUntilIdle() {
   preload(tinyWrite);
   preload(foldSlot);
   preload(mix);
-  int unfinished = 0;
+  int unfinished = 0, mostRounds[4] = {};
   for (int i = 0; i < g_iters; ++i) {
     const uint32_t u = uint32_t(i) * 8u;
-    const int target = i % 3;
+    const int target = i % 4;
+    cudaEvent_t fresh = nullptr;  // target 3: this round's event
+    auto recordFresh = [&] {
+      cudaEvent_t next = untimedEvent();
+      CK(cudaEventRecord(next, S));
+      if (fresh) CK(cudaEventDestroy(fresh));
+      fresh = next;
+    };
     cudaStream_t fed = target == 1 ? B : S;
     mix<<<kGrid, kBlock, 0, M>>>(a, b, kN, u);
     mix<<<kGrid, kBlock, 0, M>>>(b, a, kN, u + 1);
     CKL();
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
-    auto ask = [&] { return target == 2 ? cudaEventQuery(e) : cudaStreamQuery(target == 1 ? cudaStreamLegacy : S); };
+    auto ask = [&] {
+      if (target == 3) return cudaEventQuery(fresh);
+      return target == 2 ? cudaEventQuery(e) : cudaStreamQuery(target == 1 ? cudaStreamLegacy : S);
+    };
     tinyWrite<<<1, 32, 0, fed>>>(slot, seed, u);
     CKL();
     if (target == 2) CK(cudaEventRecord(e, S));
+    if (target == 3) recordFresh();
     cudaError_t r;
+    int rounds = 0;
     while ((r = ask()) == cudaErrorNotReady && std::chrono::steady_clock::now() < deadline) {
       tinyWrite<<<1, 32, 0, fed>>>(slot, seed, u);
       CKL();
       if (target == 2) CK(cudaEventRecord(e, S));
+      if (target == 3) recordFresh();
+      ++rounds;
     }
     cudaGetLastError();
+    if (fresh) CK(cudaEventDestroy(fresh));
+    mostRounds[target] = std::max(mostRounds[target], rounds);
     if (r != cudaSuccess) ++unfinished;
     CK(cudaDeviceSynchronize());
     foldSlot<<<kGrid, kBlock, 0, M>>>(a, slot, kN, u + 2);
@@ -1359,6 +1378,8 @@ void feedUntilIdle() {
     }
   }
   CK(cudaDeviceSynchronize());
+  std::fprintf(stderr, "feed_until_idle: most rounds by target (stream, legacy, event, new event): %d %d %d %d\n",
+               mostRounds[0], mostRounds[1], mostRounds[2], mostRounds[3]);
   print("end", unfinished, deviceDigest(a, kN * 4) ^ deviceDigest(b, kN * 4));
 }
 

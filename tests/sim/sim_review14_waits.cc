@@ -93,6 +93,11 @@
 //     GRAFT_ASYNC_LAUNCH=0: each new event is a new target with a fresh
 //     streak (deferEventDestroy :860-864 ends the old one), so only
 //     kAnswersInARow can trip.
+//     Since 6e09887 it ends (up to ~800 rounds at SIM_ASYNC_US=3, 30 steps):
+//     the simulated GPU advances at driver calls, and graft makes fewer per
+//     round. On the H100 the same loop (traps_r13 feed_until_idle, new-event
+//     target) ends in fewer rounds under graft than eagerly (docs/PERF.md,
+//     thirty-seventh session).
 // feed-new-event-idle  the same, each round also asking about an idle stream
 //                    (CUDA_SUCCESS, a query graft leaves to the driver).
 //     FAIL under graft in EVERY setting: a livelock (20000 rounds, 0.13-0.22 s;
