@@ -14,6 +14,7 @@ CASE: mlp mlp_item gpt amp sidestream lastbatch partgraph gemm cnn lstm dynamic 
       kvgrow beam encpad packed maml multitask sidebwd contrast
       capfail mempool greenctx flexattn jagged threadfeed oomretry
       bncma qat ampfused profwin dyncompile ipcactor
+      legacysync recapture mallocasync fsdp optzoo
       pipeline2 ddp2 (or "list")
 
 --steps N is the total number of training steps; the first W (--warmup) are untimed.
@@ -65,12 +66,17 @@ loss scale after update, the fused AdamW's step count) and dyncompile " T=<n>" (
 length) on every line, profwin " a=<n>" (kernels, memcpys and memsets together in the
 profiler window's trace) on the last step of each of its windows, ipcactor
 " ev=<hex> acc=<hex> k=<step>" (the actor process's eval loss and accuracy for the weights
-sent at step k) every 10th step. ppo's loss is the mean of its 8 minibatch losses, wgangp's
+sent at step k) every 10th step; legacysync " host=<hex>" (the loss as the host read it
+from pinned memory after synchronizing a blocking stream) every 5th step and " ev=<hex>" (the
+EMA model's eval loss) every 10th, recapture " g=e|c|r" (eager, warm-up and capture,
+replay of its own graph) on every line and " ev=<hex>" (the EMA model's eval loss) every
+10th, mallocasync " kl=<hex>" (the distillation term) and optzoo " a=<hex>" (the adapter's
+absolute weight sum) on every line. ppo's loss is the mean of its 8 minibatch losses, wgangp's
 the critic's. decode is inference, not training: its "loss" is the sum of the chosen
 tokens' logits.
 No-sync cases keep the losses in a preallocated GPU tensor and read them after the loop.
-expandable runs with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, which main() sets
-before it imports torch.
+expandable runs with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True and mallocasync with
+PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync, which main() sets before it imports torch.
 --json writes {"case", "mode", "steps", "ms_per_step_median", "peak_mem_bytes",
 "device_used_peak_bytes", "warmup_s", ...}.
 --profile-json profiles P steps after warmup with torch.profiler and writes the number of
@@ -134,7 +140,13 @@ os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 # two fused optimizers (overflow skips decided on the GPU, never read), torch.profiler
 # windows opened and closed mid-run (CUPTI tracing what graft replays), torch.compile with
 # dynamic shapes on a submodule (Triton kernels whose size arguments and grids change every
-# step), and an actor process fed weights and returning data through CUDA IPC.
+# step), and an actor process fed weights and returning data through CUDA IPC; then a sixth
+# round: blocking streams of the program's own (driver API, ExternalStream) ordered against
+# the legacy default stream by implicit synchronization alone, a whole-step CUDA graph
+# captured mid-run (by hand without a sync, then by torch.cuda.graph), replayed, dropped and
+# captured again, the cudaMallocAsync allocator backend with record_stream and sizes that
+# change every step, FSDP2 at world size 1, and four foreach optimizers with host-computed
+# scalar lists under chained schedulers with a parameter group added mid-run.
 ISSUE_CASES = ["mlp", "mlp_item", "gpt", "amp", "sidestream", "lastbatch", "partgraph", "gemm"]
 OTHER_CASES = ["cnn", "lstm", "dynamic", "accum", "inductor_mlp", "inductor_gpt", "sdpa", "ddp",
                "vit", "diffusion", "gan", "expandable", "decode", "loader", "serve",
@@ -145,6 +157,7 @@ OTHER_CASES = ["cnn", "lstm", "dynamic", "accum", "inductor_mlp", "inductor_gpt"
                "reparam", "ckpt", "kvgrow", "beam", "encpad", "packed", "maml", "multitask", "sidebwd",
                "contrast", "capfail", "mempool", "greenctx", "flexattn", "jagged", "threadfeed",
                "oomretry", "bncma", "qat", "ampfused", "profwin", "dyncompile", "ipcactor",
+               "legacysync", "recapture", "mallocasync", "fsdp", "optzoo",
                "pipeline2", "ddp2"]
 # Cases that need two GPUs: with one, workloads.py exits 77 for them (check_losses.py
 # reports them skipped and goes on).
@@ -5278,6 +5291,498 @@ class IPCActorWorkload(TaskWorkload):
             raise RuntimeError("ipcactor: the actor process exited with %s" % self.actor.exitcode)
 
 
+# --------------------------------------------------------------------------- red-team round six
+# Orderings and allocators the rounds above leave out, each chosen for what a tool that holds
+# launches back and replays them as graphs could get wrong: blocking streams of the program's
+# own, ordered against the legacy default stream by the driver's implicit synchronization
+# alone (no event, no wait_stream, no record_stream); a whole-step CUDA graph of the
+# program's, captured after graft has learned the eager step (once by hand without a
+# synchronize, once by torch.cuda.graph), replayed, dropped for eager training and captured
+# again; PyTorch's cudaMallocAsync backend, whose frees are stream-ordered operations, under
+# record_stream between two streams and allocation sizes that change every step; FSDP2
+# (fully_shard) at world size 1, its all-gather and reduce-scatter streams, per-use events
+# and storage resized to zero and back; four foreach optimizers whose per-tensor scalar
+# lists the host computes every step, under chained learning-rate schedulers, with a
+# parameter group added mid-run.
+
+class LegacySyncWorkload(TaskWorkload):
+    """Work split between PyTorch's default stream (the legacy NULL stream) and two blocking
+    streams the program makes itself with the driver API (cuStreamCreateWithPriority with
+    flags 0, through ctypes; priorities 0 and -1) and wraps in torch.cuda.ExternalStream,
+    ordered by nothing but the legacy stream's implicit synchronization: an op on the
+    legacy stream waits for all earlier work of blocking streams, and an op on a blocking
+    stream for all earlier legacy work. The program never records an event, never calls
+    wait_stream and never calls record_stream (memory handed between the streams is safe by
+    the same rule). Every step: on the legacy stream a spin (torch.cuda._sleep) and then the
+    batch copied into persistent buffers; on stream A (nested torch.cuda.stream contexts)
+    the first MLP part reads them, and inside that context stream B spins and writes a
+    frozen teacher's soft targets into a persistent buffer; A runs the second part; the head,
+    the loss (cross-entropy plus KL to the soft targets) and AdamW (foreach) run on the
+    legacy stream; backward runs the parts' gradients on A (the autograd engine's own
+    events join them). After the step B updates an EMA of the weights (_foreach_lerp_,
+    reading what the legacy optimizer wrote) and every 10th step evaluates it
+    (functional_call), the legacy stream copying the result. Every 5th step the loss is
+    copied non_blocking into pinned memory on the legacy stream, a one-element kernel is
+    launched on A (which the driver holds behind that copy) and the host reads the pinned
+    value after A.synchronize() alone. The spins make a dropped edge visible: a consumer
+    that does not wait reads the previous step's batch, soft targets or weights, or the
+    host reads last time's loss. " host=<hex>" on every 5th line, " ev=<hex>" (the EMA
+    model's eval loss) on every 10th. No other sync in the loop."""
+
+    sleep_cycles, read_every, eval_every, ema_rate, neval = 200000, 5, 10, 0.02, 512
+
+    def setup(self, mode="eager"):
+        import ctypes
+        from torch.func import functional_call
+        self.call = functional_call
+        cu = ctypes.CDLL("libcuda.so.1")
+        create = cu.cuStreamCreateWithPriority
+        create.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint, ctypes.c_int]
+        create.restype = ctypes.c_int
+        self.raw_streams = []
+        for prio in (0, -1):
+            handle = ctypes.c_void_p()
+            rc = create(ctypes.byref(handle), 0, prio)     # flags 0: CU_STREAM_DEFAULT, a blocking stream
+            if rc != 0 or not handle.value:
+                raise RuntimeError("legacysync: cuStreamCreateWithPriority returned %d" % rc)
+            self.raw_streams.append(handle.value)
+        self.sa, self.sb = [torch.cuda.ExternalStream(h, device=self.dev) for h in self.raw_streams]
+        h = self.hidden
+        self.net = nn.Sequential(MLP(self.din, h, h, layers=2, dropout=0.1), nn.ReLU(),
+                                 MLP(h, h, h, layers=3, dropout=0.1), nn.ReLU(),
+                                 MLP(h, h, self.nout, layers=2)).to(self.dev)
+        self.model = self.net
+        self.teacher = MLP(self.din, h, self.nout, layers=3).to(self.dev)
+        self.teacher.requires_grad_(False)
+        self.teacher.eval()
+        self.names = [n for n, _ in self.net.named_parameters()]
+        self.params = list(self.net.parameters())
+        self.opt = torch.optim.AdamW(self.params, lr=1e-3, weight_decay=0.01, foreach=True)
+        self.label_setup()
+        self.xb = torch.zeros(self.batch, self.din, device=self.dev)
+        self.yb = torch.zeros(self.batch, dtype=torch.long, device=self.dev)
+        self.soft = torch.zeros(self.batch, self.nout, device=self.dev)
+        self.ema = [p.detach().clone() for p in self.params]
+        self.lh = torch.zeros((), pin_memory=True)
+        self.tick = torch.zeros((), device=self.dev)
+        self.Xe = torch.randn(self.neval, self.din, device=self.dev, generator=self.gen)
+        self.Ye = (self.Xe @ self.label_proj).argmax(dim=-1)
+        self.eval_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.evals = []
+
+    def step(self, i):
+        pre, mid, head = self.net[0], self.net[2], self.net[4]
+        self.opt.zero_grad(set_to_none=True)
+        torch.cuda._sleep(self.sleep_cycles)               # legacy: the batch lands late
+        x, y = self.batch_for(i)
+        self.xb.copy_(x)
+        self.yb.copy_(y)
+        del x, y
+        with torch.cuda.stream(self.sa):
+            h = pre(self.xb)                               # waits for the legacy copy, implicitly
+            with torch.cuda.stream(self.sb):
+                torch.cuda._sleep(self.sleep_cycles)
+                with torch.no_grad():
+                    self.soft.copy_(F.softmax(self.teacher(self.xb) / 2.0, dim=-1))
+            h = mid(F.relu(h))
+        logits = head(F.relu(h))                           # legacy: waits for A and B, implicitly
+        loss = F.cross_entropy(logits, self.yb) + F.kl_div(F.log_softmax(logits / 2.0, dim=-1), self.soft,
+                                                           reduction="batchmean")
+        del h, logits
+        loss.backward()
+        self.opt.step()
+        with torch.cuda.stream(self.sb), torch.no_grad():
+            torch._foreach_lerp_(self.ema, self.params, self.ema_rate)
+        if i % self.eval_every == self.eval_every - 1:
+            with torch.cuda.stream(self.sb), torch.no_grad():
+                self.net.eval()
+                ev = F.cross_entropy(self.call(self.net, dict(zip(self.names, self.ema)), (self.Xe,)), self.Ye)
+                self.net.train()
+            self.eval_buf[i].copy_(ev)                     # legacy: waits for B, implicitly
+            del ev
+            self.evals.append(i)
+        if i % self.read_every == self.read_every - 1:
+            self.lh.copy_(loss.detach(), non_blocking=True)   # legacy: device to pinned host
+            with torch.cuda.stream(self.sa):
+                self.tick.add_(1.0)                        # held by the driver behind that copy
+            self.sa.synchronize()
+            self.extra[i] = "host=" + f32_hex(self.lh.item())
+        return loss
+
+    def loss_lines(self):
+        if self.evals:
+            ev = tensor_hexes(self.eval_buf)
+            for i in self.evals:
+                self.extra[i] = (self.extra[i] + " " if i in self.extra else "") + "ev=" + ev[i]
+        return super().loss_lines()
+
+
+class RecaptureWorkload(TaskWorkload):
+    """A whole training step (forward with dropout, backward, AdamW with capturable=True)
+    graphed by the program itself mid-run, after graft has learned and replayed the same
+    step eagerly: steps 0-59 train eagerly on the default stream; at step 60 the batch is
+    copied into static tensors, a side stream waits for the default stream and runs that
+    step's training there (the capture recipe's warm-up), and the same stream captures the
+    step by hand, CUDAGraph.capture_begin() and capture_end() in the default "global" mode,
+    with no synchronize before it (work the default stream issued just before may still be
+    pending, or held); steps 61-139 draw the batch, copy it into the static tensors and
+    replay the graph on the default stream (its dropout through the graph-safe Philox
+    state PyTorch fills before every replay); at step 140 the gradients from the graph's
+    pool are dropped and the graph destroyed (its pool released), and training goes on
+    eagerly with gradients at new addresses; at step 200 the warm-up and a capture again,
+    this time by torch.cuda.graph(stream=side, capture_error_mode="thread_local"), whose
+    entry synchronizes and empties the allocator's cache; replays to the end. After every
+    step, whatever ran it, an eager EMA of the weights (_foreach_lerp_) reads the
+    parameters the step wrote, and every 10th step the EMA model is evaluated
+    (functional_call, eval mode, no_grad). A tool must step aside for both captures (no
+    op of its own on any stream of the context while the global-mode capture is open),
+    issue what it holds before the program's graph launch, and not confuse its graphs of
+    the eager step, learned before the captures, with the eager steps after them.
+    " g=e|c|r" (eager, warm-up and capture, replay) on every line, " ev=<hex>" on every
+    10th. No sync in the loop apart from torch.cuda.graph's own."""
+
+    cap_hand, drop_at, cap_ctx, eval_every, ema_rate, neval = 60, 140, 200, 10, 0.02, 512
+
+    def setup(self, mode="eager"):
+        from torch.func import functional_call
+        self.call = functional_call
+        self.model = MLP(self.din, self.hidden, self.nout, layers=6, dropout=0.1).to(self.dev)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True,
+                                     capturable=True)
+        self.fwd = self.model
+        self.label_setup()
+        self.names = [n for n, _ in self.model.named_parameters()]
+        self.params = list(self.model.parameters())
+        self.ema = [p.detach().clone() for p in self.params]
+        self.static_x = torch.zeros(self.batch, self.din, device=self.dev)
+        self.static_y = torch.zeros(self.batch, dtype=torch.long, device=self.dev)
+        self.side = torch.cuda.Stream(device=self.dev)
+        self.graph, self.static_loss = None, None
+        self.Xe = torch.randn(self.neval, self.din, device=self.dev, generator=self.gen)
+        self.Ye = (self.Xe @ self.label_proj).argmax(dim=-1)
+        self.eval_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.evals = []
+        self.phases = {}
+
+    def eager_step(self, x, y):
+        self.opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(self.model(x), y)
+        loss.backward()
+        self.opt.step()
+        return loss
+
+    def captured_step(self):
+        self.static_loss = F.cross_entropy(self.model(self.static_x), self.static_y)
+        self.static_loss.backward()
+        self.opt.step()
+
+    def capture(self, i, by_hand):
+        x, y = self.batch_for(i)
+        self.static_x.copy_(x)
+        self.static_y.copy_(y)
+        main = torch.cuda.current_stream(self.dev)
+        self.side.wait_stream(main)
+        with torch.cuda.stream(self.side):
+            loss = self.eager_step(self.static_x, self.static_y)   # the warm-up: this step's training
+        main.wait_stream(self.side)
+        loss.record_stream(main)
+        self.opt.zero_grad(set_to_none=True)   # backward in the capture allocates them from its pool
+        self.graph = torch.cuda.CUDAGraph()
+        if by_hand:
+            with torch.cuda.stream(self.side):
+                self.graph.capture_begin()
+                self.captured_step()
+                self.graph.capture_end()
+        else:
+            with torch.cuda.graph(self.graph, stream=self.side, capture_error_mode="thread_local"):
+                self.captured_step()
+        return loss
+
+    def replay(self, i):
+        x, y = self.batch_for(i)
+        self.static_x.copy_(x)
+        self.static_y.copy_(y)
+        self.graph.replay()
+        return self.static_loss
+
+    def step(self, i):
+        if i == self.drop_at and self.graph is not None:
+            self.opt.zero_grad(set_to_none=True)   # the gradients in the graph's pool
+            self.static_loss = None
+            self.graph = None                      # ~CUDAGraph: the executable graph and its pool go
+        if i in (self.cap_hand, self.cap_ctx):
+            loss, phase = self.capture(i, by_hand=(i == self.cap_hand)), "c"
+        elif self.graph is not None:
+            loss, phase = self.replay(i), "r"
+        else:
+            x, y = self.batch_for(i)
+            loss, phase = self.eager_step(x, y), "e"
+        with torch.no_grad():
+            torch._foreach_lerp_(self.ema, self.params, self.ema_rate)
+        if i % self.eval_every == self.eval_every - 1:
+            self.model.eval()
+            with torch.no_grad():
+                out = self.call(self.model, dict(zip(self.names, self.ema)), (self.Xe,))
+                self.eval_buf[i].copy_(F.cross_entropy(out, self.Ye))
+                del out
+            self.model.train()
+            self.evals.append(i)
+        self.phases[i] = phase
+        return loss
+
+    def loss_lines(self):
+        for i, p in self.phases.items():
+            self.extra[i] = "g=" + p
+        if self.evals:
+            ev = tensor_hexes(self.eval_buf)
+            for i in self.evals:
+                self.extra[i] += " ev=" + ev[i]
+        return super().loss_lines()
+
+
+class MallocAsyncWorkload(TaskWorkload):
+    """Distillation under PyTorch's cudaMallocAsync allocator backend
+    (PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync, which main() sets before it imports
+    torch): every allocation is a cudaMallocAsync and every free a cudaFreeAsync on the
+    allocation's stream, issued when Python drops the tensor; a tensor record_stream()ed to
+    another stream is freed after an event recorded on that stream is waited for. Every
+    step a high-priority side stream waits for the default stream and draws a noise buffer
+    of a size a seeded host random.Random picks (16 to 256 Ki floats, so the driver's pool
+    hands out other blocks every step) from a CUDA generator of its own, perturbs the batch
+    and computes a frozen teacher's soft targets; the noise is freed there, the batch
+    (made on the default stream) is record_stream()ed to the side stream, the perturbed
+    batch and the soft targets to the default stream, which waits for the side stream; the
+    default stream draws a scratch buffer of another random size (8 to 256 Ki floats), uses
+    its mean and frees it; the student (MLP, 6 layers, dropout 0.1) trains on
+    cross-entropy plus KL with AdamW (foreach), and its saved activations are freed during
+    backward. Every 25th step torch.cuda.empty_cache() synchronizes and trims the pool
+    (cudaMemPoolTrimTo). A tool that holds launches must keep every stream-ordered free
+    behind the launches that use the block (on both streams), and patch addresses that
+    the driver's pool changes from step to step. The KL term ends every line
+    (" kl=<hex>"). No sync in the loop apart from empty_cache's."""
+
+    empty_every = 25
+
+    def setup(self, mode="eager"):
+        import random
+        backend = torch.cuda.get_allocator_backend()
+        if backend != "cudaMallocAsync":
+            raise RuntimeError("mallocasync: the allocator backend is %r, not cudaMallocAsync "
+                               "(PYTORCH_CUDA_ALLOC_CONF=%r, PYTORCH_ALLOC_CONF=%r)" % (
+                                   backend, os.environ.get("PYTORCH_CUDA_ALLOC_CONF"),
+                                   os.environ.get("PYTORCH_ALLOC_CONF")))
+        self.model = MLP(self.din, self.hidden, self.nout, layers=6, dropout=0.1).to(self.dev)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
+        self.fwd = self.model
+        self.label_setup()
+        self.teacher = MLP(self.din, self.hidden, self.nout, layers=4).to(self.dev)
+        self.teacher.requires_grad_(False)
+        self.teacher.eval()
+        self.side = torch.cuda.Stream(device=self.dev, priority=-1)
+        self.side_gen = torch.Generator(device=self.dev)
+        self.side_gen.manual_seed(8080)
+        self.sizes = random.Random(8081)
+        self.kl_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+
+    def step(self, i):
+        main = torch.cuda.current_stream(self.dev)
+        x, y = self.batch_for(i)
+        n = self.sizes.randint(4, 64) * 4096               # at least the batch's 64 x 256
+        m = self.sizes.randint(1, 32) * 8192
+        self.side.wait_stream(main)
+        with torch.cuda.stream(self.side):
+            noise = torch.randn(n, device=self.dev, generator=self.side_gen)
+            xa = x + 0.05 * noise[:x.numel()].view_as(x)
+            with torch.no_grad():
+                soft = F.softmax(self.teacher(xa) / 2.0, dim=-1)
+            del noise                                      # a cudaFreeAsync on the side stream
+        x.record_stream(self.side)
+        main.wait_stream(self.side)
+        xa.record_stream(main)
+        soft.record_stream(main)
+        del x
+        scratch = torch.empty(m, device=self.dev)
+        scratch.uniform_(generator=self.gen)
+        jitter = scratch.mean() - 0.5
+        del scratch
+        self.opt.zero_grad(set_to_none=True)
+        logits = self.model(xa)
+        kl = F.kl_div(F.log_softmax(logits / 2.0, dim=-1), soft, reduction="batchmean")
+        loss = F.cross_entropy(logits, y) + kl + 0.01 * jitter
+        del xa, soft, logits
+        loss.backward()
+        self.opt.step()
+        self.kl_buf[i].copy_(kl.detach())
+        if i % self.empty_every == self.empty_every - 1:
+            torch.cuda.empty_cache()
+        return loss
+
+    def loss_lines(self):
+        for i, h in enumerate(tensor_hexes(self.kl_buf)):
+            self.extra[i] = "kl=" + h
+        return super().loss_lines()
+
+
+class FSDPWorkload(TaskWorkload):
+    """FSDP2 (torch.distributed.fsdp.fully_shard) over NCCL at world size 1, as a
+    single-GPU run of a sharded training script does: a residual MLP (a stem, four pre-norm
+    blocks of LayerNorm, Linear to 1024, GELU, dropout 0.1, Linear back to 512, and a head),
+    each block its own FSDP unit (reshard_after_forward on the even blocks only) and the
+    root a fifth, under MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32).
+    Every forward and backward of a unit all-gathers its parameters: a copy-in (foreach
+    copies of the bf16 casts) on FSDP's all-gather copy-in stream, the NCCL all-gather on
+    its high-priority all-gather stream, an Event created and recorded there and waited
+    for by the compute stream, the outputs split into the unsharded parameters, whose
+    storage is resized to zero when the unit reshards and back (new blocks, at other
+    addresses) when it gathers again; backward's post-backward hooks reduce-scatter the
+    gradients (chunk_cat, NCCL on the reduce-scatter stream, more events), and a callback
+    queued on the autograd engine makes the compute stream wait for them. Two
+    micro-batches a step, the first with set_requires_gradient_sync(False) (gradients
+    accumulated unsharded, no reduce-scatter), the second with it on; AdamW (foreach) over
+    the sharded DTensor parameters. NCCL's kernels run eagerly under graft; everything
+    between them is the multi-stream choreography a tool must keep in order. No sync in the
+    loop."""
+
+    width, blocks, micro = 512, 4, 2
+
+    def setup(self, mode="eager"):
+        import tempfile
+        import torch.distributed as dist
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+        self.dist = dist
+        fd, self.store_path = tempfile.mkstemp(prefix="graft_fsdp_store.")
+        os.close(fd)
+        os.unlink(self.store_path)
+        dist.init_process_group("nccl", init_method="file://" + self.store_path, rank=0, world_size=1,
+                                device_id=self.dev)
+        h, blocks = self.width, self.blocks
+
+        class Net(nn.Module):
+            def __init__(self, din, nout):
+                super().__init__()
+                self.stem = nn.Linear(din, h)
+                self.body = nn.ModuleList([nn.Sequential(nn.LayerNorm(h), nn.Linear(h, 2 * h), nn.GELU(),
+                                                         nn.Dropout(0.1), nn.Linear(2 * h, h))
+                                           for _ in range(blocks)])
+                self.head = nn.Linear(h, nout)
+
+            def forward(self, x):
+                z = self.stem(x)
+                for blk in self.body:
+                    z = z + blk(z)
+                return self.head(z)
+
+        self.net = Net(self.din, self.nout).to(self.dev)
+        mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        for k, blk in enumerate(self.net.body):
+            fully_shard(blk, mp_policy=mp, reshard_after_forward=(k % 2 == 0))
+        fully_shard(self.net, mp_policy=mp)
+        self.model = self.net
+        self.opt = torch.optim.AdamW(self.net.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
+        self.label_setup()
+
+    def step(self, i):
+        self.opt.zero_grad(set_to_none=True)
+        total = torch.zeros((), device=self.dev)
+        for k in range(self.micro):
+            self.net.set_requires_gradient_sync(k == self.micro - 1)
+            x, y = self.batch_for(i)
+            loss = F.cross_entropy(self.net(x).float(), y) / self.micro
+            loss.backward()
+            total = total + loss.detach()
+        self.opt.step()
+        return total
+
+    def finish(self):
+        self.dist.destroy_process_group()
+        if os.path.exists(self.store_path):
+            os.unlink(self.store_path)
+
+
+class OptZooWorkload(TaskWorkload):
+    """Four foreach optimizers over four parts of one MLP, as fine-tuning scripts give
+    layers optimizers of their own, none with capturable=True, so their step counts are
+    CPU tensors and their per-step factors are host floats that reach the _foreach kernels
+    as scalars and per-tensor scalar lists (TensorListScalarListMetadata in the kernel
+    parameters): Adagrad (lr_decay, weight decay) on the first Linear under SequentialLR
+    (LinearLR warm-up for 20 steps, then CosineAnnealingLR); RMSprop (centered, momentum
+    0.9) on the second Linear and its LayerNorm, with a constant learning rate; NAdam
+    (momentum_decay, decoupled weight decay: mu_product on the host) on the third under a
+    ChainedScheduler (ConstantLR at half for 40 steps, ExponentialLR); RAdam (decoupled
+    weight decay; its rectification term is 0 for the first steps and then not, and its
+    decay factor 1 - lr*wd stays the same for 100 steps at a time) on the head under
+    MultiStepLR (milestones 100 and 200). clip_grad_norm_(foreach=True) over all of them
+    first. At step 150 a zero-initialised residual adapter (Linear) joins the forward pass
+    and RMSprop gets a second parameter group for it (add_param_group, momentum 0, not
+    centered: other foreach launches from then on). A tool that patches the scalars it saw
+    change while it learned, and bakes in those that did not, steps with stale factors
+    after step 100, 150 or 200. The adapter weights' absolute sum ends every line
+    (" a=<hex>", zero before step 150). No sync in the loop."""
+
+    hidden, adapter_at = 384, 150
+
+    def setup(self, mode="eager"):
+        h = self.hidden
+        self.l0, self.l1, self.n1 = nn.Linear(self.din, h), nn.Linear(h, h), nn.LayerNorm(h)
+        self.l2, self.head, self.adapter = nn.Linear(h, h), nn.Linear(h, self.nout), nn.Linear(h, h)
+        self.drop = nn.Dropout(0.1)
+        self.model = nn.ModuleList([self.l0, self.l1, self.n1, self.l2, self.head, self.adapter]).to(self.dev)
+        with torch.no_grad():
+            self.adapter.weight.zero_()
+            self.adapter.bias.zero_()
+        self.adapted = False
+        O, S = torch.optim, torch.optim.lr_scheduler
+        self.opt_ada = O.Adagrad(self.l0.parameters(), lr=0.05, lr_decay=1e-3, weight_decay=1e-4, foreach=True)
+        self.opt_rms = O.RMSprop(list(self.l1.parameters()) + list(self.n1.parameters()), lr=1e-3, alpha=0.95,
+                                 momentum=0.9, centered=True, weight_decay=1e-5, foreach=True)
+        self.opt_nadam = O.NAdam(self.l2.parameters(), lr=2e-3, momentum_decay=4e-3, weight_decay=0.01,
+                                 decoupled_weight_decay=True, foreach=True)
+        self.opt_radam = O.RAdam(self.head.parameters(), lr=1e-3, weight_decay=0.01, decoupled_weight_decay=True,
+                                 foreach=True)
+        self.opts = [self.opt_ada, self.opt_rms, self.opt_nadam, self.opt_radam]
+        self.scheds = [
+            S.SequentialLR(self.opt_ada, [S.LinearLR(self.opt_ada, start_factor=0.1, total_iters=20),
+                                          S.CosineAnnealingLR(self.opt_ada, T_max=self.steps, eta_min=1e-3)],
+                           milestones=[20]),
+            S.ChainedScheduler([S.ConstantLR(self.opt_nadam, factor=0.5, total_iters=40),
+                                S.ExponentialLR(self.opt_nadam, gamma=0.995)]),
+            S.MultiStepLR(self.opt_radam, milestones=[100, 200], gamma=0.3),
+        ]
+        self.label_setup()
+        self.a_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+
+    def forward(self, x):
+        z = F.relu(self.l0(x))
+        z = self.drop(F.relu(self.n1(self.l1(z))))
+        z = F.relu(self.l2(z))
+        if self.adapted:
+            z = z + self.adapter(z)
+        return self.head(z)
+
+    def step(self, i):
+        if i == self.adapter_at:
+            self.adapted = True
+            self.opt_rms.add_param_group({"params": list(self.adapter.parameters()), "lr": 5e-4,
+                                          "momentum": 0.0, "centered": False})
+        x, y = self.batch_for(i)
+        for o in self.opts:
+            o.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(self.forward(x), y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0, foreach=True)
+        for o in self.opts:
+            o.step()
+        for s in self.scheds:
+            s.step()
+        self.a_buf[i].copy_(self.adapter.weight.detach().abs().sum())
+        return loss
+
+    def loss_lines(self):
+        for i, h in enumerate(tensor_hexes(self.a_buf)):
+            self.extra[i] = "a=" + h
+        return super().loss_lines()
+
+
 WORKLOADS = {
     "mlp": ClassifierWorkload,
     "mlp_item": MLPItem,
@@ -5357,6 +5862,11 @@ WORKLOADS = {
     "profwin": ProfWinWorkload,
     "dyncompile": DynCompileWorkload,
     "ipcactor": IPCActorWorkload,
+    "legacysync": LegacySyncWorkload,
+    "recapture": RecaptureWorkload,
+    "mallocasync": MallocAsyncWorkload,
+    "fsdp": FSDPWorkload,
+    "optzoo": OptZooWorkload,
     "pipeline2": Pipeline2Workload,
     "ddp2": DDP2Workload,
 }
@@ -5543,6 +6053,15 @@ def main():
             else:
                 conf = conf + ("," if conf else "") + "expandable_segments:True"
             os.environ[key] = conf
+    if args.case == "mallocasync":
+        # PyTorch's cudaMallocAsync backend, chosen like expandable's option before torch is
+        # imported; a backend the caller named is replaced.
+        for key in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"):
+            conf = os.environ.get(key, "")
+            if key == "PYTORCH_ALLOC_CONF" and not conf:
+                continue
+            parts = [p for p in conf.split(",") if p and not p.strip().startswith("backend:")]
+            os.environ[key] = ",".join(parts + ["backend:cudaMallocAsync"])
     if args.warmup is None:
         args.warmup = min(30, args.steps // 3)
     if args.steps < 1 or args.warmup < 0 or args.warmup >= args.steps:
