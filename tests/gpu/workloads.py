@@ -1171,6 +1171,31 @@ class SDPAWorkload(GPTWorkload):
         return F.cross_entropy(logits.float().reshape(-1, self.vocab), tok[:, 1:].reshape(-1))
 
 
+def fresh_store_path(prefix):
+    """A path for a new file store of torch.distributed (the file itself not yet there)."""
+    import tempfile
+    fd, path = tempfile.mkstemp(prefix=prefix)
+    os.close(fd)
+    os.unlink(path)
+    return path
+
+
+def init_nccl_group(dist, store_path, rank, world, dev):
+    """The NCCL process group over the file store at store_path, bound to dev."""
+    dist.init_process_group("nccl", init_method="file://" + store_path, rank=rank, world_size=world,
+                            device_id=dev)
+
+
+def end_nccl_group(dist, store_path, join_peers=None):
+    """Destroys the process group, waits for peer processes (join_peers), then removes the
+    file store if store_path is given (the rank that made it)."""
+    dist.destroy_process_group()
+    if join_peers:
+        join_peers()
+    if store_path and os.path.exists(store_path):
+        os.unlink(store_path)
+
+
 class DDPWorkload(ClassifierWorkload):
     """The MLP (with dropout) wrapped in DistributedDataParallel over NCCL, one process
     (world size 1, as `torchrun --nproc_per_node=1` gives): gradient buckets are
@@ -1181,18 +1206,13 @@ class DDPWorkload(ClassifierWorkload):
 
     def rendezvous(self):
         """The file store's path (a fresh one; ddp2's rank 0 also starts rank 1 here)."""
-        import tempfile
-        fd, path = tempfile.mkstemp(prefix="graft_ddp_store.")
-        os.close(fd)
-        os.unlink(path)
-        return path
+        return fresh_store_path("graft_ddp_store.")
 
     def setup(self, mode="eager"):
         import torch.distributed as dist
         self.dist = dist
         self.store_path = self.rendezvous()
-        dist.init_process_group("nccl", init_method="file://" + self.store_path, rank=self.args.ddp_rank,
-                                world_size=self.world, device_id=self.dev)
+        init_nccl_group(dist, self.store_path, self.args.ddp_rank, self.world, self.dev)
         model = MLP(self.din, self.hidden, self.nout, layers=8, dropout=0.1).to(self.dev)
         self.model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[self.dev.index],
                                                                bucket_cap_mb=1)
@@ -1200,10 +1220,7 @@ class DDPWorkload(ClassifierWorkload):
         self.fwd = self.model
 
     def finish(self):
-        self.dist.destroy_process_group()
-        self.join_peers()
-        if self.args.ddp_rank == 0 and os.path.exists(self.store_path):
-            os.unlink(self.store_path)
+        end_nccl_group(self.dist, self.store_path if self.args.ddp_rank == 0 else None, self.join_peers)
 
     def join_peers(self):
         """Waits for the other ranks' processes this one started (none here)."""
@@ -5646,15 +5663,11 @@ class FSDPWorkload(TaskWorkload):
     width, blocks, micro = 512, 4, 2
 
     def setup(self, mode="eager"):
-        import tempfile
         import torch.distributed as dist
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
         self.dist = dist
-        fd, self.store_path = tempfile.mkstemp(prefix="graft_fsdp_store.")
-        os.close(fd)
-        os.unlink(self.store_path)
-        dist.init_process_group("nccl", init_method="file://" + self.store_path, rank=0, world_size=1,
-                                device_id=self.dev)
+        self.store_path = fresh_store_path("graft_fsdp_store.")
+        init_nccl_group(dist, self.store_path, 0, 1, self.dev)
         h, blocks = self.width, self.blocks
 
         class Net(nn.Module):
@@ -5694,9 +5707,7 @@ class FSDPWorkload(TaskWorkload):
         return total
 
     def finish(self):
-        self.dist.destroy_process_group()
-        if os.path.exists(self.store_path):
-            os.unlink(self.store_path)
+        end_nccl_group(self.dist, self.store_path)
 
 
 class OptZooWorkload(TaskWorkload):
