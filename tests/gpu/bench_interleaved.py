@@ -41,7 +41,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as H  # noqa: E402
-from workloads import GARBAGE_SENSITIVE_CASES  # noqa: E402
+from case_lists import GARBAGE_SENSITIVE_CASES  # noqa: E402
 
 MODES = ("passthrough", "graph", "swallow")
 NAMES = {"passthrough": "eager", "graph": "graft", "swallow": "floor", "match": "match"}
@@ -56,8 +56,8 @@ def run_once(args, case, rnd, workdir):
         modes = ("passthrough", "graph")  # no floor or match: their garbage steers the loop
     else:
         modes = MODES + (("match",) if args.match else ())
-    cmd = [sys.executable, H.WORKLOADS, case, "--interleave", ",".join(modes), "--cycles", str(args.cycles),
-           "--block", str(args.block), "--warmup", str(args.warmup), "--json", jpath]
+    cmd = H.workload_command(case) + ["--interleave", ",".join(modes), "--cycles", str(args.cycles),
+                                      "--block", str(args.block), "--warmup", str(args.warmup), "--json", jpath]
     import subprocess
     try:
         p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)

@@ -31,7 +31,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as H  # noqa: E402
-from workloads import HANDGRAPH_CASES  # noqa: E402
+from case_lists import HANDGRAPH_CASES  # noqa: E402
 ALL_MODES = ["eager", "graft", "floor", "handgraph", "compile"]
 GRAFT_MODES = {"graft": "graph", "floor": "swallow"}
 MiB = 2.0 ** 20

@@ -28,7 +28,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as H  # noqa: E402
-from workloads import CASES, COMPILE_CASES, TWO_GPU_CASES  # noqa: E402
+from case_lists import CASES, COMPILE_CASES, TWO_GPU_CASES  # noqa: E402
 
 
 def main():

@@ -16,6 +16,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 # GPU_TIER_WORKLOADS replaces workloads.py (only for testing these drivers without a GPU).
 WORKLOADS = os.environ.get("GPU_TIER_WORKLOADS") or os.path.join(HERE, "workloads.py")
+TRAINING = os.path.join(HERE, "training")  # the issue's cases, a script each
+
+
+def workload_command(case):
+    """The command that runs a case: its own script (training/CASE.py) where it has one,
+    else workloads.py CASE (the same runner and options either way)."""
+    own = os.path.join(TRAINING, case + ".py")
+    if not os.environ.get("GPU_TIER_WORKLOADS") and os.path.isfile(own):
+        return [sys.executable, own]
+    return [sys.executable, WORKLOADS, case]
 DEFAULT_LIBGRAFT = os.path.join(REPO, "build", "src", "libgraft.so")
 
 # graft runs set these themselves; everything else GRAFT_* in the caller's environment
@@ -94,13 +104,14 @@ def rm_f(*paths):
 
 def run_workload(case, mode, steps, workdir, tag, env, timeout, warmup=None,
                  losses=True, extra_args=(), stats_path=None):
-    """Runs workloads.py once. Returns a record (dict) with rc, result JSON, paths, stats."""
+    """Runs a case once (workload_command). Returns a record (dict) with rc, result JSON,
+    paths, stats."""
     os.makedirs(workdir, exist_ok=True)
     jpath = os.path.join(workdir, tag + ".json")
     lpath = os.path.join(workdir, tag + ".losses") if losses else None
     logpath = os.path.join(workdir, tag + ".log")
     rm_f(jpath, lpath, stats_path)
-    cmd = [sys.executable, WORKLOADS, case, "--mode", mode, "--steps", str(steps), "--json", jpath]
+    cmd = workload_command(case) + ["--mode", mode, "--steps", str(steps), "--json", jpath]
     if warmup is not None:
         cmd += ["--warmup", str(warmup)]
     if lpath:

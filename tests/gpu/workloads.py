@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""PyTorch training workloads for graft's GPU tier (DESIGN.md §5).
+"""PyTorch training workloads for graft's GPU tier (DESIGN.md §5), and the runner of
+every case. The issue's cases are small scripts of their own in training/ (mlp.py,
+gpt.py, ...), which run through main() here; case_lists.py lists the cases.
 
   python3 tests/gpu/workloads.py CASE --steps N [--warmup W] [--mode eager|handgraph|compile]
                                  [--losses FILE] [--json FILE]
@@ -96,201 +98,66 @@ import argparse
 import json
 import math
 import os
-import struct
 import sys
 import time
 
 # Must be set before CUDA (cuBLAS) initialises.
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
-# The issue's seven loops and the GPU-bound case, then models it does not name (programs
-# graft was not tuned on: cuDNN convolutions and RNNs, data-dependent shapes, gradient
-# accumulation with activation checkpointing, torch.compile's default mode: Triton kernels
-# that Triton's own launcher issues through cuLaunchKernelEx; fused attention; DDP over NCCL;
-# a ViT with clipping and a cosine schedule; diffusion training with GroupNorm, a transposed
-# conv and a weight EMA; a GAN's two alternating optimizers; the expandable-segments
-# allocator (cuMemMap/cuMemUnmap) with empty_cache; inference: KV-cache decoding with a
-# sync per token; a DataLoader with worker processes and a pin-memory thread); then odd but
-# legal patterns a tool that holds launches back could get wrong (the RNG state set by hand,
-# timing events read back, empty_cache under churn, pinned buffers rewritten after an event,
-# record_stream between streams, branches on a value read back, mixture-of-experts shapes
-# read back, make_graphed_callables, GradScaler skips with clipping); then CUDA libraries and
-# PyTorch features those leave out (cuFFT with an evicting plan cache and complex weights,
-# cuSOLVER factorizations, L-BFGS's closure, ReduceLROnPlateau with weight restores, SWA with
-# update_bn, parametrizations, sparse gradients with SparseAdam and cuSPARSE, scatter and
-# unique in a GNN) and two more odd loops (pageable host buffers reused as soon as a
-# non_blocking copy returns, set_stream with a capturable optimizer and Stream.query());
-# then training patterns those leave out (a PPO iteration with distribution validation
-# syncs, a WGAN-GP gradient penalty through double backward, DP-SGD per-sample gradients
-# with torch.func, activations offloaded to pinned memory by save_on_cpu, reentrant
-# checkpointing under a per-step manual_seed, gradual unfreezing with tensor learning rates,
-# a GPU-resident dataset reshuffled every epoch in channels_last); then two more red-team
-# rounds (the second: BatchNorm frozen in a rhythm, moving bag boundaries, self-sampling,
-# pooled streams, optimizer hooks, tensor learning rates, parameter surgery, checkpoints;
-# the third: a KV cache grown by torch.cat, beam search stopped by a read-back, the
-# TransformerEncoder's nested-tensor fast path, packed RNN batches, second-order MAML,
-# tasks drawn by a host RNG, a backward forked onto side streams, a contrastive queue
-# written at a moving pointer; the fourth: a CUDA graph capture abandoned when the
-# optimizer refuses it, a MemPool deleted and made again, green contexts, FlexAttention
-# with a per-step block mask, jagged nested tensors, a producer thread handing batches over
-# with events, out-of-memory errors caught by a batch-size finder); then a fifth red-team
-# round: BatchNorm's cumulative moving average (a count read back per layer, its reciprocal a
-# kernel scalar that changes every step), quantization-aware training (observers and fake
-# quantization switched by flags that live on the GPU, some read back), one GradScaler over
-# two fused optimizers (overflow skips decided on the GPU, never read), torch.profiler
-# windows opened and closed mid-run (CUPTI tracing what graft replays), torch.compile with
-# dynamic shapes on a submodule (Triton kernels whose size arguments and grids change every
-# step), and an actor process fed weights and returning data through CUDA IPC; then a sixth
-# round: blocking streams of the program's own (driver API, ExternalStream) ordered against
-# the legacy default stream by implicit synchronization alone, a whole-step CUDA graph
-# captured mid-run (by hand without a sync, then by torch.cuda.graph), replayed, dropped and
-# captured again, the cudaMallocAsync allocator backend with record_stream and sizes that
-# change every step, FSDP2 at world size 1, and four foreach optimizers with host-computed
-# scalar lists under chained schedulers with a parameter group added mid-run.
-ISSUE_CASES = ["mlp", "mlp_item", "gpt", "amp", "sidestream", "lastbatch", "partgraph", "gemm"]
-OTHER_CASES = ["cnn", "lstm", "dynamic", "accum", "inductor_mlp", "inductor_gpt", "sdpa", "ddp",
-               "vit", "diffusion", "gan", "expandable", "decode", "loader", "serve",
-               "rngstate", "timing", "emptycache", "pinned", "recordstream", "condstep", "moe", "graphed",
-               "clipskip", "fno", "linalg", "lbfgs", "plateau", "swa", "parametrize", "sparse", "gnn",
-               "pageable", "setstream", "ppo", "wgangp", "dpsgd", "offload", "reentrant", "unfreeze",
-               "gpudata", "bnfreeze", "embbag", "sampling", "streampool", "optbwd", "lrtensor",
-               "reparam", "ckpt", "kvgrow", "beam", "encpad", "packed", "maml", "multitask", "sidebwd",
-               "contrast", "capfail", "mempool", "greenctx", "flexattn", "jagged", "threadfeed",
-               "oomretry", "bncma", "qat", "ampfused", "profwin", "dyncompile", "ipcactor",
-               "legacysync", "recapture", "mallocasync", "fsdp", "optzoo",
-               "pipeline2", "ddp2"]
-# Cases that need two GPUs: with one, workloads.py exits 77 for them (check_losses.py
-# reports them skipped and goes on).
-TWO_GPU_CASES = ("pipeline2", "ddp2")
-CASES = ISSUE_CASES + OTHER_CASES
-# Loops whose host reads results that steer what it launches next (sizes from nonzero, moe's
-# expert counts, condstep's branch): the floor and match modes drop kernels, so those reads
-# are garbage and the loop breaks or takes other branches. Benchmarks time them eager
-# against graft only.
-# Not decode: it reads a token per step, but only to keep it; what it launches is steered by
-# its host-side position counter alone. The token goes back to the model through a
-# persistent GPU buffer that a dropped copy leaves holding the last valid ids (a fresh
-# argmax output would hold garbage ids after a floor block, and the embedding would fault
-# on them), and the KV cache it attends over is masked past the position, so a floor
-# block costs it correct values, never a fault or a different launch sequence.
-# linalg (the info checks raise), lbfgs (the line search), plateau (snapshots and restores),
-# swa (n_averaged and num_batches_tracked), parametrize (matrix_exp's degree), sparse
-# (coalesce's count) and gnn (unique's count) steer their launches by values read back too.
-# ppo (torch.distributions' argument and support validation raises on NaN), reentrant
-# (clip_grad_norm_(error_if_nonfinite=True) raises on a non-finite norm) raise on garbage.
-# beam (the search stops on a flag read back every token), encpad (the nested tensor's
-# sizes and the left-aligned check are read back) and packed (pad_packed_sequence reads
-# the inverse permutation back and indexes the host's lengths with it: garbage raises)
-# too. So do bncma (every training-mode BatchNorm with momentum=None divides by
-# float(num_batches_tracked), read back: a count the floor never incremented reads as 0 and
-# raises ZeroDivisionError) and qat (FakeQuantize branches on its observer and fake-quant
-# flags read back, its observer on whether min and max are still infinite, and
-# check_min_max_valid asserts min <= max; the fused per-channel weight fake-quant reads its
-# flag back to choose between two launch sequences, and checks its zero points against the
-# range by reading them back, raising when they are outside).
-GARBAGE_SENSITIVE_CASES = ("dynamic", "moe", "condstep", "linalg", "lbfgs", "plateau", "swa",
-                           "parametrize", "sparse", "gnn", "ppo", "reentrant", "beam", "encpad",
-                           "packed", "bncma", "qat")
-HANDGRAPH_CASES = ("mlp", "mlp_item", "gpt")
-COMPILE_CASES = ("mlp", "mlp_item", "gpt", "gemm")
-# The only change torch.compile(mode="reduce-overhead") needs to run these loops (DESIGN.md §1).
-COMPILE_CHANGES = ("zero_grad(set_to_none=True) instead of set_to_none=False, and "
-                   "torch.compiler.cudagraph_mark_step_begin() at the start of every step; "
-                   "the model (not the loss or optimizer) is compiled")
 
-torch = None
-nn = None
-F = None
+def set_allocator_options(case):
+    """expandable and mallocasync run under their allocator options, set before torch is
+    imported (PyTorch reads the allocator backend when it loads)."""
+    if case == "expandable":
+        # The caching allocator reads its configuration when it initialises, at the first
+        # CUDA allocation at the latest; set before torch is imported, it is never late
+        # (expandable has no handgraph or compile mode, and --interleave runs this same
+        # main). PYTORCH_ALLOC_CONF, newer torch's name, takes precedence when set, so it
+        # gets the option too.
+        for key in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"):
+            conf = os.environ.get(key, "")
+            if key == "PYTORCH_ALLOC_CONF" and not conf:
+                continue
+            if "expandable_segments" in conf:
+                conf = conf.replace("expandable_segments:False", "expandable_segments:True")
+            else:
+                conf = conf + ("," if conf else "") + "expandable_segments:True"
+            os.environ[key] = conf
+    if case == "mallocasync":
+        # PyTorch's cudaMallocAsync backend, chosen like expandable's option before torch is
+        # imported; a backend the caller named is replaced.
+        for key in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"):
+            conf = os.environ.get(key, "")
+            if key == "PYTORCH_ALLOC_CONF" and not conf:
+                continue
+            parts = [p for p in conf.split(",") if p and not p.strip().startswith("backend:")]
+            os.environ[key] = ",".join(parts + ["backend:cudaMallocAsync"])
+
+
+if __name__ == "__main__" and len(sys.argv) > 1:
+    set_allocator_options(sys.argv[1])
+
+# torch (None without it), the models and the issue's cases (training/).
+from training.common import F, GPT, MLP, TORCH_ERROR, Workload, add_block_layers, f32_hex, nn, tensor_hexes, torch  # noqa: E402,F401
+from training.mlp import ClassifierWorkload  # noqa: E402
+from training.mlp_item import MLPItem  # noqa: E402
+from training.gpt import GPTWorkload  # noqa: E402
+from training.amp import AMPWorkload  # noqa: E402
+from training.sidestream import SideStreamWorkload  # noqa: E402
+from training.lastbatch import LastBatchWorkload  # noqa: E402
+from training.partgraph import PartGraphWorkload  # noqa: E402
+from training.gemm import GemmWorkload  # noqa: E402
+
+from case_lists import CASES, COMPILE_CASES, COMPILE_CHANGES, HANDGRAPH_CASES, TWO_GPU_CASES  # noqa: E402
+
 DEVICE = "cuda"  # the harness's own CPU smoke test swaps this; always "cuda" in real use
-
-
-def f32_hex(v):
-    """Exact float32 bit pattern of a Python float (which holds a float32 exactly)."""
-    return "%08x" % struct.unpack("<I", struct.pack("<f", v))[0]
-
-
-def tensor_hexes(t):
-    """Float32 bit patterns (hex) of a 1-D float32 tensor."""
-    bits = t.detach().to("cpu", torch.float32).contiguous().view(torch.int32).tolist()
-    return ["%08x" % (b & 0xFFFFFFFF) for b in bits]
 
 
 # --------------------------------------------------------------------------- models
 
 def build_models():
-    """Model classes are defined once torch is imported."""
-    global MLP, GPT, SmallResNet, LSTMLM
-
-    class MLP(nn.Module):
-        def __init__(self, din=256, hidden=512, nout=10, layers=4, dropout=0.0):
-            super().__init__()
-            mods = []
-            d = din
-            for _ in range(layers - 1):
-                mods += [nn.Linear(d, hidden), nn.ReLU()]
-                if dropout > 0:
-                    mods.append(nn.Dropout(dropout))
-                d = hidden
-            mods.append(nn.Linear(d, nout))
-            self.net = nn.Sequential(*mods)
-
-        def forward(self, x):
-            return self.net(x)
-
-    def add_block_layers(block, d):
-        """A transformer block's layers, created in this order (their initial weights
-        come from the generator in this order)."""
-        block.ln1 = nn.LayerNorm(d)
-        block.qkv = nn.Linear(d, 3 * d)
-        block.proj = nn.Linear(d, d)
-        block.ln2 = nn.LayerNorm(d)
-        block.fc1 = nn.Linear(d, 4 * d)
-        block.fc2 = nn.Linear(4 * d, d)
-
-    class Block(nn.Module):
-        def __init__(self, d, heads, seq, p):
-            super().__init__()
-            self.heads = heads
-            add_block_layers(self, d)
-            self.attn_drop = nn.Dropout(p)
-            self.resid_drop = nn.Dropout(p)
-            # True above the diagonal: positions a token may not attend to.
-            self.register_buffer("future", torch.triu(torch.ones(seq, seq, dtype=torch.bool), 1)
-                                 .view(1, 1, seq, seq), persistent=False)
-
-        def forward(self, x):
-            B, T, C = x.shape
-            hd = C // self.heads
-            q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
-            q = q.view(B, T, self.heads, hd).transpose(1, 2)
-            k = k.view(B, T, self.heads, hd).transpose(1, 2)
-            v = v.view(B, T, self.heads, hd).transpose(1, 2)
-            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
-            att = att.masked_fill(self.future[:, :, :T, :T], float("-inf"))
-            att = self.attn_drop(F.softmax(att, dim=-1))
-            y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
-            x = x + self.resid_drop(self.proj(y))
-            x = x + self.resid_drop(self.fc2(F.gelu(self.fc1(self.ln2(x)))))
-            return x
-
-    class GPT(nn.Module):
-        def __init__(self, vocab=512, seq=64, d=128, heads=4, layers=4, p=0.1):
-            super().__init__()
-            self.tok = nn.Embedding(vocab, d)
-            self.pos = nn.Embedding(seq, d)
-            self.drop = nn.Dropout(p)
-            self.blocks = nn.ModuleList([Block(d, heads, seq, p) for _ in range(layers)])
-            self.ln_f = nn.LayerNorm(d)
-            self.head = nn.Linear(d, vocab, bias=False)
-            self.register_buffer("positions", torch.arange(seq), persistent=False)
-
-        def forward(self, idx):
-            T = idx.shape[1]
-            x = self.drop(self.tok(idx) + self.pos(self.positions[:T]))
-            for b in self.blocks:
-                x = b(x)
-            return self.head(self.ln_f(x))
-
+    """Model classes are defined once torch is imported (mlp's and gpt's: training/common.py)."""
+    global SmallResNet, LSTMLM
 
     class ConvBlock(nn.Module):
         """conv-BN-ReLU-conv-BN plus a residual (a strided 1x1 conv when the shape changes)."""
@@ -683,7 +550,6 @@ def build_models():
     globals()["KVDecoder"] = KVDecoder
     globals()["FNO1d"] = FNO1d
     globals()["Swish"] = Swish
-    return MLP, GPT, SmallResNet, LSTMLM
 
 
 # --------------------------------------------------------------------------- workloads
@@ -695,297 +561,8 @@ def build_models():
 #   record_loss(i, l)  store the loss of step i (sync cases: .item(); others: on the GPU)
 # handgraph/compile variants are provided for some cases.
 
-class Workload:
-    syncs = False
-    item = False
-
-    def __init__(self, args, dev):
-        self.args = args
-        self.dev = dev
-        self.steps = args.steps
-        self.gen = torch.Generator(device=dev)
-        self.gen.manual_seed(1234)
-        self.loss_buf = torch.zeros(args.steps, dtype=torch.float32, device=dev)
-        self.host_losses = []   # sync cases
-        self.extra = {}         # step -> extra text appended to the loss line
-
-    def record_loss(self, i, loss):
-        if self.item:
-            self.host_losses.append(loss.item())  # the per-step sync of the loop
-        else:
-            self.loss_buf[i].copy_(loss.detach().float())
-
-    def loss_lines(self):
-        if self.item:
-            hexes = [f32_hex(v) for v in self.host_losses]
-        else:
-            hexes = tensor_hexes(self.loss_buf)
-        lines = []
-        for i, h in enumerate(hexes):
-            e = self.extra.get(i)
-            lines.append(h if e is None else "%s %s" % (h, e))
-        return lines
-
-    def finish(self):
-        pass
-
-
-class ClassifierWorkload(Workload):
-    """MLP classifier on data generated on the GPU from a fixed generator."""
-
-    batch, din, hidden, nout = 64, 256, 512, 10
-    grads_to_none = False  # zero_grad(set_to_none=...) in step()
-
-    def setup(self, mode="eager"):
-        self.model = MLP(self.din, self.hidden, self.nout, layers=8).to(self.dev)
-        capturable = mode == "handgraph"
-        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01,
-                                     foreach=True, capturable=capturable)
-        self.fwd = self.model
-
-    def batch_for(self, i):
-        x = torch.randn(self.batch, self.din, device=self.dev, generator=self.gen)
-        y = torch.randint(0, self.nout, (self.batch,), device=self.dev, generator=self.gen)
-        return x, y
-
-    def fill_batch(self, x, y):
-        x.normal_(generator=self.gen)
-        y.random_(0, self.nout, generator=self.gen)
-
-    def loss_of(self, x, y):
-        return F.cross_entropy(self.fwd(x), y)
-
-    def step(self, i):
-        x, y = self.batch_for(i)
-        self.opt.zero_grad(set_to_none=self.grads_to_none)
-        loss = self.loss_of(x, y)
-        loss.backward()
-        self.opt.step()
-        return loss
-
-    # --- compile: the smallest change that makes reduce-overhead run (COMPILE_CHANGES)
-    def setup_compile(self):
-        self.setup()
-        self.fwd = torch.compile(self.model, mode="reduce-overhead")
-
-    def step_compile(self, i):
-        torch.compiler.cudagraph_mark_step_begin()
-        x, y = self.batch_for(i)
-        self.opt.zero_grad(set_to_none=True)
-        loss = self.loss_of(x, y)
-        loss.backward()
-        self.opt.step()
-        return loss
-
-    # --- handgraph: the standard whole-iteration recipe (static inputs, side-stream
-    #     warmup, capturable AdamW captured with forward and backward)
-    def setup_handgraph(self):
-        self.setup(mode="handgraph")
-        x0, y0 = self.batch_for(-1)
-        self.static_x = x0.clone()
-        self.static_y = y0.clone() if y0 is not None else None
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(3):
-                self.opt.zero_grad(set_to_none=True)
-                loss = self.loss_of(self.static_x, self.static_y)
-                loss.backward()
-                self.opt.step()
-        torch.cuda.current_stream().wait_stream(s)
-        self.graph = torch.cuda.CUDAGraph()
-        self.opt.zero_grad(set_to_none=True)
-        with torch.cuda.graph(self.graph):
-            self.static_loss = self.loss_of(self.static_x, self.static_y)
-            self.static_loss.backward()
-            self.opt.step()
-
-    def step_handgraph(self, i):
-        self.fill_batch(self.static_x, self.static_y)
-        self.graph.replay()
-        return self.static_loss
-
-
-class MLPItem(ClassifierWorkload):
-    syncs = True
-    item = True
-
-
-class GPTWorkload(ClassifierWorkload):
-    batch, seq, vocab = 8, 64, 512
-
-    def setup(self, mode="eager"):
-        self.model = GPT(vocab=self.vocab, seq=self.seq, d=128, heads=4, layers=4, p=0.1).to(self.dev)
-        self.opt = torch.optim.AdamW(self.model.parameters(), lr=3e-4, weight_decay=0.01,
-                                     foreach=True, capturable=(mode == "handgraph"))
-        self.fwd = self.model
-
-    def batch_for(self, i):
-        tok = torch.randint(0, self.vocab, (self.batch, self.seq + 1), device=self.dev, generator=self.gen)
-        return tok, None
-
-    def fill_batch(self, tok, _):
-        tok.random_(0, self.vocab, generator=self.gen)
-
-    def loss_of(self, tok, _):
-        logits = self.fwd(tok[:, :-1])
-        return F.cross_entropy(logits.reshape(-1, self.vocab), tok[:, 1:].reshape(-1))
-
-
-class AMPWorkload(ClassifierWorkload):
-    """MLP under autocast(float16) with a GradScaler: the inf check syncs every step,
-    scaler.update() changes the scale, and steps with inf/nan grads skip the optimizer."""
-
-    syncs = True
-
-    def setup(self, mode="eager"):
-        super().setup()
-        try:
-            self.scaler = torch.amp.GradScaler("cuda", init_scale=2.0 ** 16, growth_interval=20)
-        except (AttributeError, TypeError):
-            self.scaler = torch.cuda.amp.GradScaler(init_scale=2.0 ** 16, growth_interval=20)
-        self.scale_changes = 0
-
-    def step(self, i):
-        x, y = self.batch_for(i)
-        self.opt.zero_grad(set_to_none=False)
-        with torch.autocast(device_type="cuda", dtype=torch.float16):
-            loss = F.cross_entropy(self.model(x), y)
-        self.scaler.scale(loss).backward()
-        self.scaler.step(self.opt)   # syncs: found_inf .item()
-        self.scaler.update()
-        return loss.float()
-
-
-class SideStreamWorkload(ClassifierWorkload):
-    """Each step copies a pinned CPU batch to the GPU and normalises it on a side stream;
-    the main stream joins with wait_stream and the tensors are record_stream()ed.
-    Backward runs on the autograd engine's device thread (the default)."""
-
-    nbatches = 16
-
-    def setup(self, mode="eager"):
-        super().setup()
-        g = torch.Generator().manual_seed(4321)
-        self.xs = torch.randn(self.nbatches, self.batch, self.din, generator=g).pin_memory()
-        self.ys = torch.randint(0, self.nout, (self.nbatches, self.batch), generator=g).pin_memory()
-        self.side = torch.cuda.Stream()
-
-    def step(self, i):
-        main = torch.cuda.current_stream()
-        self.side.wait_stream(main)
-        with torch.cuda.stream(self.side):
-            xr = self.xs[i % self.nbatches].to(self.dev, non_blocking=True)
-            y = self.ys[i % self.nbatches].to(self.dev, non_blocking=True)
-            x = (xr - xr.mean(dim=0, keepdim=True)) / (xr.std(dim=0, keepdim=True) + 1e-5)
-        main.wait_stream(self.side)
-        for t in (xr, x, y):
-            t.record_stream(main)
-        self.opt.zero_grad(set_to_none=False)
-        loss = F.cross_entropy(self.model(x), y)
-        loss.backward()
-        self.opt.step()
-        return loss
-
-
-class LastBatchWorkload(ClassifierWorkload):
-    """Epochs over a pinned CPU dataset whose last batch is smaller (a shape change),
-    copied with non_blocking=True every step; an eval pass (model.eval(), no_grad) every
-    eval_every steps."""
-
-    nsamples = 1000     # 15 batches of 64 and one of 40
-    eval_every = 25
-    neval = 256
-
-    def setup(self, mode="eager"):
-        self.model = MLP(self.din, self.hidden, self.nout, layers=4, dropout=0.1).to(self.dev)
-        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
-        g = torch.Generator().manual_seed(987)
-        self.X = torch.randn(self.nsamples, self.din, generator=g).pin_memory()
-        self.Y = torch.randint(0, self.nout, (self.nsamples,), generator=g).pin_memory()
-        self.Xe = torch.randn(self.neval, self.din, device=self.dev, generator=self.gen)
-        self.Ye = torch.randint(0, self.nout, (self.neval,), device=self.dev, generator=self.gen)
-        nb = (self.nsamples + self.batch - 1) // self.batch
-        self.bounds = [(k * self.batch, min(self.nsamples, (k + 1) * self.batch)) for k in range(nb)]
-        self.eval_buf = torch.zeros(self.steps // self.eval_every + 1, dtype=torch.float32, device=self.dev)
-        self.eval_steps = []
-
-    def step(self, i):
-        lo, hi = self.bounds[i % len(self.bounds)]
-        x = self.X[lo:hi].to(self.dev, non_blocking=True)
-        y = self.Y[lo:hi].to(self.dev, non_blocking=True)
-        self.opt.zero_grad(set_to_none=False)
-        loss = F.cross_entropy(self.model(x), y)
-        loss.backward()
-        self.opt.step()
-        if (i + 1) % self.eval_every == 0:
-            self.model.eval()
-            with torch.no_grad():
-                el = F.cross_entropy(self.model(self.Xe), self.Ye)
-                self.eval_buf[len(self.eval_steps)].copy_(el)
-            self.eval_steps.append(i)
-            self.model.train()
-        return loss
-
-    def loss_lines(self):
-        if self.eval_steps:
-            ev = tensor_hexes(self.eval_buf[:len(self.eval_steps)])
-            for s, h in zip(self.eval_steps, ev):
-                self.extra[s] = "eval=" + h
-        return super().loss_lines()
-
-
-class PartGraphWorkload(ClassifierWorkload):
-    """A frozen feature extractor whose forward the program itself captures with
-    torch.cuda.graph and replays every step; the trainable head runs eagerly."""
-
-    feat = 512
-
-    def setup(self, mode="eager"):
-        self.encoder = nn.Sequential(nn.Linear(self.din, self.feat), nn.GELU(),
-                                     nn.Linear(self.feat, self.feat), nn.GELU()).to(self.dev)
-        self.encoder.requires_grad_(False)
-        self.encoder.eval()
-        self.model = MLP(self.feat, self.hidden, self.nout, layers=3).to(self.dev)
-        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
-        self.static_in = torch.zeros(self.batch, self.din, device=self.dev)
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s), torch.no_grad():
-            for _ in range(3):
-                self.encoder(self.static_in)
-        torch.cuda.current_stream().wait_stream(s)
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.no_grad(), torch.cuda.graph(self.graph):
-            self.static_feat = self.encoder(self.static_in)
-
-    def step(self, i):
-        x, y = self.batch_for(i)
-        self.static_in.copy_(x)
-        self.graph.replay()
-        self.opt.zero_grad(set_to_none=False)
-        loss = F.cross_entropy(self.model(self.static_feat), y)
-        loss.backward()
-        self.opt.step()
-        return loss
-
-
-class GemmWorkload(ClassifierWorkload):
-    """GPU-bound: two 4096x4096 bf16 layers on a 4096-row batch; 6 large GEMMs a step."""
-
-    n = 4096
-
-    def setup(self, mode="eager"):
-        self.model = nn.Sequential(nn.Linear(self.n, self.n, bias=False), nn.ReLU(),
-                                   nn.Linear(self.n, self.n, bias=False)).to(self.dev, torch.bfloat16)
-        self.opt = torch.optim.SGD(self.model.parameters(), lr=1e-3, foreach=True)
-        self.fwd = self.model
-
-    def batch_for(self, i):
-        return torch.randn(self.n, self.n, device=self.dev, dtype=torch.bfloat16, generator=self.gen), None
-
-    def loss_of(self, x, _):
-        return self.fwd(x).float().pow(2).mean()
+# The issue's cases, each a small script of its own in training/ (and the Workload base
+# class, in training/common.py), which the other cases build on.
 
 
 # --------------------------------------------------------------------------- other models
@@ -6018,7 +5595,9 @@ def run_interleaved(args, w, run_step, modes, first, warmup_s, used_peak):
     return 0
 
 
-def main():
+def main(argv=None, workload_class=None):
+    """Runs one case (argv: the command line after the program's name). workload_class:
+    the case's class, for a case script of its own (training/); else WORKLOADS[case]."""
     ap = argparse.ArgumentParser(description="graft GPU-tier PyTorch workloads")
     ap.add_argument("case", choices=CASES + ["list"])
     ap.add_argument("--steps", type=int, default=300, help="total steps (warmup included)")
@@ -6034,7 +5613,7 @@ def main():
     ap.add_argument("--block", type=int, default=20)
     ap.add_argument("--ddp-rank", type=int, default=0, help=argparse.SUPPRESS)  # ddp2's second process
     ap.add_argument("--ddp-store", default=None, help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     interleave = args.interleave.split(",") if args.interleave else []
     if interleave:
         if args.mode != "eager" or args.profile_json or args.losses:
@@ -6049,30 +5628,6 @@ def main():
     if args.case == "list":
         print(" ".join(CASES))
         return 0
-    if args.case == "expandable":
-        # The caching allocator reads its configuration when it initialises, at the first
-        # CUDA allocation at the latest; set before torch is imported, it is never late
-        # (expandable has no handgraph or compile mode, and --interleave runs this same
-        # main). PYTORCH_ALLOC_CONF, newer torch's name, takes precedence when set, so it
-        # gets the option too.
-        for key in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"):
-            conf = os.environ.get(key, "")
-            if key == "PYTORCH_ALLOC_CONF" and not conf:
-                continue
-            if "expandable_segments" in conf:
-                conf = conf.replace("expandable_segments:False", "expandable_segments:True")
-            else:
-                conf = conf + ("," if conf else "") + "expandable_segments:True"
-            os.environ[key] = conf
-    if args.case == "mallocasync":
-        # PyTorch's cudaMallocAsync backend, chosen like expandable's option before torch is
-        # imported; a backend the caller named is replaced.
-        for key in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"):
-            conf = os.environ.get(key, "")
-            if key == "PYTORCH_ALLOC_CONF" and not conf:
-                continue
-            parts = [p for p in conf.split(",") if p and not p.strip().startswith("backend:")]
-            os.environ[key] = ",".join(parts + ["backend:cudaMallocAsync"])
     if args.warmup is None:
         args.warmup = min(30, args.steps // 3)
     if args.steps < 1 or args.warmup < 0 or args.warmup >= args.steps:
@@ -6085,15 +5640,10 @@ def main():
         ap.error("--profile-steps %d does not fit after %d warmup steps in %d steps" % (
             args.profile_steps, args.warmup, args.steps))
 
-    global torch, nn, F
-    try:
-        import torch as _torch
-        import torch.nn as _nn
-        import torch.nn.functional as _F
-    except Exception as e:  # ImportError, or a broken install
+    if torch is None:
+        e = TORCH_ERROR
         print("workloads: skipped: torch not available (%s)" % (str(e).splitlines()[0] if str(e) else type(e).__name__))
         return 77
-    torch, nn, F = _torch, _nn, _F
     if not torch.cuda.is_available():
         print("workloads: skipped: no CUDA device visible to torch %s" % torch.__version__)
         return 77
@@ -6116,7 +5666,7 @@ def main():
     torch.cuda.synchronize()
     used_init = device_used()
 
-    w = WORKLOADS[args.case](args, dev)
+    w = (workload_class or WORKLOADS[args.case])(args, dev)
     t_setup = time.perf_counter()
     if args.mode == "eager":
         w.setup()

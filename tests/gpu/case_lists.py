@@ -1,0 +1,109 @@
+"""The PyTorch cases of graft's GPU tier and what each supports (stdlib only: the
+drivers, check_losses.py, bench_torch.py and bench_interleaved.py, read these lists
+without importing torch). workloads.py runs the cases; the issue's own are scripts of
+their own in training/.
+"""
+
+# The issue's seven loops and the GPU-bound case, then models it does not name (programs
+# graft was not tuned on: cuDNN convolutions and RNNs, data-dependent shapes, gradient
+# accumulation with activation checkpointing, torch.compile's default mode: Triton kernels
+# that Triton's own launcher issues through cuLaunchKernelEx; fused attention; DDP over NCCL;
+# a ViT with clipping and a cosine schedule; diffusion training with GroupNorm, a transposed
+# conv and a weight EMA; a GAN's two alternating optimizers; the expandable-segments
+# allocator (cuMemMap/cuMemUnmap) with empty_cache; inference: KV-cache decoding with a
+# sync per token; a DataLoader with worker processes and a pin-memory thread); then odd but
+# legal patterns a tool that holds launches back could get wrong (the RNG state set by hand,
+# timing events read back, empty_cache under churn, pinned buffers rewritten after an event,
+# record_stream between streams, branches on a value read back, mixture-of-experts shapes
+# read back, make_graphed_callables, GradScaler skips with clipping); then CUDA libraries and
+# PyTorch features those leave out (cuFFT with an evicting plan cache and complex weights,
+# cuSOLVER factorizations, L-BFGS's closure, ReduceLROnPlateau with weight restores, SWA with
+# update_bn, parametrizations, sparse gradients with SparseAdam and cuSPARSE, scatter and
+# unique in a GNN) and two more odd loops (pageable host buffers reused as soon as a
+# non_blocking copy returns, set_stream with a capturable optimizer and Stream.query());
+# then training patterns those leave out (a PPO iteration with distribution validation
+# syncs, a WGAN-GP gradient penalty through double backward, DP-SGD per-sample gradients
+# with torch.func, activations offloaded to pinned memory by save_on_cpu, reentrant
+# checkpointing under a per-step manual_seed, gradual unfreezing with tensor learning rates,
+# a GPU-resident dataset reshuffled every epoch in channels_last); then two more red-team
+# rounds (the second: BatchNorm frozen in a rhythm, moving bag boundaries, self-sampling,
+# pooled streams, optimizer hooks, tensor learning rates, parameter surgery, checkpoints;
+# the third: a KV cache grown by torch.cat, beam search stopped by a read-back, the
+# TransformerEncoder's nested-tensor fast path, packed RNN batches, second-order MAML,
+# tasks drawn by a host RNG, a backward forked onto side streams, a contrastive queue
+# written at a moving pointer; the fourth: a CUDA graph capture abandoned when the
+# optimizer refuses it, a MemPool deleted and made again, green contexts, FlexAttention
+# with a per-step block mask, jagged nested tensors, a producer thread handing batches over
+# with events, out-of-memory errors caught by a batch-size finder); then a fifth red-team
+# round: BatchNorm's cumulative moving average (a count read back per layer, its reciprocal a
+# kernel scalar that changes every step), quantization-aware training (observers and fake
+# quantization switched by flags that live on the GPU, some read back), one GradScaler over
+# two fused optimizers (overflow skips decided on the GPU, never read), torch.profiler
+# windows opened and closed mid-run (CUPTI tracing what graft replays), torch.compile with
+# dynamic shapes on a submodule (Triton kernels whose size arguments and grids change every
+# step), and an actor process fed weights and returning data through CUDA IPC; then a sixth
+# round: blocking streams of the program's own (driver API, ExternalStream) ordered against
+# the legacy default stream by implicit synchronization alone, a whole-step CUDA graph
+# captured mid-run (by hand without a sync, then by torch.cuda.graph), replayed, dropped and
+# captured again, the cudaMallocAsync allocator backend with record_stream and sizes that
+# change every step, FSDP2 at world size 1, and four foreach optimizers with host-computed
+# scalar lists under chained schedulers with a parameter group added mid-run.
+ISSUE_CASES = ["mlp", "mlp_item", "gpt", "amp", "sidestream", "lastbatch", "partgraph", "gemm"]
+OTHER_CASES = ["cnn", "lstm", "dynamic", "accum", "inductor_mlp", "inductor_gpt", "sdpa", "ddp",
+               "vit", "diffusion", "gan", "expandable", "decode", "loader", "serve",
+               "rngstate", "timing", "emptycache", "pinned", "recordstream", "condstep", "moe", "graphed",
+               "clipskip", "fno", "linalg", "lbfgs", "plateau", "swa", "parametrize", "sparse", "gnn",
+               "pageable", "setstream", "ppo", "wgangp", "dpsgd", "offload", "reentrant", "unfreeze",
+               "gpudata", "bnfreeze", "embbag", "sampling", "streampool", "optbwd", "lrtensor",
+               "reparam", "ckpt", "kvgrow", "beam", "encpad", "packed", "maml", "multitask", "sidebwd",
+               "contrast", "capfail", "mempool", "greenctx", "flexattn", "jagged", "threadfeed",
+               "oomretry", "bncma", "qat", "ampfused", "profwin", "dyncompile", "ipcactor",
+               "legacysync", "recapture", "mallocasync", "fsdp", "optzoo",
+               "pipeline2", "ddp2"]
+# Cases that need two GPUs: with one, workloads.py exits 77 for them (check_losses.py
+# reports them skipped and goes on).
+TWO_GPU_CASES = ("pipeline2", "ddp2")
+CASES = ISSUE_CASES + OTHER_CASES
+# Loops whose host reads results that steer what it launches next (sizes from nonzero, moe's
+# expert counts, condstep's branch): the floor and match modes drop kernels, so those reads
+# are garbage and the loop breaks or takes other branches. Benchmarks time them eager
+# against graft only.
+# Not decode: it reads a token per step, but only to keep it; what it launches is steered by
+# its host-side position counter alone. The token goes back to the model through a
+# persistent GPU buffer that a dropped copy leaves holding the last valid ids (a fresh
+# argmax output would hold garbage ids after a floor block, and the embedding would fault
+# on them), and the KV cache it attends over is masked past the position, so a floor
+# block costs it correct values, never a fault or a different launch sequence.
+# linalg (the info checks raise), lbfgs (the line search), plateau (snapshots and restores),
+# swa (n_averaged and num_batches_tracked), parametrize (matrix_exp's degree), sparse
+# (coalesce's count) and gnn (unique's count) steer their launches by values read back too.
+# ppo (torch.distributions' argument and support validation raises on NaN), reentrant
+# (clip_grad_norm_(error_if_nonfinite=True) raises on a non-finite norm) raise on garbage.
+# beam (the search stops on a flag read back every token), encpad (the nested tensor's
+# sizes and the left-aligned check are read back) and packed (pad_packed_sequence reads
+# the inverse permutation back and indexes the host's lengths with it: garbage raises)
+# too. So do bncma (every training-mode BatchNorm with momentum=None divides by
+# float(num_batches_tracked), read back: a count the floor never incremented reads as 0 and
+# raises ZeroDivisionError) and qat (FakeQuantize branches on its observer and fake-quant
+# flags read back, its observer on whether min and max are still infinite, and
+# check_min_max_valid asserts min <= max; the fused per-channel weight fake-quant reads its
+# flag back to choose between two launch sequences, and checks its zero points against the
+# range by reading them back, raising when they are outside).
+GARBAGE_SENSITIVE_CASES = ("dynamic", "moe", "condstep", "linalg", "lbfgs", "plateau", "swa",
+                           "parametrize", "sparse", "gnn", "ppo", "reentrant", "beam", "encpad",
+                           "packed", "bncma", "qat")
+HANDGRAPH_CASES = ("mlp", "mlp_item", "gpt")
+COMPILE_CASES = ("mlp", "mlp_item", "gpt", "gemm")
+# The only change torch.compile(mode="reduce-overhead") needs to run these loops (DESIGN.md §1).
+COMPILE_CHANGES = ("zero_grad(set_to_none=True) instead of set_to_none=False, and "
+                   "torch.compiler.cudagraph_mark_step_begin() at the start of every step; "
+                   "the model (not the loss or optimizer) is compiled")
+
+
+if __name__ == "__main__":
+    # `case_lists.py issue|other`: one list, a case a line (tests/gpu/meson.build reads it).
+    import sys
+    lists = {"issue": ISSUE_CASES, "other": OTHER_CASES}
+    if len(sys.argv) != 2 or sys.argv[1] not in lists:
+        sys.exit("usage: case_lists.py issue|other")
+    print("\n".join(lists[sys.argv[1]]))
