@@ -1248,11 +1248,13 @@ extern "C" __attribute__((visibility("default"))) int graft_bench_set_mode(const
 // Decides whether graft answers a dlsym itself. Returns nullptr when it does
 // not, and the stub below then tail-jumps to the real dlsym with the caller's
 // return address intact (so RTLD_NEXT keeps meaning "after the caller").
+// Both are `used`: only the stub's top-level asm names them, which link-time
+// optimization (-Db_lto=true) does not see, so it would drop them.
 extern "C" {
-__attribute__((visibility("hidden"))) void* graft_real_dlsym_ptr = nullptr;
+__attribute__((visibility("hidden"), used)) void* graft_real_dlsym_ptr = nullptr;
 }
 
-extern "C" __attribute__((visibility("hidden"))) void* graft_dlsym_lookup(void* handle,
+extern "C" __attribute__((visibility("hidden"), used)) void* graft_dlsym_lookup(void* handle,
                                                                           const char* name) {
   if (!graft_real_dlsym_ptr) graft_real_dlsym_ptr = reinterpret_cast<void*>(graft::hook::realDlsymFn());
   // Driver functions are named cu + capital letter (cublas…, cudnn…, cufft… are not).
