@@ -5595,11 +5595,16 @@ def run_interleaved(args, w, run_step, modes, first, warmup_s, used_peak):
     return 0
 
 
-def main(argv=None, workload_class=None):
-    """Runs one case (argv: the command line after the program's name). workload_class:
-    the case's class, for a case script of its own (training/); else WORKLOADS[case]."""
-    ap = argparse.ArgumentParser(description="graft GPU-tier PyTorch workloads")
-    ap.add_argument("case", choices=CASES + ["list"])
+def main(argv=None, case=None, workload_class=None):
+    """Runs one case. argv: the command line after the program's name, whose first word
+    names the case; or, for a case script of its own (training/), `case` and its
+    `workload_class` (else WORKLOADS[case]) and argv only the options."""
+    if case is None:
+        ap = argparse.ArgumentParser(description="graft GPU-tier PyTorch workloads")
+        ap.add_argument("case", choices=CASES + ["list"])
+    else:
+        ap = argparse.ArgumentParser(description="graft GPU-tier PyTorch workload %s" % case)
+        ap.set_defaults(case=case)
     ap.add_argument("--steps", type=int, default=300, help="total steps (warmup included)")
     ap.add_argument("--warmup", type=int, default=None, help="untimed steps (default min(30, steps/3))")
     ap.add_argument("--mode", default="eager", choices=["eager", "handgraph", "compile"])

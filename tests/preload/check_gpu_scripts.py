@@ -80,8 +80,15 @@ def main():
         f.write('raise ImportError("torch hidden by check_gpu_scripts")\n')
     env = dict(os.environ, PYTHONPATH=hidden, PYTHONDONTWRITEBYTECODE="1")
     env.pop("LD_PRELOAD", None)
-    commands = [([sys.executable, os.path.join(training, c + ".py"), "--steps", "3"], "training/%s.py" % c)
+    # The options the drivers pass (harness.run_workload, bench_interleaved.py), parsed
+    # before the torch check.
+    opts = ["--mode", "eager", "--steps", "3", "--json", os.path.join(tmp, "j"), "--warmup", "1",
+            "--losses", os.path.join(tmp, "l")]
+    commands = [([sys.executable, os.path.join(training, c + ".py")] + opts, "training/%s.py" % c)
                 for c in ISSUE_CASES]
+    commands.append(([sys.executable, os.path.join(training, "mlp.py"), "--interleave", "passthrough,graph",
+                      "--cycles", "2", "--block", "1", "--warmup", "1", "--json", os.path.join(tmp, "j")],
+                     "training/mlp.py --interleave"))
     commands += [([sys.executable, os.path.join(gpu, "workloads.py"), c, "--steps", "3"], "workloads.py " + c)
                  for c in ("mlp", "gpt", "cnn", "expandable")]
     for cmd, name in commands:

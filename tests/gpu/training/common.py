@@ -167,4 +167,4 @@ def run_case(case, workload_class):
     if here not in sys.path:
         sys.path.insert(0, here)
     import workloads
-    return workloads.main([case] + sys.argv[1:], workload_class=workload_class)
+    return workloads.main(sys.argv[1:], case=case, workload_class=workload_class)
