@@ -4,7 +4,7 @@
 # every workload (the and the others), bitwise. Logs tarred into
 # $OUT/verify.tgz; the result tables print last.
 #   OUT=dir scripts/gpu-verify.sh BUILD [CASES] [BUDGET_S]
-B=${1:-.gpu/build}; CASES=${2:-$(python3 tests/gpu/workloads.py list)}; BUDGET=${3:-300}
+B=${1:-.gpu/build}; CASES=${2:-$(python3 tests/gpu/case_lists.py all | paste -sd" " -)}; BUDGET=${3:-300}
 CASES=$(echo $CASES | tr ' ' ,)
 L=$PWD/$B/src/libgraft.so; T="--traps $PWD/$B/tests/gpu/traps --traps $PWD/$B/tests/gpu/traps_libs --traps $PWD/$B/tests/gpu/traps_more"; O=/tmp/verify; rm -rf $O; mkdir -p $O
 export PYTHONUNBUFFERED=1

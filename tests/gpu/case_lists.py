@@ -101,9 +101,10 @@ COMPILE_CHANGES = ("zero_grad(set_to_none=True) instead of set_to_none=False, an
 
 
 if __name__ == "__main__":
-    # `case_lists.py issue|other`: one list, a case a line (tests/gpu/meson.build reads it).
+    # `case_lists.py issue|other|all`: one list, a case a line (tests/gpu/meson.build and
+    # scripts read it).
     import sys
-    lists = {"issue": ISSUE_CASES, "other": OTHER_CASES}
+    lists = {"issue": ISSUE_CASES, "other": OTHER_CASES, "all": CASES}
     if len(sys.argv) != 2 or sys.argv[1] not in lists:
-        sys.exit("usage: case_lists.py issue|other")
+        sys.exit("usage: case_lists.py issue|other|all")
     print("\n".join(lists[sys.argv[1]]))

@@ -14,7 +14,7 @@ nondeterministic workload.
 --mode compile runs both sides as workloads.py --mode compile (the model under
 torch.compile(mode="reduce-overhead"), whose CUDA graphs PyTorch captures and
 launches itself; graft steps aside for the captures): graft under a program that
-graphs most of its step itself. Cases: workloads.COMPILE_CASES.
+graphs most of its step itself. Cases: case_lists.COMPILE_CASES.
 
 Exit: 0 all cases bitwise equal; 1 otherwise; 77 torch or a GPU is missing; 2 usage.
 """

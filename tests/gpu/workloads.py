@@ -134,8 +134,10 @@ def set_allocator_options(case):
             os.environ[key] = ",".join(parts + ["backend:cudaMallocAsync"])
 
 
-if __name__ == "__main__" and len(sys.argv) > 1:
-    set_allocator_options(sys.argv[1])
+if __name__ == "__main__":
+    # Wherever the case stands among the options (no option takes these names as a value).
+    for _word in sys.argv[1:]:
+        set_allocator_options(_word)
 
 # torch (None without it), the models and the issue's cases (training/).
 from training.common import F, GPT, MLP, TORCH_ERROR, Workload, add_block_layers, f32_hex, nn, tensor_hexes, torch  # noqa: E402,F401
@@ -150,7 +152,7 @@ from training.gemm import GemmWorkload  # noqa: E402
 
 from case_lists import CASES, COMPILE_CASES, COMPILE_CHANGES, HANDGRAPH_CASES, TWO_GPU_CASES  # noqa: E402
 
-DEVICE = "cuda"  # the harness's own CPU smoke test swaps this; always "cuda" in real use
+DEVICE = "cuda"  # the device type every case runs on
 
 
 # --------------------------------------------------------------------------- models
@@ -5633,6 +5635,10 @@ def main(argv=None, case=None, workload_class=None):
     if args.case == "list":
         print(" ".join(CASES))
         return 0
+    # expandable's option is read at the first CUDA allocation, still ahead here for a
+    # caller of main() that imported this module; mallocasync's backend only when torch
+    # loads, which main()'s caller must then have set (workloads.py does, at the top).
+    set_allocator_options(args.case)
     if args.warmup is None:
         args.warmup = min(30, args.steps // 3)
     if args.steps < 1 or args.warmup < 0 or args.warmup >= args.steps:

@@ -4,7 +4,8 @@
   check_gpu_scripts.py SOURCE_ROOT LIBGRAFT
 
 1. Issue 4's cases are scripts of their own: tests/gpu/training/CASE.py for each case of
-   case_lists.ISSUE_CASES, and no other script there.
+   case_lists.ISSUE_CASES, and no other script there; the drivers (harness.workload_command)
+   run each through its script.
 2. Each of those scripts and `workloads.py CASE` load without torch (a `torch` package
    that refuses to import is put first on the path) and exit 77 with the skip line:
    an import of the scripts' own modules or names that fails, or code at their top
@@ -61,16 +62,26 @@ def main():
     if len(sys.argv) != 3:
         print(__doc__)
         return 2
-    root, libgraft = sys.argv[1], sys.argv[2]
+    root, libgraft = os.path.abspath(sys.argv[1]), sys.argv[2]
     gpu = os.path.join(root, "tests", "gpu")
     training = os.path.join(gpu, "training")
     sys.path.insert(0, gpu)
     from case_lists import CASES, ISSUE_CASES
 
     # 1. A script per case.
-    scripts = sorted(f[:-3] for f in os.listdir(training) if f.endswith(".py") and f != "common.py")
+    scripts = sorted(f[:-3] for f in os.listdir(training)
+                     if f.endswith(".py") and f not in ("common.py", "__init__.py"))
     check(sorted(ISSUE_CASES) == scripts,
           "training/ holds a script for each of ISSUE_CASES and no other (scripts: %s)" % ", ".join(scripts))
+
+    # The drivers run a case through its own script where it has one.
+    os.environ.pop("GPU_TIER_WORKLOADS", None)
+    import harness
+    own = [c for c in ISSUE_CASES if harness.workload_command(c)[1:] != [os.path.join(training, c + ".py")]]
+    other = harness.workload_command("cnn")[1:]
+    check(not own and other == [os.path.join(gpu, "workloads.py"), "cnn"],
+          "the drivers run each of ISSUE_CASES through its own script and other cases through "
+          "workloads.py (not so: %s; cnn: %s)" % (own, other))
 
     tmp = tempfile.mkdtemp(prefix="check_gpu_scripts.")
     # 2. Without torch: exit 77 and say why.
