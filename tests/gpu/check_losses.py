@@ -3,7 +3,9 @@
 
 For each case of workloads.py: one eager run and one run under
 LD_PRELOAD=libgraft GRAFT_MODE=graph GRAFT_STATS=..., both writing the per-step loss
-as float32 hex; the two files must be identical.  Prints, per case, the first differing
+as float32 hex; the two files must be identical. The issue's cases must also reach
+their floors of ops through graphs and node updates per replay
+(case_lists.ISSUE_CASE_FLOORS; verdict SHORT when not).  Prints, per case, the first differing
 step (if any) and graft's coverage, replays, patches per replay and fallback reasons.
 When a case differs, eager is run a second time to tell graft bugs from a
 nondeterministic workload.
@@ -16,7 +18,7 @@ torch.compile(mode="reduce-overhead"), whose CUDA graphs PyTorch captures and
 launches itself; graft steps aside for the captures): graft under a program that
 graphs most of its step itself. Cases: case_lists.COMPILE_CASES.
 
-Exit: 0 all cases bitwise equal; 1 otherwise; 77 torch or a GPU is missing; 2 usage.
+Exit: 0 all cases bitwise equal (and at their floors); 1 otherwise; 77 torch or a GPU is missing; 2 usage.
 """
 
 import argparse
@@ -28,7 +30,18 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as H  # noqa: E402
-from case_lists import CASES, COMPILE_CASES, TWO_GPU_CASES  # noqa: E402
+from case_lists import CASES, COMPILE_CASES, ISSUE_CASE_FLOORS, TWO_GPU_CASES  # noqa: E402
+
+
+def short_of_floors(summary, floors):
+    """Why graft fell short of a case's floors (case_lists.ISSUE_CASE_FLOORS), or None."""
+    min_cover, min_patches = floors
+    cover, patches = summary.get("coverage_pct"), summary.get("patches_per_replay")
+    if cover is None or cover < min_cover:
+        return "%s %% of ops through graphs, below this case's floor of %.1f %%" % (cover, min_cover)
+    if min_patches and (patches is None or patches < min_patches):
+        return "%s node updates per replay, below this case's floor of %.1f" % (patches, min_patches)
+    return None
 
 
 def main():
@@ -44,6 +57,8 @@ def main():
     ap.add_argument("--budget-s", type=float, default=0.0,
                     help="start no new case after this many seconds (0: no limit)")
     ap.add_argument("--graft-env", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--no-floors", action="store_true",
+                    help="do not hold the issue's cases to their floors (experiments with other settings)")
     ap.add_argument("--no-log-file", action="store_true",
                     help="do not set GRAFT_LOG_FILE per case (default: OUT/CASE.graftlog.txt unless set)")
     args = ap.parse_args()
@@ -97,7 +112,12 @@ def main():
         else:
             cmp = H.compare_losses(eager["losses"], graft["losses"])
             r["compare"] = cmp
-            if cmp["equal"]:
+            floors = ISSUE_CASE_FLOORS.get(case) if args.mode == "eager" and not args.no_floors else None
+            short = short_of_floors(r["graft_summary"], floors) if floors else None
+            if cmp["equal"] and short:
+                r["verdict"] = "SHORT"
+                r["why"] = short
+            elif cmp["equal"]:
                 r["verdict"] = "EQUAL"
             else:
                 r["verdict"] = "DIFF"
@@ -157,7 +177,7 @@ def main():
     ok = n_eq == len(results) and results
     with open(os.path.join(out, "check_losses.json"), "w") as f:
         json.dump({"tool": "check_losses", "steps": args.steps, "results": results}, f, indent=1, default=str)
-    print("check_losses: %s: %d/%d cases bitwise equal (%.0fs; logs in %s)" % (
+    print("check_losses: %s: %d/%d cases bitwise equal and at their floors (%.0fs; logs in %s)" % (
         "PASS" if ok else "FAIL", n_eq, len(results), time.monotonic() - t_start, out))
     return 0 if ok else 1
 

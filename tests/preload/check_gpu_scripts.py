@@ -12,8 +12,9 @@
    level that needs torch, fails here, not on the GPU machine. `workloads.py list`
    prints case_lists.CASES.
 3. check_losses.py, with a stand-in workload (GPU_TIER_WORKLOADS) that writes one loss
-   per step, reports equal losses as PASS (exit 0) and a loss that differs under graft
-   as FAIL with its step (exit 1).
+   per step and, under graft, an exit report, reports equal losses as PASS (exit 0), a
+   loss that differs under graft as FAIL with its step (exit 1), and equal losses with
+   a share through graphs under the case's floor (case_lists.ISSUE_CASE_FLOORS) as FAIL.
 
 Exit 0 when all hold, 1 otherwise (each failure printed).
 """
@@ -55,6 +56,10 @@ with open(a.losses, "w") as f:
         f.write("%08x\n" % (0x3f800000 + i + (1 if differ and i == 7 else 0)))
 with open(a.json, "w") as f:
     json.dump({"case": a.case, "ms_per_step_median": 1.0}, f)
+if os.environ.get("GRAFT_MODE") == "graph" and os.environ.get("GRAFT_STATS"):
+    with open(os.environ["GRAFT_STATS"], "w") as f:
+        json.dump({"replay": {"coverage_pct": float(os.environ.get("STAND_IN_COVERAGE", "99")),
+                              "patches_per_replay": 13.5, "replays": 10, "graphs_built": 1}}, f)
 '''
 
 
@@ -118,11 +123,16 @@ def main():
     check_losses = [sys.executable, os.path.join(gpu, "check_losses.py"), "--libgraft", libgraft,
                     "--steps", "300", "--cases", "mlp,gpt", "--no-log-file"]
     rc, out = run(check_losses + ["--out", os.path.join(tmp, "equal")], base)
-    check(rc == 0 and "PASS: 2/2 cases bitwise equal" in out,
+    check(rc == 0 and "PASS: 2/2 cases bitwise equal and at their floors" in out,
           "check_losses: equal losses pass (rc=%s, output: %s)" % (rc, out.strip()[-300:]))
     rc, out = run(check_losses + ["--out", os.path.join(tmp, "differs")], dict(base, STAND_IN_DIFFERS="1"))
-    check(rc == 1 and "FAIL: 0/2 cases bitwise equal" in out and "first diff at step 7" in out,
+    check(rc == 1 and "FAIL: 0/2 cases bitwise equal and at their floors" in out and "first diff at step 7" in out,
           "check_losses: a loss that differs under graft fails, with its step (rc=%s, output: %s)" % (
+              rc, out.strip()[-300:]))
+
+    rc, out = run(check_losses + ["--out", os.path.join(tmp, "short")], dict(base, STAND_IN_COVERAGE="50"))
+    check(rc == 1 and "SHORT" in out and "below this case's floor of 94.0 %" in out,
+          "check_losses: equal losses with too few ops through graphs fail (rc=%s, output: %s)" % (
               rc, out.strip()[-300:]))
 
     shutil.rmtree(tmp, ignore_errors=True)
