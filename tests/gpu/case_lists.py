@@ -95,15 +95,19 @@ GARBAGE_SENSITIVE_CASES = ("dynamic", "moe", "condstep", "linalg", "lbfgs", "pla
 HANDGRAPH_CASES = ("mlp", "mlp_item", "gpt")
 # What graft must reach on the issue's cases besides equal losses (check_losses.py fails a
 # case below them): the share of ops through graphs, in percent, and graph node updates
-# per replay. Each floor is about five points under what every H100 run since the
+# per replay, and optionally a fallback reason each step must show at least once. Each
+# coverage floor is about five points under what every H100 run since the
 # seventeenth session measured (mlp 98.3, mlp_item 97.6, gpt 99.1, amp 95.9, sidestream
 # 94.4-95.9, lastbatch 88.2, partgraph 96.4, gemm 98.3 %, docs/PERF.md), so a change that
 # sends a part of a step back to eager fails here. gpt's patches: its dropout gets new
 # RNG offsets every step, which replays must patch (13.5 node updates per replay), not
-# run eagerly.
+# run eagerly. partgraph's own torch.cuda.graph is launched by the program every step:
+# graft steps aside for it (program_graph_launch once a step, 300 in 300 steps on the
+# H100; at least 90 % of steps) and graphs the rest.
 ISSUE_CASE_FLOORS = {
-    "mlp": (93.0, 0.0), "mlp_item": (92.0, 0.0), "gpt": (94.0, 5.0), "amp": (90.0, 0.0),
-    "sidestream": (89.0, 0.0), "lastbatch": (83.0, 0.0), "partgraph": (91.0, 0.0), "gemm": (93.0, 0.0),
+    "mlp": (93.0, 0.0, None), "mlp_item": (92.0, 0.0, None), "gpt": (94.0, 5.0, None),
+    "amp": (90.0, 0.0, None), "sidestream": (89.0, 0.0, None), "lastbatch": (83.0, 0.0, None),
+    "partgraph": (91.0, 0.0, "program_graph_launch"), "gemm": (93.0, 0.0, None),
 }
 COMPILE_CASES = ("mlp", "mlp_item", "gpt", "gemm")
 # The only change torch.compile(mode="reduce-overhead") needs to run these loops (DESIGN.md §1).

@@ -33,14 +33,19 @@ import harness as H  # noqa: E402
 from case_lists import CASES, COMPILE_CASES, ISSUE_CASE_FLOORS, TWO_GPU_CASES  # noqa: E402
 
 
-def short_of_floors(summary, floors):
-    """Why graft fell short of a case's floors (case_lists.ISSUE_CASE_FLOORS), or None."""
-    min_cover, min_patches = floors
+def short_of_floors(summary, floors, steps):
+    """Why graft fell short of a case's floors (case_lists.ISSUE_CASE_FLOORS) over `steps`
+    steps, or None."""
+    min_cover, min_patches, each_step = floors
     cover, patches = summary.get("coverage_pct"), summary.get("patches_per_replay")
     if cover is None or cover < min_cover:
         return "%s %% of ops through graphs, below this case's floor of %.1f %%" % (cover, min_cover)
     if min_patches and (patches is None or patches < min_patches):
         return "%s node updates per replay, below this case's floor of %.1f" % (patches, min_patches)
+    # (A tenth may be counted as `dormant` instead, were graft to rest for a while.)
+    if each_step and (summary.get("fallbacks") or {}).get(each_step, 0) < 0.9 * steps:
+        return "%s fallback(s) %s in %d steps, where each step has one" % (
+            (summary.get("fallbacks") or {}).get(each_step, 0), each_step, steps)
     return None
 
 
@@ -113,7 +118,7 @@ def main():
             cmp = H.compare_losses(eager["losses"], graft["losses"])
             r["compare"] = cmp
             floors = ISSUE_CASE_FLOORS.get(case) if args.mode == "eager" and not args.no_floors else None
-            short = short_of_floors(r["graft_summary"], floors) if floors else None
+            short = short_of_floors(r["graft_summary"], floors, args.steps) if floors else None
             if cmp["equal"] and short:
                 r["verdict"] = "SHORT"
                 r["why"] = short

@@ -59,7 +59,8 @@ with open(a.json, "w") as f:
 if os.environ.get("GRAFT_MODE") == "graph" and os.environ.get("GRAFT_STATS"):
     with open(os.environ["GRAFT_STATS"], "w") as f:
         json.dump({"replay": {"coverage_pct": float(os.environ.get("STAND_IN_COVERAGE", "99")),
-                              "patches_per_replay": 13.5, "replays": 10, "graphs_built": 1}}, f)
+                              "patches_per_replay": 13.5, "replays": 10, "graphs_built": 1,
+                              "fallbacks": {"program_graph_launch": int(os.environ.get("STAND_IN_STEPS_ASIDE", a.steps))}}}, f)
 '''
 
 
@@ -121,18 +122,23 @@ def main():
     base = dict(os.environ, GPU_TIER_WORKLOADS=stand_in, PYTHONDONTWRITEBYTECODE="1", GRAFT_LOG_LEVEL="warn")
     base.pop("LD_PRELOAD", None)
     check_losses = [sys.executable, os.path.join(gpu, "check_losses.py"), "--libgraft", libgraft,
-                    "--steps", "300", "--cases", "mlp,gpt", "--no-log-file"]
+                    "--steps", "300", "--cases", "mlp,gpt,partgraph", "--no-log-file"]
     rc, out = run(check_losses + ["--out", os.path.join(tmp, "equal")], base)
-    check(rc == 0 and "PASS: 2/2 cases bitwise equal and at their floors" in out,
+    check(rc == 0 and "PASS: 3/3 cases bitwise equal and at their floors" in out,
           "check_losses: equal losses pass (rc=%s, output: %s)" % (rc, out.strip()[-300:]))
     rc, out = run(check_losses + ["--out", os.path.join(tmp, "differs")], dict(base, STAND_IN_DIFFERS="1"))
-    check(rc == 1 and "FAIL: 0/2 cases bitwise equal and at their floors" in out and "first diff at step 7" in out,
+    check(rc == 1 and "FAIL: 0/3 cases bitwise equal and at their floors" in out and "first diff at step 7" in out,
           "check_losses: a loss that differs under graft fails, with its step (rc=%s, output: %s)" % (
               rc, out.strip()[-300:]))
 
     rc, out = run(check_losses + ["--out", os.path.join(tmp, "short")], dict(base, STAND_IN_COVERAGE="50"))
     check(rc == 1 and "SHORT" in out and "below this case's floor of 94.0 %" in out,
           "check_losses: equal losses with too few ops through graphs fail (rc=%s, output: %s)" % (
+              rc, out.strip()[-300:]))
+
+    rc, out = run(check_losses + ["--out", os.path.join(tmp, "aside")], dict(base, STAND_IN_STEPS_ASIDE="269"))
+    check(rc == 1 and "FAIL: 2/3" in out and "269 fallback(s) program_graph_launch in 300 steps" in out,
+          "check_losses: partgraph fails where graft did not step aside once a step (rc=%s, output: %s)" % (
               rc, out.strip()[-300:]))
 
     shutil.rmtree(tmp, ignore_errors=True)
