@@ -13,6 +13,14 @@
 // ops in a replay: the linker sorts these sections right after .text.hot
 // (`SORT(.text.sorted.*)` in the default GNU ld script), so the fast lane's
 // functions share one or two pages instead of lying among the other hot ones.
+// GRAFT_FAST_LANE_INLINE is GRAFT_FAST_LANE for a function defined in a
+// header. Where the compiler emits such a function out of line next to the
+// fast lane's own (-O0, sanitizers, profile instrumentation), it lands in a
+// COMDAT group, and GCC refuses one section name for grouped and ungrouped
+// functions ("section type conflict"): there it gets a section of its own,
+// sorted right after the fast lane's. An optimized, uninstrumented build
+// (meson.build defines GRAFT_FAST_LANE_ONE_SECTION) keeps the one section and
+// the layout docs/PERF.md measured.
 // GRAFT_COLD marks a rare path inside it (first sight of a kernel, a failure),
 // which then stays out of the hot pages.
 #pragma once
@@ -20,9 +28,15 @@
 #if defined(__GNUC__)
 #define GRAFT_HOT __attribute__((hot))
 #define GRAFT_FAST_LANE __attribute__((hot, section(".text.sorted.graft_fast_lane")))
+#if defined(GRAFT_FAST_LANE_ONE_SECTION)
+#define GRAFT_FAST_LANE_INLINE GRAFT_FAST_LANE
+#else
+#define GRAFT_FAST_LANE_INLINE __attribute__((hot, section(".text.sorted.graft_fast_lane_inline")))
+#endif
 #define GRAFT_COLD __attribute__((cold, noinline))
 #else
 #define GRAFT_HOT
 #define GRAFT_FAST_LANE
+#define GRAFT_FAST_LANE_INLINE
 #define GRAFT_COLD
 #endif

@@ -39,7 +39,7 @@ class OpBuffer {
   // when `value` is non-null, its value bytes are `value` (equal to
   // op.value); neither is copied.
   // Inline: a replay holds most ops this way, borrowing both.
-  GRAFT_FAST_LANE uint32_t pushBorrowing(const OpDesc& op, const uint8_t* shape, const uint8_t* value) {
+  GRAFT_FAST_LANE_INLINE uint32_t pushBorrowing(const OpDesc& op, const uint8_t* shape, const uint8_t* value) {
     if (!shape || !value) return pushCopying(op, shape, value);
     ops_.push_back(Stored{op.kind, op.cause, op.api, op.stream, op.event, op.shapeHash, shape, value, 0,
                           op.shape.size, 0, op.value.size});

@@ -93,7 +93,7 @@ class KernelRegistry {
   // One line of the index, then the entry's first line (no "last kernel"
   // cache: consecutive launches are mostly of different kernels, and its check
   // would read the previous kernel's entry as well).
-  GRAFT_FAST_LANE KernelInfo& get(CUfunction f) {
+  GRAFT_FAST_LANE_INLINE KernelInfo& get(CUfunction f) {
     KernelInfo* info = lookup(reinterpret_cast<uint64_t>(f));
     return info ? *info : *resolve(f);
   }
@@ -177,7 +177,7 @@ class KernelRegistry {
   // addressing over a flat array, so a lookup reads one cache line (the
   // per-op path; see core/hot_path.h); handle 0, which marks its empty
   // slots, is found in the map.
-  GRAFT_FAST_LANE KernelInfo* lookup(uint64_t handle) const {
+  GRAFT_FAST_LANE_INLINE KernelInfo* lookup(uint64_t handle) const {
     if (handle == 0) {
       auto it = entries_->kernels.find(handle);
       return it == entries_->kernels.end() ? nullptr : it->second.get();

@@ -1281,8 +1281,12 @@ extern "C" __attribute__((visibility("hidden"), used)) void* graft_dlsym_lookup(
 }
 
 #if defined(__x86_64__)
+// Top-level asm restores the section it found (.pushsection/.popsection): the
+// compiler does not know the asm changed it, and without optimization (which
+// keeps top-level statements in source order) it would emit the data that
+// follows into .text.
 asm(R"(
-  .text
+  .pushsection .text
   .globl dlsym
   .type dlsym, @function
 dlsym:
@@ -1307,6 +1311,7 @@ dlsym:
   ret
   .cfi_endproc
   .size dlsym, .-dlsym
+  .popsection
 )");
 #else
 extern "C" __attribute__((visibility("default"))) void* dlsym(void* handle, const char* name) {
@@ -1333,8 +1338,8 @@ extern "C" __attribute__((visibility("default"))) void* dlsym(void* handle, cons
       GRAFT_WRAPPER_ADDRESS(id, 1);                                   \
   }
 #define GRAFT_EXPORT_ASM(name)                                                  \
-  asm(".text\n.globl " name "\n.type " name ", @function\n" name ":\n"          \
-      "  jmp *graft_slot_" name "(%rip)\n.size " name ", .-" name "\n");
+  asm(".pushsection .text\n.globl " name "\n.type " name ", @function\n" name ":\n" \
+      "  jmp *graft_slot_" name "(%rip)\n.size " name ", .-" name "\n.popsection\n");
 #define GRAFT_EXPORT_NONE(name)
 #define GRAFT_EXPORT_PTSZ(name) GRAFT_EXPORT_ASM(name "_ptsz")
 #define GRAFT_EXPORT_PTDS(name) GRAFT_EXPORT_ASM(name "_ptds")
