@@ -26,6 +26,14 @@
 #include "graph/per_thread_streams.h"
 #include "log/log.h"
 
+// A function a sanitizer's runtime may call before it has set itself up (see
+// realDlsymFn): not instrumented in a sanitizer build.
+#if defined(__GNUC__)
+#define GRAFT_UNINSTRUMENTED __attribute__((no_sanitize("address", "undefined")))
+#else
+#define GRAFT_UNINSTRUMENTED
+#endif
+
 namespace graft::hook {
 // dlsym past graft (below).
 void* realDlsym(void* handle, const char* name);
@@ -1217,13 +1225,20 @@ CUresult getProcAddress(const char* symbol, void** pfn, int version, cuuint64_t 
 
 using DlsymFn = void* (*)(void*, const char*);
 
-DlsymFn realDlsymFn() {
-  static DlsymFn fn = [] {
-    auto f = reinterpret_cast<DlsymFn>(dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34"));
+// Not instrumented in a sanitizer build (GRAFT_UNINSTRUMENTED): a sanitizer's
+// runtime, loaded after graft, resolves its interceptors through dlsym, which
+// is graft's, before it has set itself up.
+GRAFT_UNINSTRUMENTED DlsymFn realDlsymFn() {
+  // Atomic builtins, not std::atomic's (instrumented) functions; two threads
+  // that race here look the same pointer up twice.
+  static DlsymFn fn = nullptr;
+  DlsymFn f = __atomic_load_n(&fn, __ATOMIC_ACQUIRE);
+  if (!f) {
+    f = reinterpret_cast<DlsymFn>(dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34"));
     if (!f) f = reinterpret_cast<DlsymFn>(dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5"));
-    return f;
-  }();
-  return fn;
+    __atomic_store_n(&fn, f, __ATOMIC_RELEASE);
+  }
+  return f;
 }
 
 void* realDlsym(void* handle, const char* name) { return realDlsymFn()(handle, name); }
@@ -1254,11 +1269,19 @@ extern "C" {
 __attribute__((visibility("hidden"), used)) void* graft_real_dlsym_ptr = nullptr;
 }
 
-extern "C" __attribute__((visibility("hidden"), used)) void* graft_dlsym_lookup(void* handle,
-                                                                          const char* name) {
+// Uninstrumented up to the name check (see realDlsymFn); driver names go on in
+// driverSymbolLookup.
+static void* driverSymbolLookup(void* handle, const char* name);
+
+extern "C" __attribute__((visibility("hidden"), used)) GRAFT_UNINSTRUMENTED void* graft_dlsym_lookup(
+    void* handle, const char* name) {
   if (!graft_real_dlsym_ptr) graft_real_dlsym_ptr = reinterpret_cast<void*>(graft::hook::realDlsymFn());
   // Driver functions are named cu + capital letter (cublas…, cudnn…, cufft… are not).
   if (!name || name[0] != 'c' || name[1] != 'u' || name[2] < 'A' || name[2] > 'Z') return nullptr;
+  return driverSymbolLookup(handle, name);
+}
+
+static void* driverSymbolLookup(void* handle, const char* name) {
   if (Runtime::options().disable) return nullptr;
   bool perThread = false;
   const ApiId id = graft::hook::findBySymbol(name, &perThread);
