@@ -133,7 +133,8 @@ TEST(LaunchWorker, PollingWorkerPicksUpJobUnwoken) {
 TEST(LaunchWorker, IdleSpinOnlyWhileJobsComeWithinTheSpin) {
   Harness h(0, 40000);
   ASSERT_TRUE(h.w.start());
-  auto& [rec, w] = h;
+  auto& rec = h.rec;  // (clang 14 cannot capture a structured binding in a lambda)
+  auto& w = h.w;
   uint64_t id = 0;
   const auto queueAfter = [&](int gapMicros) {
     std::this_thread::sleep_for(std::chrono::microseconds(gapMicros));
