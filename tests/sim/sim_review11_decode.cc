@@ -692,7 +692,7 @@ void prefillDecode(int steps) {
   int gi = 0;
   for (int req = 0; req < 3; ++req) {
     // Prefill: P tokens up from pageable memory, P x L row kernels.
-    std::vector<uint64_t> prompt(size_t(P[req]));
+    std::vector<uint64_t> prompt(static_cast<size_t>(P[req]));  // (not size_t(...): a declaration to clang)
     for (int k = 0; k < P[req]; ++k) {
       prompt[size_t(k)] = simMix64(uint64_t(req * 100 + k)) % kVocab;
       setM(tokarr + 8 * uint64_t(k), prompt[size_t(k)]);
