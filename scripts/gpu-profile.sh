@@ -4,12 +4,13 @@
 # the same warm-up; the table is the difference divided by 2×STEPS, so
 # one-time work (resolving kernels, building graphs) drops out.
 #   scripts/gpu-profile.sh [BUILD] [CASES] [STEPS]
-B=${1:-.gpu/build}; CASES=${2:-mlp,gpt}; STEPS=${3:-100}
+# LIB=NAME profiles BUILD/src/NAME instead of libgraft.so.
+B=${1:-.gpu/build}; CASES=${2:-mlp,gpt}; STEPS=${3:-100}; LIB=${LIB:-libgraft.so}
 BA=$(cd "$B" && pwd) || exit 2
-O=${OUT:-/tmp}/profile; mkdir -p "$O"
+O=${OUT:-/tmp}/profile/${LIB%.so}; mkdir -p "$O"
 for c in ${CASES//,/ }; do
   for n in $STEPS $((3 * STEPS)); do
-    LD_PRELOAD=$BA/src/libgraft.so GRAFT_MODE=graph GRAFT_PROFILE=1 GRAFT_STATS=$O/$c.$n.json GRAFT_LOG_LEVEL=warn \
+    LD_PRELOAD=$BA/src/$LIB GRAFT_MODE=graph GRAFT_PROFILE=1 GRAFT_STATS=$O/$c.$n.json GRAFT_LOG_LEVEL=warn \
       CUBLAS_WORKSPACE_CONFIG=:4096:8 python3 tests/gpu/workloads.py "$c" --steps "$n" --warmup 40 | tail -n 1
   done
   python3 - "$O/$c.$STEPS.json" "$O/$c.$((3 * STEPS)).json" "$c" "$((2 * STEPS))" <<'PY'

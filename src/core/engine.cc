@@ -162,6 +162,8 @@ GRAFT_FAST_LANE void Engine::holdSoleExpected(Bytes value) {
   // refreshSoleExpected): the same counts, and the same hold. With one live
   // candidate that the op does not complete, afterHeldGrew() would only find
   // that candidate again and expect its next op, which is done here directly.
+  // An armed start (nothing held) is what tryStart() would do for the op.
+  if (held_.empty()) [[unlikely]] beginArmedStart();
   ++ops_total_;
   ++ops_sole_expected_;
   countStream(sole_expected_.stream);
@@ -184,8 +186,46 @@ GRAFT_FAST_LANE void Engine::holdSoleExpected(Bytes value) {
   sole_expected_ready_ = sole_expected_.kind == OpKind::Kernel;
 }
 
+GRAFT_HOT void Engine::beginArmedStart() {
+  // tryStart's candidates, which armStart made sure are this one alone.
+  start_armed_ = false;
+  candidate_events_[0].clear();
+  candidates_[0] = {sole_segment_, true};
+  num_candidates_ = 1;
+  sole_candidate_ = 0;
+  last_mismatch_ = {};
+  if (expect_launch_hint_) {
+    expect_launch_hint_ = false;
+    executor_.expectLaunch();
+  }
+}
+
+GRAFT_HOT void Engine::armStart(uint32_t completedId, uint32_t followedBy) {
+  completed_id_ = completedId;
+  completed_at_ops_ = ops_total_;
+  if (!followedBy || stepsAside() || needs_attention_ || candidates_.empty()) return;
+  Segment* next = segments_.byId(followedBy - 1);
+  if (!next || next->disabled) return;
+  const OpDesc first = next->ops.view(0);
+  if (first.kind != OpKind::Kernel) return;
+  // tryStart takes every live segment whose first op has this shape: armed
+  // only when that is `next` alone.
+  const std::vector<Segment*>* list = segments_.startingWith(first.shapeHash);
+  if (!list) return;
+  size_t alike = 0;
+  for (const Segment* s : *list) alike += sameShape(s->ops.view(0), first);
+  if (alike != 1) return;
+  sole_segment_ = next;
+  sole_expected_ = first;
+  sole_expected_ready_ = true;
+  start_armed_ = true;
+  start_armed_at_ops_ = ops_total_;
+  start_armed_gen_ = segments_.generation();
+}
+
 GRAFT_HOT void Engine::refreshSoleExpected() {
   sole_expected_ready_ = false;
+  start_armed_ = false;
   if (held_.empty() || stepsAside() || needs_attention_) return;
   const size_t j = held_.size();
   size_t live = 0;
@@ -300,6 +340,11 @@ GRAFT_HOT bool Engine::tryStart(const OpDesc& op) {
     candidates_[num_candidates_++] = {s, true};
   }
   if (num_candidates_ == 0) return false;
+  // The run began right after a replay completed: that segment is followed
+  // by this one (armStart), while one candidate alone is what such a run finds.
+  if (completed_id_ && completed_at_ops_ + 1 == ops_total_)
+    if (Segment* previous = segments_.byId(completed_id_ - 1))
+      previous->followedBy = num_candidates_ == 1 ? candidates_[0].segment->id + 1 : 0;
   last_mismatch_ = {};
   if (expect_launch_hint_) {
     // The first run after the host waited: the GPU is likely idle, so the
@@ -379,8 +424,10 @@ GRAFT_FAST_LANE void Engine::afterHeldGrew() {
     return;
   }
   num_candidates_ = 0;
+  const uint32_t doneId = done->id + 1, followedBy = done->followedBy;  // (launchHeld may retire it)
   launchHeld(done, 0, n);
   heldCleared();
+  armStart(doneId, followedBy);
 }
 
 bool Engine::matchesAt(Segment* s, size_t begin, EventInstances& events) {
@@ -895,6 +942,7 @@ bool Engine::deferFree(uint64_t pointer, StreamKey stream, uint64_t domain) {
 
 GRAFT_HOT void Engine::heldCleared() {
   sole_expected_ready_ = false;
+  start_armed_ = false;
   held_.clear();
   held_matched_.clear();
   for (const Deferred& d : deferred_) {

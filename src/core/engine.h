@@ -140,9 +140,21 @@ class Engine {
   // next, a kernel op (else nullptr). An op equal to it in shape is handed to
   // holdSoleExpected() instead of submit(), with the same effect as submit()
   // returning Held, minus the work of finding that out.
-  const OpDesc* soleExpected() const { return sole_expected_ready_ ? &sole_expected_ : nullptr; }
+  // Also while nothing is held, right after a replay completed (armStart):
+  // the first op of the segment whose run began there the last time, when
+  // that segment is the only one a run starting with that op could match,
+  // and only until anything else happens (an op, a new or dropped segment,
+  // stepping aside).
+  const OpDesc* soleExpected() const {
+    if (!sole_expected_ready_) return nullptr;
+    if (start_armed_ && !armedStartHolds()) return nullptr;
+    return &sole_expected_;
+  }
   // `value`: the op's value bytes, sole_expected's own when equal to them.
+  // For an op that begins a run (holdsNothing()) the caller notes its
+  // thread first (noteSubmitter), as for an op it submits.
   void holdSoleExpected(Bytes value);
+  bool holdsNothing() const { return held_.empty(); }
   void completeIssued(const OpDesc& op, bool succeeded);
   // Pass-through mode: counts an op issued on `stream`, nothing else.
   void countPassthrough(StreamKey stream);
@@ -322,6 +334,20 @@ class Engine {
   void refreshSoleExpected();
   // sole_segment_'s op j becomes soleExpected() (if it is a kernel op).
   void expectSoleAt(size_t j);
+  // After `completed` (id + 1, and what it was followed by) replayed and
+  // nothing is held: arms soleExpected() with the first op of the segment
+  // that followed it last time, when a run starting with that op could match
+  // that segment alone (what tryStart would find), so the op that begins the
+  // next run takes the fast lane too.
+  void armStart(uint32_t completedId, uint32_t followedBy);
+  // The armed start is still what tryStart would find: no op since, the
+  // same segments, not stepping aside.
+  bool armedStartHolds() const {
+    return ops_total_ == start_armed_at_ops_ && segments_.generation() == start_armed_gen_ && !stepsAside() &&
+           !needs_attention_;
+  }
+  // holdSoleExpected for an armed start: what tryStart does besides holding.
+  void beginArmedStart();
   void resolveHeld(EagerCause cause, const OpDesc* trigger);
   // Counts a try of `segment`: a replay, or a mismatch after which `ops` held
   // ops were issued eagerly (resolveHeld counts only mismatches that issue at
@@ -447,6 +473,7 @@ class Engine {
   bool expect_launch_hint_ = false;  // a host barrier since the last run began
   // soleExpected(): valid while held_ is unchanged and sole_expected_ready_.
   bool sole_expected_ready_ = false;
+  bool start_armed_ = false;  // soleExpected() is an armed start (armStart); nothing is held
   bool sticky_error_seen_ = false;  // see noteStickyError
   std::atomic<int> sticky_code_{0};  // the first such error graft's own calls got
   bool needs_attention_ = false;    // see attendToLaunches; soleExpected() is off meanwhile
@@ -502,6 +529,13 @@ class Engine {
   OpBuffer held_;
   size_t num_candidates_ = 0;
   size_t sole_candidate_ = 0;
+  // armStart: when the armed start was set up, and the last completed
+  // replay (its segment's id + 1, ops_total_ then), which tryStart credits
+  // with the segment that followed it (Segment::followedBy).
+  uint64_t start_armed_at_ops_ = 0;
+  uint64_t start_armed_gen_ = 0;
+  uint32_t completed_id_ = 0;
+  uint64_t completed_at_ops_ = 0;
   HotVector<Candidate> candidates_;  // GRAFT_MAX_VARIANTS of them: every variant that starts alike is tried
   EngineConfig config_;
   EngineStats stats_;  // opsTotal and opsSoleExpected are ops_total_ and ops_sole_expected_

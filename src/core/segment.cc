@@ -7,6 +7,7 @@
 namespace graft::core {
 
 Segment* SegmentStore::add(HotPtr<Segment> segment) {
+  ++generation_;
   Segment* s = segment.get();
   s->id = static_cast<uint32_t>(all_.size());
   all_.push_back(std::move(segment));
@@ -38,6 +39,7 @@ Segment* SegmentStore::findExpanded(const SequenceHash& h) const {
 
 void SegmentStore::disable(Segment* s) {
   if (s->disabled) return;
+  ++generation_;
   s->disabled = true;
   auto it = by_first_.find(s->firstShapeHash());
   if (it != by_first_.end()) std::erase(it->second, s);
@@ -49,6 +51,7 @@ void SegmentStore::disable(Segment* s) {
 
 void SegmentStore::release(uint32_t id) {
   if (id >= all_.size() || !all_[id] || !all_[id]->disabled) return;
+  ++generation_;
   Segment* s = all_[id].get();
   auto it = by_expanded_.find(hashCombine(s->expanded.value, s->expanded.length));
   if (it != by_expanded_.end() && it->second == s) by_expanded_.erase(it);

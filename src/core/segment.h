@@ -44,6 +44,10 @@ struct Segment {
   uint64_t loggedReasons = 0;         // bit per fallback reason already logged
   uint64_t runKey = 0;                // the run it was cut from (Engine::built_runs_)
   uint32_t liveIndex = 0;             // its place in SegmentStore::live_ while not disabled
+  // The segment whose run began with the op right after this one's replay
+  // completed, the last time that run began with one candidate (its id + 1;
+  // 0: none): the engine expects it next (Engine::armStart).
+  uint32_t followedBy = 0;
 
   size_t length() const { return ops.size(); }
   uint64_t firstShapeHash() const { return ops.view(0).shapeHash; }
@@ -67,6 +71,9 @@ class SegmentStore {
   // is destroyed (Engine::releaseRetired).
   void release(uint32_t id);
   size_t live() const { return live_.size(); }
+  // Changes whenever a segment is added, disabled or released: what
+  // startingWith() answers for any hash is the same while it does not.
+  uint64_t generation() const { return generation_; }
   // The segments not disabled, in no particular order (a scan costs the live
   // count, never the number of segments ever built).
   const std::vector<Segment*>& liveSegments() const { return live_; }
@@ -78,6 +85,7 @@ class SegmentStore {
   std::unordered_map<uint64_t, std::vector<Segment*>> by_first_;
   std::unordered_map<uint64_t, Segment*> by_expanded_;
   std::vector<Segment*> live_;
+  uint64_t generation_ = 0;
 };
 
 }  // namespace graft::core

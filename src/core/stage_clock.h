@@ -37,6 +37,7 @@ namespace graft::core {
   X(Record, "record")                /* recording an op the program's call issued */      \
   X(Build, "build")                  /* building one piece's graph */                     \
   X(Launch, "launch")                /* a segment's graph launch: stream joins, events */ \
+  X(LaunchQueue, "launch_queue")     /* ... of it, handing the job to the launch thread (a wake) */ \
   X(NodeUpdate, "node_update")       /* one executable-graph node update */               \
   X(GraphLaunchCall, "cuGraphLaunch") /* the driver's cuGraphLaunch itself */             \
   X(Reissue, "reissue")              /* issuing one held op eagerly (the driver call) */  \

@@ -765,6 +765,7 @@ GRAFT_HOT int GraphExecutor::launch(GraphHandle* g, const core::OpRange& ops,
   if (async) {
     // The frees made since the last queued launch go after this one.
     job->frees.swap(frees_pending_);
+    core::StageTimer timer(core::Stage::LaunchQueue);
     worker_->queue();
     return 0;
   }

@@ -458,6 +458,9 @@ template <ApiId Id, int PT, typename... A>
     return false;
   ++info.launches;
   if (core::isPerThreadKey(stream)) [[unlikely]] graph::PerThreadStreams::bridgeIfPending(stream);
+  // An armed start begins a run: its thread is noted as submitOp notes it
+  // for the ops it submits (off the fast lane's lines).
+  if (rt.engine().holdsNothing()) [[unlikely]] rt.engine().noteSubmitter(submitterToken());
   rt.engine().holdSoleExpected(value);
   return true;
 }

@@ -969,6 +969,59 @@ TEST(Engine, AFreeDeferredOnAStreamIsIssuedBeforeThatStreamIsDestroyed) {
   EXPECT_GT(deferred, 5u);
 }
 
+// The op that begins the next piece, right after a replay completed, takes
+// the fast lane too (Engine::armStart) when that piece is the only one a run
+// starting with it could match: in steady state every op of a loop without a
+// sync is held there, its replays unchanged.
+TEST(Engine, TheOpThatBeginsTheNextPieceTakesTheFastLane) {
+  Harness h;
+  for (int it = 0; it < 30; ++it) iteration(h, 200, it);
+  const size_t fastBefore = h.fastLaneOps, launchesBefore = h.exec.launches;
+  for (int it = 30; it < 40; ++it) iteration(h, 200, it);
+  h.expectEquivalent();
+  EXPECT_GE(h.exec.launches - launchesBefore, size_t(10));
+  if (Harness::useFastLane()) {
+    EXPECT_EQ(h.fastLaneOps - fastBefore, size_t(10 * 200));  // the op that begins each replay too
+  }
+}
+
+// An armed start holds only until anything else happens: a program capture
+// begun between two pieces (no op in between) makes graft step aside for the
+// very next op, which goes to the driver as submitted.
+TEST(Engine, AnArmedStartIsNotTakenOnceTheProgramCaptures) {
+  Harness h;
+  for (int it = 0; it < 30; ++it) iteration(h, 200, it);
+  {
+    auto lock = h.engine.lock();
+    h.engine.programCaptureBegin();
+  }
+  const size_t launches = h.exec.launches, fast = h.fastLaneOps;
+  for (int it = 30; it < 33; ++it) iteration(h, 200, it);
+  EXPECT_EQ(h.exec.launches, launches);  // nothing replayed while the program captures
+  EXPECT_EQ(h.fastLaneOps, fast);
+  EXPECT_EQ(h.exec.trace.size(), h.issued.size());
+  {
+    auto lock = h.engine.lock();
+    h.engine.programCaptureEnd();
+  }
+  for (int it = 33; it < 60; ++it) iteration(h, 200, it);
+  h.expectEquivalent();
+}
+
+// Two loops that begin alike and part later, taken in turn: a start is armed
+// only where the next piece is the one segment a run with that first op
+// could match, so each loop keeps replaying its own graphs.
+TEST(Engine, LoopsThatBeginAlikeKeepTheirOwnGraphsWithArmedStarts) {
+  Harness h;
+  for (int it = 0; it < 60; ++it) {
+    const uint64_t base = it % 3 == 2 ? 5000 : 1000;
+    for (int k = 0; k < 80; ++k) h.op(TestOp{OpKind::Kernel, 0x100, k < 40 ? uint64_t(1000 + k) : base + k, 7});
+    h.op(TestOp{OpKind::Kernel, 0x200, uint64_t(9000 + it % 3), 7});
+  }
+  h.expectEquivalent();
+  EXPECT_GT(h.viaGraph(), size_t(30 * 81));
+}
+
 TEST(Engine, ProgramCaptureMakesGraftStepAside) {
   Harness h;
   for (int it = 0; it < 10; ++it) {
