@@ -47,7 +47,18 @@ their own in training/.
 # captured mid-run (by hand without a sync, then by torch.cuda.graph), replayed, dropped and
 # captured again, the cudaMallocAsync allocator backend with record_stream and sizes that
 # change every step, FSDP2 at world size 1, and four foreach optimizers with host-computed
-# scalar lists under chained schedulers with a parameter group added mid-run.
+# scalar lists under chained schedulers with a parameter group added mid-run; then a seventh
+# round: a checkpoint staged into pinned memory on a side stream while training goes on,
+# waited for (an event's or the stream's synchronize) by a writer thread that launches
+# nothing, the next optimizer step held behind the staging by an event wait and the state
+# restored from the same buffers now and then; sharpness-aware minimization (two forward
+# and backward passes a step whose BatchNorm updates differ only in their momentum
+# argument, every parameter moved to a clone's storage by p.data = every step); timm's
+# Mixup and CutMix (host-drawn blend factors and box extents in every step's kernels, three
+# step shapes in a host-random order, a dropout rate decaying to zero); float8 training
+# through torch._scaled_mm (cuBLASLt's FP8 GEMMs, scales by device pointer, a delayed-scaling
+# amax history updated in place); and PCGrad (three backward passes through one retained
+# graph, projections decided by the signs of dot products read back).
 ISSUE_CASES = ["mlp", "mlp_item", "gpt", "amp", "sidestream", "lastbatch", "partgraph", "gemm"]
 OTHER_CASES = ["cnn", "lstm", "dynamic", "accum", "inductor_mlp", "inductor_gpt", "sdpa", "ddp",
                "vit", "diffusion", "gan", "expandable", "decode", "loader", "serve",
@@ -59,6 +70,7 @@ OTHER_CASES = ["cnn", "lstm", "dynamic", "accum", "inductor_mlp", "inductor_gpt"
                "contrast", "capfail", "mempool", "greenctx", "flexattn", "jagged", "threadfeed",
                "oomretry", "bncma", "qat", "ampfused", "profwin", "dyncompile", "ipcactor",
                "legacysync", "recapture", "mallocasync", "fsdp", "optzoo",
+               "asyncsnap", "sam", "mixup", "fp8", "pcgrad",
                "pipeline2", "ddp2"]
 # Cases that need two GPUs: with one, workloads.py exits 77 for them (check_losses.py
 # reports them skipped and goes on).
@@ -88,10 +100,12 @@ CASES = ISSUE_CASES + OTHER_CASES
 # flags read back, its observer on whether min and max are still infinite, and
 # check_min_max_valid asserts min <= max; the fused per-channel weight fake-quant reads its
 # flag back to choose between two launch sequences, and checks its zero points against the
-# range by reading them back, raising when they are outside).
+# range by reading them back, raising when they are outside). So does pcgrad (the signs of
+# dot products read back decide which projections it launches, and its boolean-mask
+# indexing reads back the counts that set its merge's shapes).
 GARBAGE_SENSITIVE_CASES = ("dynamic", "moe", "condstep", "linalg", "lbfgs", "plateau", "swa",
                            "parametrize", "sparse", "gnn", "ppo", "reentrant", "beam", "encpad",
-                           "packed", "bncma", "qat")
+                           "packed", "bncma", "qat", "pcgrad")
 HANDGRAPH_CASES = ("mlp", "mlp_item", "gpt")
 # What graft must reach on the issue's cases besides equal losses (check_losses.py fails a
 # case below them): the share of ops through graphs, in percent, and graph node updates

@@ -17,6 +17,7 @@ CASE: mlp mlp_item gpt amp sidestream lastbatch partgraph gemm cnn lstm dynamic 
       capfail mempool greenctx flexattn jagged threadfeed oomretry
       bncma qat ampfused profwin dyncompile ipcactor
       legacysync recapture mallocasync fsdp optzoo
+      asyncsnap sam mixup fp8 pcgrad
       pipeline2 ddp2 (or "list")
 
 --steps N is the total number of training steps; the first W (--warmup) are untimed.
@@ -73,8 +74,14 @@ from pinned memory after synchronizing a blocking stream) every 5th step and " e
 EMA model's eval loss) every 10th, recapture " g=e|c|r" (eager, warm-up and capture,
 replay of its own graph) on every line and " ev=<hex>" (the EMA model's eval loss) every
 10th, mallocasync " kl=<hex>" (the distillation term) and optzoo " a=<hex>" (the adapter's
-absolute weight sum) on every line. ppo's loss is the mean of its 8 minibatch losses, wgangp's
-the critic's. decode is inference, not training: its "loss" is the sum of the chosen
+absolute weight sum) on every line; asyncsnap " ck=<hex> s=<step>" (the writer thread's
+checksum of the pinned snapshot staged at that step) on the steps that join it (14 of every
+20) and " rs=<step>" (the snapshot restored) on 60 of every 100, sam " gn=<hex> rm=<hex>"
+(the first pass's gradient norm, the first BatchNorm's running mean summed), mixup
+" m=x|c|- x=<hex>" (mixup, CutMix or neither; the mixed batch's sum), fp8 " a=<hex>" (the
+first layer's largest recorded input amax) and pcgrad " pj=<n>" (projections applied) on
+every line, fp8 " ev=<hex>" (the eval loss) every 10th. ppo's loss is the mean of its 8
+minibatch losses, wgangp's the critic's. decode is inference, not training: its "loss" is the sum of the chosen
 tokens' logits.
 No-sync cases keep the losses in a preallocated GPU tensor and read them after the loop.
 expandable runs with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True and mallocasync with
@@ -159,7 +166,8 @@ DEVICE = "cuda"  # the device type every case runs on
 
 def build_models():
     """Model classes are defined once torch is imported (mlp's and gpt's: training/common.py)."""
-    global SmallResNet, LSTMLM
+    global SmallResNet, LSTMLM, SDPAGPT, PadBlock, GrowDecoder, SideLinearFn, ViT, TinyUNet, KVDecoder
+    global FNO1d, Swish, SAM, F8Linear
 
     class ConvBlock(nn.Module):
         """conv-BN-ReLU-conv-BN plus a residual (a strided 1x1 conv when the shape changes)."""
@@ -543,15 +551,116 @@ def build_models():
             x = x + self.drop(self.proj(y))
             return x + self.drop(self.fc2(F.gelu(self.fc1(self.ln2(x)))))
 
-    globals()["SDPAGPT"] = SDPAGPT
-    globals()["PadBlock"] = PadBlock
-    globals()["GrowDecoder"] = GrowDecoder
-    globals()["SideLinearFn"] = SideLinearFn
-    globals()["ViT"] = ViT
-    globals()["TinyUNet"] = TinyUNet
-    globals()["KVDecoder"] = KVDecoder
-    globals()["FNO1d"] = FNO1d
-    globals()["Swish"] = Swish
+    class SAM(torch.optim.Optimizer):
+        """Sharpness-aware minimization as the reference implementation most scripts copy
+        (davda54/sam) writes it: first_step() takes the gradient norm over all parameters
+        (a norm per tensor, stacked, a norm of those), saves each parameter's data
+        (old_p = p.data.clone()) and climbs to w + rho * g / |g| in place; second_step()
+        puts the saved data back by assigning p.data = old_p (so every parameter's storage
+        becomes the clone made in this step, and the perturbed storage is freed: a host-side
+        pointer swap that no launch announces) and steps the base optimizer, whose
+        param_groups it shares."""
+
+        def __init__(self, params, base_optimizer, rho=0.05, adaptive=False, **kwargs):
+            defaults = dict(rho=rho, adaptive=adaptive, **kwargs)
+            super().__init__(params, defaults)
+            self.base_optimizer = base_optimizer(self.param_groups, **kwargs)
+            self.param_groups = self.base_optimizer.param_groups
+            self.defaults.update(self.base_optimizer.defaults)
+            self.grad_norm = None
+
+        @torch.no_grad()
+        def first_step(self, zero_grad=False):
+            grad_norm = self._grad_norm()
+            for group in self.param_groups:
+                scale = group["rho"] / (grad_norm + 1e-12)
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    self.state[p]["old_p"] = p.data.clone()
+                    e_w = (torch.pow(p, 2) if group["adaptive"] else 1.0) * p.grad * scale.to(p)
+                    p.add_(e_w)                                 # climb to w + e(w)
+            self.grad_norm = grad_norm
+            if zero_grad:
+                self.zero_grad()
+
+        @torch.no_grad()
+        def second_step(self, zero_grad=False):
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    p.data = self.state[p]["old_p"]             # back to w: another storage
+            self.base_optimizer.step()
+            if zero_grad:
+                self.zero_grad()
+
+        def _grad_norm(self):
+            dev = self.param_groups[0]["params"][0].device
+            return torch.norm(torch.stack([
+                ((torch.abs(p) if group["adaptive"] else 1.0) * p.grad).norm(p=2).to(dev)
+                for group in self.param_groups for p in group["params"] if p.grad is not None]), p=2)
+
+    e4m3_max, e5m2_max, f8_eps = 448.0, 57344.0, 1e-12
+
+    class F8LinearFn(torch.autograd.Function):
+        """y = x W^T in float8 with per-tensor scales, as float8 training (torchao's
+        Float8Linear, TransformerEngine) computes a Linear: the weight scaled by its
+        current amax (dynamic scaling), the input by the scale sx its module passes in, both
+        cast to float8_e4m3fn and multiplied by torch._scaled_mm (cuBLASLt's FP8 GEMM, the
+        inverse scales handed to it as device pointers), float32 out. Backward casts the
+        output gradient to float8_e5m2 with its own amax scale and computes the input and
+        weight gradients with two more FP8 GEMMs (column-major copies of the float8
+        operands, as Hopper's FP8 GEMM takes only row-major times column-major)."""
+
+        @staticmethod
+        def forward(ctx, x, w, sx):
+            sw = e4m3_max / w.abs().amax().clamp(min=f8_eps)
+            x8 = (x * sx).clamp(-e4m3_max, e4m3_max).to(torch.float8_e4m3fn)
+            w8 = (w * sw).clamp(-e4m3_max, e4m3_max).to(torch.float8_e4m3fn)
+            ctx.save_for_backward(x8, w8, sx, sw)
+            return torch._scaled_mm(x8, w8.t(), scale_a=sx.reciprocal(), scale_b=sw.reciprocal(),
+                                    out_dtype=torch.float32)
+
+        @staticmethod
+        def backward(ctx, gy):
+            x8, w8, sx, sw = ctx.saved_tensors
+            gy = gy.contiguous()
+            sg = e5m2_max / gy.abs().amax().clamp(min=f8_eps)
+            g8 = (gy * sg).clamp(-e5m2_max, e5m2_max).to(torch.float8_e5m2)
+            gx = None
+            if ctx.needs_input_grad[0]:                             # (M, N) @ (N, K), the second column-major
+                gx = torch._scaled_mm(g8, w8.t().contiguous().t(), scale_a=sg.reciprocal(),
+                                      scale_b=sw.reciprocal(), out_dtype=torch.float32)
+            gw = torch._scaled_mm(g8.t().contiguous(), x8.t().contiguous().t(),   # (N, M) @ (M, K)
+                                  scale_a=sg.reciprocal(), scale_b=sx.reciprocal(), out_dtype=torch.float32)
+            return gx, gw, None
+
+    class F8Linear(nn.Module):
+        """A Linear whose GEMMs run in float8 (F8LinearFn), its float32 bias added after,
+        the input scaled by delayed scaling as TransformerEngine's recipe does: in training
+        the scale comes from the largest amax in a history of the last 16 steps (1 while the
+        history is still zero), and this step's amax is then pushed into the history
+        (torch.roll and a copy into element 0, in place, on the GPU); in eval mode the input's
+        current amax (dynamic scaling) and no history update. Nothing is read back."""
+
+        def __init__(self, din, dout, history=16):
+            super().__init__()
+            lin = nn.Linear(din, dout)
+            self.weight, self.bias = lin.weight, lin.bias
+            self.register_buffer("amax_hist", torch.zeros(history))
+
+        def forward(self, x):
+            with torch.no_grad():
+                amax = x.detach().abs().amax()
+                if self.training:
+                    hmax = self.amax_hist.amax()
+                    sx = torch.where(hmax > 0, e4m3_max / hmax.clamp(min=f8_eps), torch.ones_like(hmax))
+                    self.amax_hist.copy_(torch.roll(self.amax_hist, 1))
+                    self.amax_hist[0] = amax
+                else:
+                    sx = e4m3_max / amax.clamp(min=f8_eps)
+            return F8LinearFn.apply(x, self.weight, sx) + self.bias
 
 
 # --------------------------------------------------------------------------- workloads
@@ -5373,6 +5482,470 @@ class OptZooWorkload(TaskWorkload):
         return super().loss_lines()
 
 
+# --------------------------------------------------------------------------- seventh red-team round
+# Training patterns the rounds before leave out, each chosen for what a tool that holds
+# launches back and replays them as graphs could get wrong: a checkpoint staged into pinned
+# memory on a side stream and waited for by a writer thread that launches nothing,
+# sharpness-aware minimization (two forward and backward passes a step that differ in a
+# scalar, parameters swapped to other storage by p.data every step), timm's Mixup and
+# CutMix (host-drawn blend factors and box extents in every step's kernels, three step
+# shapes in a host-random order, a dropout rate decaying to nothing), float8 training
+# through cuBLASLt's FP8 GEMMs with delayed scaling, and PCGrad (one graph backpropagated
+# three times, projections decided by signs read back).
+
+class AsyncSnapWorkload(TaskWorkload):
+    """A checkpoint staged asynchronously, as async checkpointers (torch.distributed
+    .checkpoint's async_save with pinned staging, torchtitan's async mode, hand-written
+    variants) overlap it with training: every 20 steps, at step 4 of 20, after the optimizer
+    step, a side stream waits for the default stream, spins (torch.cuda._sleep, about a
+    millisecond, so that a step that does not wait for the staging overtakes it) and
+    copies every parameter and AdamW's exp_avg and exp_avg_sq non_blocking into pinned
+    host buffers (made once, reused by every snapshot), then records an Event (no timing,
+    so it may be held). A writer thread started right there waits for the staging, on
+    alternate snapshots by Event.synchronize() or by the side stream's synchronize(), reads
+    the pinned buffers (an exact integer checksum of their bits, on the host) and ends; the
+    main thread never synchronizes: it makes the default stream wait for the event before
+    the next optimizer step (which writes the weights the copies read) and joins the thread
+    ten steps later. Every 100 steps, at step 60 of 100, training restarts from the newest
+    joined snapshot: the weights and moments are copied back non_blocking from the same
+    pinned buffers (the next snapshot overwrites them on the side stream four steps later).
+    A tool that holds launches must issue the side stream's held work and the event's record
+    when a thread that itself launched nothing synchronizes on them (or the writer reads the
+    previous snapshot, or a torn one), keep the cross-step wait (or the optimizer rewrites
+    the weights under the copies), and order the restores against the staging. The MLP (6
+    layers, dropout 0.1), AdamW (foreach). The checksum and the snapshot's step end the join
+    steps' lines (" ck=<hex> s=<step>"), the restore steps' say which snapshot they loaded
+    (" rs=<step>"). No sync in the main thread's loop (apart from what allocating the pinned
+    buffers at the first snapshot costs)."""
+
+    snap_every, snap_at, join_at, restore_every, restore_at = 20, 4, 14, 100, 60
+    sleep_cycles = 2000000
+
+    def setup(self, mode="eager"):
+        import threading
+        self.threading = threading
+        self.model = MLP(self.din, self.hidden, self.nout, layers=6, dropout=0.1).to(self.dev)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
+        self.fwd = self.model
+        self.label_setup()
+        self.params = list(self.model.parameters())
+        self.side = torch.cuda.Stream(device=self.dev)
+        self.staged = torch.cuda.Event()        # not a timing event: its record may be held
+        self.host = None                        # pinned buffers, made at the first snapshot
+        self.pending = None                     # (writer thread, its result, snapshot step)
+        self.must_wait = False
+        self.snap_step = None                   # the newest joined snapshot's step
+
+    def state_tensors(self):
+        st = self.opt.state
+        return self.params + [st[p][k] for p in self.params for k in ("exp_avg", "exp_avg_sq")]
+
+    def note(self, i, text):
+        self.extra[i] = (self.extra[i] + " " if i in self.extra else "") + text
+
+    def stage(self, i):
+        main = torch.cuda.current_stream(self.dev)
+        tensors = self.state_tensors()
+        if self.host is None:
+            self.host = [torch.empty(t.shape, dtype=t.dtype, pin_memory=True) for t in tensors]
+        self.side.wait_stream(main)
+        with torch.cuda.stream(self.side):
+            torch.cuda._sleep(self.sleep_cycles)
+            for h, t in zip(self.host, tensors):
+                h.copy_(t, non_blocking=True)
+            self.staged.record(self.side)
+        self.must_wait = True
+        result = {}
+        by_event = (i // self.snap_every) % 2 == 0
+        writer = self.threading.Thread(target=self.write, args=(by_event, result), name="workloads-asyncsnap",
+                                       daemon=True)
+        writer.start()
+        self.pending = (writer, result, i)
+
+    def write(self, by_event, result):
+        """The writer thread: waits for the staging, then reads the pinned buffers."""
+        try:
+            if by_event:
+                self.staged.synchronize()
+            else:
+                self.side.synchronize()
+            total = 0
+            for h in self.host:
+                total += int(h.view(torch.int32).to(torch.int64).sum())
+            result["ck"] = total & 0xFFFFFFFFFFFFFFFF
+        except BaseException as e:  # reported by join()
+            result["error"] = e
+
+    def join(self, i):
+        writer, result, s = self.pending
+        writer.join()
+        self.pending = None
+        if "ck" not in result:
+            raise RuntimeError("asyncsnap: the writer thread of step %d failed: %r" % (s, result.get("error")))
+        self.snap_step = s
+        self.note(i, "ck=%016x s=%d" % (result["ck"], s))
+
+    def step(self, i):
+        k = i % self.snap_every
+        if self.pending is not None and k == self.join_at:
+            self.join(i)
+        if i % self.restore_every == self.restore_at and self.snap_step is not None and self.pending is None:
+            with torch.no_grad():
+                for h, t in zip(self.host, self.state_tensors()):
+                    t.copy_(h, non_blocking=True)
+            self.note(i, "rs=%d" % self.snap_step)
+        x, y = self.batch_for(i)
+        self.opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(self.model(x), y)
+        loss.backward()
+        if self.must_wait:
+            torch.cuda.current_stream(self.dev).wait_event(self.staged)   # the copies read what step() writes
+            self.must_wait = False
+        self.opt.step()
+        if k == self.snap_at and self.pending is None:
+            self.stage(i)
+        return loss
+
+    def loss_lines(self):
+        if self.pending is not None:
+            self.join(self.steps - 1)
+        return super().loss_lines()
+
+
+class SAMWorkload(TaskWorkload):
+    """Sharpness-aware minimization (the SAM optimizer of davda54/sam, the implementation
+    most SAM training scripts copy, over SGD with Nesterov momentum, foreach, under StepLR)
+    on an MLP with BatchNorm1d and dropout, with that repository's BatchNorm trick: every
+    step runs forward and backward twice on the same batch, the first at the weights w with
+    the BatchNorms' momentum 0.1, then first_step() (the gradient norm: a norm kernel per
+    parameter, stacked, a norm of those; old_p = p.data.clone(); p += rho * g / |g|), the
+    second at w + e(w) with every BatchNorm's momentum set to 0 (disable_running_stats), so
+    that its running statistics keep what the first pass gave them; then second_step()
+    assigns p.data = old_p and steps SGD. So the two passes launch the same kernels, the
+    running-statistics updates differing only in their momentum argument (0.1, then 0.0),
+    and every parameter lives in other storage after every step (the clone of this step;
+    the perturbed storage is freed and handed out again to the next step's clones), moved
+    by host-side bookkeeping that no driver call announces. A tool that
+    replays the first pass's graph for the second, or patches the parameters' addresses
+    from the step before, updates the running statistics or the weights wrongly. The
+    gradient norm of the first pass and the first BatchNorm's running mean, summed, end
+    every line (" gn=<hex> rm=<hex>"). No sync in the loop."""
+
+    rho, layers = 0.05, 3
+
+    def setup(self, mode="eager"):
+        h, mods, d = self.hidden, [], self.din
+        for _ in range(self.layers):
+            mods += [nn.Linear(d, h), nn.BatchNorm1d(h), nn.ReLU(), nn.Dropout(0.1)]
+            d = h
+        mods.append(nn.Linear(d, self.nout))
+        self.model = nn.Sequential(*mods).to(self.dev)
+        self.bns = [m for m in self.model if isinstance(m, nn.BatchNorm1d)]
+        self.opt = SAM(self.model.parameters(), torch.optim.SGD, rho=self.rho, adaptive=False, lr=0.05,
+                       momentum=0.9, nesterov=True, weight_decay=5e-4, foreach=True)
+        self.sched = torch.optim.lr_scheduler.StepLR(self.opt.base_optimizer, step_size=100, gamma=0.5)
+        self.label_setup()
+        self.gn_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.rm_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+
+    def step(self, i):
+        x, y = self.batch_for(i)
+        for bn in self.bns:                        # enable_running_stats
+            if hasattr(bn, "backup_momentum"):
+                bn.momentum = bn.backup_momentum
+        loss = F.cross_entropy(self.model(x), y, label_smoothing=0.1)
+        loss.backward()
+        self.opt.first_step(zero_grad=True)
+        for bn in self.bns:                        # disable_running_stats
+            bn.backup_momentum = bn.momentum
+            bn.momentum = 0
+        F.cross_entropy(self.model(x), y, label_smoothing=0.1).backward()
+        self.opt.second_step(zero_grad=True)
+        self.sched.step()
+        self.gn_buf[i].copy_(self.opt.grad_norm)
+        self.rm_buf[i].copy_(self.bns[0].running_mean.sum())
+        return loss
+
+    def loss_lines(self):
+        for i, (g, r) in enumerate(zip(tensor_hexes(self.gn_buf), tensor_hexes(self.rm_buf))):
+            self.extra[i] = "gn=%s rm=%s" % (g, r)
+        return super().loss_lines()
+
+
+class MixupWorkload(Workload):
+    """Mixup and CutMix as timm's Mixup applies them to every batch (batch mode, the
+    DeiT recipe's settings: mixup alpha 0.8, cutmix alpha 1.0, switch probability 0.5,
+    label smoothing 0.1; here with probability 0.8, so one batch in five is not mixed), the
+    draws from a seeded host random.Random (timm's use numpy's global generator): mixup
+    blends the batch with its flip in place (x.flip(0).mul_(1 - lam), x.mul_(lam).add_()),
+    CutMix pastes a box of the flipped batch whose extents and position are host integers
+    (x[:, :, yl:yh, xl:xh] = x.flip(0)[...]: a strided copy whose size and offsets change
+    every step, none when the box is empty) and corrects lam to the pasted area; the soft
+    targets blend the smoothed one-hot labels and their flip by lam, and the loss is timm's
+    SoftTargetCrossEntropy. The small ResNet (cuDNN convolutions, BatchNorm) with an
+    "early dropout" before its head whose rate falls linearly from 0.3 to 0 over the
+    first 150 steps (F.dropout's keep probability and backward scale, kernel arguments
+    that change every step; at 0 F.dropout launches nothing and draws no random numbers
+    from then on). AdamW (foreach) under CosineAnnealingLR. So host floats that never
+    repeat reach the mixing, target and dropout kernels every step, and the step takes one
+    of three shapes (mixup, CutMix, neither) in an order the host RNG decides: a tool that
+    replays a graph with a blend factor, box or keep probability recorded in another step,
+    or patches them from the wrong launch, trains on other data. What the step did and the
+    mixed batch's sum end every line (" m=x|c|- x=<hex>"). No sync in the loop."""
+
+    batch, nout = 32, 10
+    mixup_alpha, cutmix_alpha, mix_prob, switch_prob, smoothing = 0.8, 1.0, 0.8, 0.5, 0.1
+    drop_max, drop_until = 0.3, 150
+
+    def setup(self, mode="eager"):
+        import random
+        self.model = SmallResNet(self.nout).to(self.dev)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=2e-3, weight_decay=0.05, foreach=True)
+        self.sched = torch.optim.lr_scheduler.CosineAnnealingLR(self.opt, T_max=self.steps, eta_min=1e-5)
+        self.rng = random.Random(5150)
+        self.label_proj = torch.randn(48, self.nout, device=self.dev, generator=self.gen)   # 3 x 4 x 4 pooled
+        self.classes = torch.arange(self.nout, device=self.dev)
+        self.x_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.modes = {}
+
+    def mix(self, x):
+        """timm's Mixup._mix_batch: mixes x in place, returns lam and what it did."""
+        r = self.rng
+        if r.random() >= self.mix_prob:
+            return 1.0, "-"
+        if r.random() < self.switch_prob:
+            lam = r.betavariate(self.cutmix_alpha, self.cutmix_alpha)
+            H, W = x.shape[-2:]
+            cut = math.sqrt(1.0 - lam)
+            ch, cw = int(H * cut), int(W * cut)
+            cy, cx = r.randrange(H), r.randrange(W)
+            yl, yh = max(cy - ch // 2, 0), min(cy + ch // 2, H)
+            xl, xh = max(cx - cw // 2, 0), min(cx + cw // 2, W)
+            x[:, :, yl:yh, xl:xh] = x.flip(0)[:, :, yl:yh, xl:xh]
+            return 1.0 - (yh - yl) * (xh - xl) / float(H * W), "c"
+        lam = r.betavariate(self.mixup_alpha, self.mixup_alpha)
+        x_flipped = x.flip(0).mul_(1.0 - lam)
+        x.mul_(lam).add_(x_flipped)
+        return lam, "x"
+
+    def step(self, i):
+        m = self.model
+        x = torch.randn(self.batch, 3, 32, 32, device=self.dev, generator=self.gen)
+        y = (F.avg_pool2d(x, 8).flatten(1) @ self.label_proj).argmax(dim=-1)
+        lam, what = self.mix(x)
+        off = self.smoothing / self.nout
+        y1 = (y[:, None] == self.classes).float() * (1.0 - self.smoothing) + off
+        target = y1 * lam + y1.flip(0) * (1.0 - lam)
+        p = self.drop_max * max(0.0, 1.0 - i / self.drop_until)
+        self.opt.zero_grad(set_to_none=True)
+        feat = m.body(m.stem(x)).mean(dim=(2, 3))
+        logits = m.head(F.dropout(feat, p=p, training=True))
+        loss = torch.sum(-target * F.log_softmax(logits, dim=-1), dim=-1).mean()
+        loss.backward()
+        self.opt.step()
+        self.sched.step()
+        self.x_buf[i].copy_(x.sum())
+        self.modes[i] = what
+        return loss
+
+    def loss_lines(self):
+        xs = tensor_hexes(self.x_buf)
+        for i, what in self.modes.items():
+            self.extra[i] = "m=%s x=%s" % (what, xs[i])
+        return super().loss_lines()
+
+
+class FP8Workload(TaskWorkload):
+    """Float8 training as torchao's Float8Linear and TransformerEngine do it on Hopper,
+    written out (F8Linear, F8LinearFn): three of the MLP's four Linear layers (256 to 512,
+    512, 512; GELU, dropout 0.1) run their forward GEMM and both backward GEMMs in float8
+    through torch._scaled_mm, cuBLASLt's FP8 GEMM with per-tensor scales passed by device
+    pointer (inverse scales made anew every call), float32 out; the weights are scaled by
+    their current amax, the inputs by delayed scaling (the largest amax in a 16-step
+    history kept on the GPU, rolled and written in place every step), the output gradients
+    by their amax into float8_e5m2; the head (10 outputs, not a multiple of 16) stays
+    float32. The float32 master weights are stepped by AdamW (foreach). Every 10th step an
+    eval pass over 256 held-out samples (eval mode: dynamic input scales, no history update,
+    another M for the FP8 GEMMs, so other cuBLASLt kernels). Nothing is read back. A tool
+    must patch the scale pointers and operand addresses that cuBLASLt bakes into its FP8
+    kernels' parameters (on Hopper typically inside TMA descriptors, not as plain pointers),
+    and keep the in-place history update ordered before the next step's scale. The first
+    layer's largest recorded amax ends every line (" a=<hex>"), the eval loss every 10th
+    (" ev=<hex>"). No sync in the loop."""
+
+    eval_every, neval = 10, 256
+
+    def setup(self, mode="eager"):
+        cap = torch.cuda.get_device_capability(self.dev)
+        if cap < (8, 9):
+            raise RuntimeError("fp8: torch._scaled_mm needs compute capability 8.9 or newer, not %d.%d" % cap)
+        h = self.hidden
+        self.model = nn.Sequential(F8Linear(self.din, h), nn.GELU(), nn.Dropout(0.1),
+                                   F8Linear(h, h), nn.GELU(), nn.Dropout(0.1),
+                                   F8Linear(h, h), nn.GELU(), nn.Linear(h, self.nout)).to(self.dev)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
+        self.fwd = self.model
+        self.label_setup()
+        self.Xe = torch.randn(self.neval, self.din, device=self.dev, generator=self.gen)
+        self.Ye = (self.Xe @ self.label_proj).argmax(dim=-1)
+        self.a_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.eval_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.evals = []
+
+    def step(self, i):
+        x, y = self.batch_for(i)
+        self.opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(self.model(x), y)
+        loss.backward()
+        self.opt.step()
+        self.a_buf[i].copy_(self.model[0].amax_hist.amax())
+        if i % self.eval_every == self.eval_every - 1:
+            self.model.eval()
+            with torch.no_grad():
+                self.eval_buf[i].copy_(F.cross_entropy(self.model(self.Xe), self.Ye))
+            self.model.train()
+            self.evals.append(i)
+        return loss
+
+    def loss_lines(self):
+        for i, a in enumerate(tensor_hexes(self.a_buf)):
+            self.extra[i] = "a=" + a
+        ev = tensor_hexes(self.eval_buf)
+        for i in self.evals:
+            self.extra[i] += " ev=" + ev[i]
+        return super().loss_lines()
+
+
+class PCGrad:
+    """Projecting conflicting gradients (Yu et al., 2020) as the wrapper multi-task scripts
+    copy (WeiChengTseng/Pytorch-PCGrad) does it, around an optimizer: pc_backward(losses)
+    backpropagates each task's loss through the same graph (retain_graph=True), each time
+    cloning the gradients into one flat vector (torch.cat; zeros, and a has-gradient mask
+    of zeros, for parameters the task does not reach); deep-copies the vectors, and for each
+    task's copy walks the others in an order shuffled by the host RNG, projecting it off
+    each one whose dot product with it is negative (`if g_i_g_j < 0`: a value read back,
+    whose sign decides whether the projection's kernels are launched); merges the copies
+    (the mean where every task has gradients, the sum elsewhere, by boolean-mask indexing:
+    nonzero, a sync each) and assigns the slices back as .grad."""
+
+    def __init__(self, optimizer, rng, reduction="mean"):
+        self._optim, self._reduction, self.rng = optimizer, reduction, rng
+        self.projected = 0
+
+    def zero_grad(self):
+        return self._optim.zero_grad(set_to_none=True)
+
+    def step(self):
+        return self._optim.step()
+
+    def pc_backward(self, objectives):
+        grads, shapes, has_grads = self._pack_grad(objectives)
+        pc_grad = self._project_conflicting(grads, has_grads)
+        self._set_grad(self._unflatten_grad(pc_grad, shapes[0]))
+
+    def _project_conflicting(self, grads, has_grads):
+        import copy
+        shared = torch.stack(has_grads).prod(0).bool()
+        pc_grad = copy.deepcopy(grads)
+        self.projected = 0
+        for g_i in pc_grad:
+            self.rng.shuffle(grads)
+            for g_j in grads:
+                g_i_g_j = torch.dot(g_i, g_j)
+                if g_i_g_j < 0:                                     # read back: the branch
+                    g_i -= g_i_g_j * g_j / (g_j.norm() ** 2)
+                    self.projected += 1
+        merged = torch.zeros_like(grads[0])
+        if self._reduction == "mean":
+            merged[shared] = torch.stack([g[shared] for g in pc_grad]).mean(dim=0)
+        else:
+            merged[shared] = torch.stack([g[shared] for g in pc_grad]).sum(dim=0)
+        merged[~shared] = torch.stack([g[~shared] for g in pc_grad]).sum(dim=0)
+        return merged
+
+    def _set_grad(self, grads):
+        idx = 0
+        for group in self._optim.param_groups:
+            for p in group["params"]:
+                p.grad = grads[idx]
+                idx += 1
+
+    def _pack_grad(self, objectives):
+        grads, shapes, has_grads = [], [], []
+        for obj in objectives:
+            self._optim.zero_grad(set_to_none=True)
+            obj.backward(retain_graph=True)
+            grad, shape, has_grad = self._retrieve_grad()
+            grads.append(torch.cat([g.flatten() for g in grad]))
+            has_grads.append(torch.cat([g.flatten() for g in has_grad]))
+            shapes.append(shape)
+        return grads, shapes, has_grads
+
+    def _unflatten_grad(self, grads, shapes):
+        out, idx = [], 0
+        for shape in shapes:
+            n = shape.numel()
+            out.append(grads[idx:idx + n].view(shape).clone())
+            idx += n
+        return out
+
+    def _retrieve_grad(self):
+        grad, shape, has_grad = [], [], []
+        for group in self._optim.param_groups:
+            for p in group["params"]:
+                if p.grad is None:                                  # a head this task does not use
+                    shape.append(p.shape)
+                    grad.append(torch.zeros_like(p))
+                    has_grad.append(torch.zeros_like(p))
+                    continue
+                shape.append(p.grad.shape)
+                grad.append(p.grad.clone())
+                has_grad.append(torch.ones_like(p))
+        return grad, shape, has_grad
+
+
+class PCGradWorkload(TaskWorkload):
+    """Multi-task training with PCGrad (gradient surgery): a shared trunk (Linear, ReLU,
+    dropout 0.1, Linear, ReLU) and three heads, a 10-way classifier (the usual labels), a
+    4-output regression (MSE against a tanh of a fixed projection) and a 5-way classifier
+    (the argmax of another projection), their three losses backpropagated one at a time
+    through the one forward graph (retain_graph=True: its saved tensors, the dropout mask
+    among them, read three times), the per-task gradients flattened, projected where they
+    conflict and merged by the PCGrad wrapper (a seeded host random.Random for its
+    shuffles), then Adam (foreach) over the merged gradients. Nine dot products are read
+    back every step and their signs decide which projections run, and eight boolean-mask
+    indexings read their counts back: the launch sequence follows values only the GPU
+    knows, in no period. A tool that holds launches must issue them at each read, and one
+    that replays a step recorded with other projections computes other gradients. The
+    number of projections ends every line (" pj=<n>")."""
+
+    syncs = True
+
+    def setup(self, mode="eager"):
+        import random
+        h = self.hidden
+        self.trunk = nn.Sequential(nn.Linear(self.din, h), nn.ReLU(), nn.Dropout(0.1),
+                                   nn.Linear(h, h), nn.ReLU()).to(self.dev)
+        self.heads = nn.ModuleList([nn.Linear(h, self.nout), nn.Linear(h, 4), nn.Linear(h, 5)]).to(self.dev)
+        self.model = nn.ModuleList([self.trunk, self.heads])
+        self.opt = PCGrad(torch.optim.Adam(self.model.parameters(), lr=1e-3, foreach=True), random.Random(4242))
+        self.label_setup()
+        self.reg_proj = torch.randn(self.din, 4, device=self.dev, generator=self.gen) / math.sqrt(self.din)
+        self.aux_proj = torch.randn(self.din, 5, device=self.dev, generator=self.gen)
+
+    def step(self, i):
+        x, y = self.batch_for(i)
+        z = self.trunk(x)
+        losses = [F.cross_entropy(self.heads[0](z), y),
+                  F.mse_loss(self.heads[1](z), torch.tanh(x @ self.reg_proj)),
+                  F.cross_entropy(self.heads[2](z), (x @ self.aux_proj).argmax(dim=-1))]
+        self.opt.zero_grad()
+        self.opt.pc_backward(losses)
+        self.opt.step()
+        self.extra[i] = "pj=%d" % self.opt.projected
+        return (losses[0] + losses[1] + losses[2]).detach()
+
+
 WORKLOADS = {
     "mlp": ClassifierWorkload,
     "mlp_item": MLPItem,
@@ -5457,6 +6030,11 @@ WORKLOADS = {
     "mallocasync": MallocAsyncWorkload,
     "fsdp": FSDPWorkload,
     "optzoo": OptZooWorkload,
+    "asyncsnap": AsyncSnapWorkload,
+    "sam": SAMWorkload,
+    "mixup": MixupWorkload,
+    "fp8": FP8Workload,
+    "pcgrad": PCGradWorkload,
     "pipeline2": Pipeline2Workload,
     "ddp2": DDP2Workload,
 }
