@@ -3,7 +3,7 @@
 # (< 10 min on an H100): eager, graft, the launch-free floor and graft's match
 # mode, timed interleaved in-process (tests/gpu/bench_interleaved.py).
 #   OUT=dir scripts/gpu-issue4-table.sh BUILD [RUNS] [OTHER_CASES] [OTHER_RUNS]
-B=${1:-.gpu/build}; RUNS=${2:-5}; OTHER=${3:-inductor_mlp,inductor_gpt,sdpa}; ORUNS=${4:-3}
+B=${1:-.gpu/build}; RUNS=${2:-5}; OTHER=${3-inductor_mlp,inductor_gpt,sdpa}; ORUNS=${4:-3}  # OTHER "": none
 BA=$(cd "$B" && pwd) || exit 2
 O=/tmp/table; rm -rf $O; mkdir -p $O
 export PYTHONUNBUFFERED=1
