@@ -203,7 +203,7 @@ GRAFT_HOT void Engine::beginArmedStart() {
 GRAFT_HOT void Engine::armStart(uint32_t completedId, uint32_t followedBy) {
   completed_id_ = completedId;
   completed_at_ops_ = ops_total_;
-  if (!followedBy || stepsAside() || needs_attention_ || candidates_.empty()) return;
+  if (!followedBy || stepsAside() || needs_attention_) return;
   Segment* next = segments_.byId(followedBy - 1);
   if (!next || next->disabled) return;
   const OpDesc first = next->ops.view(0);

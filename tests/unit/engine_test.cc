@@ -1022,6 +1022,85 @@ TEST(Engine, LoopsThatBeginAlikeKeepTheirOwnGraphsWithArmedStarts) {
   EXPECT_GT(h.viaGraph(), size_t(30 * 81));
 }
 
+// An armed start goes with the piece it was armed for. Right after a replay
+// completed (nothing held, no op since), code unloaded that the next piece
+// uses (Engine::forgetSegmentsWith), or that replay's own graph launch
+// failing (its segment, which follows itself here, disabled): the op that
+// would have begun the piece finds nothing to match and is issued as
+// submitted, as submit() issues it.
+TEST(Engine, AnArmedStartIsNotTakenOnceItsPieceIsGone) {
+  Harness h;
+  auto loopOp = [&](int k, uint64_t step, uint64_t base) {
+    h.op(TestOp{OpKind::Kernel, 0x100, base + k, k == 3 ? step : 7});
+  };
+  for (int it = 0; it < 30; ++it) iteration(h, 200, it);
+  ASSERT_EQ(h.exec.trace.size(), h.issued.size());  // the last replay completed: nothing held
+  {
+    auto lock = h.engine.lock();
+    ASSERT_NE(h.engine.soleExpected(), nullptr);  // armed with the loop's first op
+    h.engine.forgetSegmentsWith([](const core::OpDesc& op) { return op.kind == OpKind::Kernel; }, false);
+    EXPECT_EQ(h.engine.soleExpected(), nullptr);
+  }
+  size_t fast = h.fastLaneOps;
+  loopOp(0, 30, 1000);
+  EXPECT_EQ(h.fastLaneOps, fast);
+  EXPECT_EQ(h.exec.trace.size(), h.issued.size());  // no segment: issued at once
+  for (int k = 1; k < 200; ++k) loopOp(k, 30, 1000);
+  size_t launches = h.exec.launches;
+  for (int it = 31; it < 60; ++it) iteration(h, 200, it);
+  EXPECT_GT(h.exec.launches, launches + 10);  // built again, replayed again
+
+  // The next completing replay's launch fails.
+  ASSERT_EQ(h.exec.trace.size(), h.issued.size());
+  h.exec.failLaunchAt = h.exec.launches;
+  for (int k = 0; k < 200; ++k) loopOp(k, 60, 1000);
+  ASSERT_EQ(h.exec.launches, h.exec.failLaunchAt + 1);
+  ASSERT_EQ(h.exec.trace.size(), h.issued.size());  // its ops issued eagerly
+  {
+    auto lock = h.engine.lock();
+    EXPECT_EQ(h.engine.soleExpected(), nullptr);
+  }
+  fast = h.fastLaneOps;
+  loopOp(0, 61, 1000);
+  EXPECT_EQ(h.fastLaneOps, fast);
+  EXPECT_EQ(h.exec.trace.size(), h.issued.size());
+  h.expectEquivalent();
+}
+
+// What submit() does with the op that begins the next piece depends only on
+// the live segments and on graft not stepping aside: calls between the
+// pieces that change neither (a host wait, queries, an event destroyed,
+// another stream destroyed and created again) leave the start armed, and the
+// op is held there as tryStart() would hold it.
+TEST(Engine, AnArmedStartOutlivesCallsThatChangeNoSegment) {
+  Harness h;
+  for (int it = 0; it < 30; ++it) iteration(h, 200, it);
+  ASSERT_EQ(h.exec.trace.size(), h.issued.size());
+  for (int it = 30; it < 40; ++it) {
+    {
+      auto lock = h.engine.lock();
+      ASSERT_NE(h.engine.soleExpected(), nullptr) << "iteration " << it;
+      if (it == 31) h.engine.hostBarrier(42);  // once: barriers that recur are learned as boundaries
+      EXPECT_EQ(h.engine.query(0x100, 0, 11), core::QueryAnswer::AskDriver);  // nothing held
+      EXPECT_EQ(h.engine.query(0, 0xe9, 9), core::QueryAnswer::AskDriver);
+      EXPECT_FALSE(h.engine.deferEventDestroy(0xe9, 0));
+      h.engine.releaseStream(0x300);
+      h.engine.streamCreated(0x300, 0);
+      EXPECT_NE(h.engine.soleExpected(), nullptr) << "iteration " << it;
+    }
+    const size_t fast = h.fastLaneOps, held = h.issued.size() - h.exec.trace.size();
+    h.op(TestOp{OpKind::Kernel, 0x100, 1000, 7});
+    EXPECT_EQ(h.issued.size() - h.exec.trace.size(), held + 1) << "iteration " << it;  // held
+    if (Harness::useFastLane()) {
+      EXPECT_EQ(h.fastLaneOps, fast + 1);
+    }
+    for (int k = 1; k < 200; ++k) h.op(TestOp{OpKind::Kernel, 0x100, uint64_t(1000 + k), k == 3 ? uint64_t(it) : 7});
+    EXPECT_EQ(h.exec.trace.size(), h.issued.size());  // replayed whole
+  }
+  h.expectEquivalent();
+  EXPECT_GT(h.viaGraph(), size_t(35 * 200));
+}
+
 TEST(Engine, ProgramCaptureMakesGraftStepAside) {
   Harness h;
   for (int it = 0; it < 10; ++it) {
