@@ -766,6 +766,7 @@ struct SettingChange {
   // the kernel registry reads it again once the driver took it
   // (KernelRegistry::noteAllowanceSet).
   bool allowance = false;
+  bool everyKernel = false;  // Any, for every kernel (the context's cache preference)
 };
 // kind None: the call changes nothing they depend on (the same value again,
 // a preference such as the carveout); SharedMemAbove: a lowered dynamic shared
@@ -837,6 +838,40 @@ SettingChange settingChange(CUfunction_attribute attrib, int value, CUkernel ker
   }
   return c;
 }
+// A cache preference (cuFuncSetCacheConfig, cuKernelSetCacheConfig,
+// cuCtxSetCacheConfig): Any when it changes (driver_api.def says why), None
+// for the value the program last set there (the context's is read back).
+// Under the engine lock.
+template <ApiId Id>
+constexpr bool kIsCachePreference = Id == ApiId::k_cuFuncSetCacheConfig_3000 ||
+                                    Id == ApiId::k_cuKernelSetCacheConfig_12000 ||
+                                    Id == ApiId::k_cuCtxSetCacheConfig_3020;
+template <ApiId Id, typename... A>
+SettingChange cachePreferenceChange(Runtime& rt, A... a) {
+  SettingChange c;
+  const int value = int(firstOf<CUfunc_cache>(a...));
+  bool changes = true;
+  if constexpr (Id == ApiId::k_cuCtxSetCacheConfig_3020) {
+    CUfunc_cache current{};
+    const auto get = real<ApiId::k_cuCtxGetCacheConfig_3020>();
+    changes = !get || get(&current) != CUDA_SUCCESS || int(current) != value;
+    c.everyKernel = true;
+  } else if constexpr (Id == ApiId::k_cuKernelSetCacheConfig_12000) {
+    const CUkernel kernel = firstOf<CUkernel>(a...);
+    c.funcs[0] = reinterpret_cast<CUfunction>(kernel);
+    changes = rt.cachePreferenceChanges(
+        core::hashCombine(reinterpret_cast<uint64_t>(kernel), uint64_t(firstOf<CUdevice>(a...)) + 1), value);
+  } else {
+    c.funcs[0] = firstOf<CUfunction>(a...);
+    changes = rt.cachePreferenceChanges(reinterpret_cast<uint64_t>(c.funcs[0]), value);
+  }
+  if (changes) {
+    GRAFT_TRACE("cache preference set to {}: the launches graft holds are issued first", value);
+    c.kind = SettingChange::Any;
+  }
+  return c;
+}
+
 // Whether the launches graft holds must be issued before the setting applies.
 // (Under the engine lock.)
 inline bool settingNeedsHeldIssued(const core::Engine& engine, const SettingChange& c) {
@@ -986,8 +1021,12 @@ template <ApiId Id, int PT, typename Real, typename... A>
       // it whole (two threads setting one kernel's attribute at once would
       // otherwise each read the value before the other's change).
       std::unique_lock<core::EngineMutex> lock = rt.engine().lock();
-      if constexpr (Id == ApiId::k_cuKernelSetAttribute_12000) rt.kernels().noteKernelSet(firstOf<CUkernel>(a...));
-      const SettingChange change = settingChange<Id>(a...);
+      if constexpr (Id == ApiId::k_cuKernelSetAttribute_12000 || Id == ApiId::k_cuKernelSetCacheConfig_12000)
+        rt.kernels().noteKernelSet(firstOf<CUkernel>(a...));
+      const SettingChange change = [&] {
+        if constexpr (kIsCachePreference<Id>) return cachePreferenceChange<Id>(rt, a...);
+        else return settingChange<Id>(a...);
+      }();
       if (change.kind != SettingChange::None) {
         if (settingNeedsHeldIssued(rt.engine(), change))
           rt.engine().hostBarrier(barrierHash<Id>(a...));
@@ -1006,8 +1045,10 @@ template <ApiId Id, int PT, typename Real, typename... A>
       // made under, and a graph launch is not checked against the new value,
       // so the graphs with this kernel go (tests/gpu/traps_odd.cu,
       // cluster_attr_toggle).
-      if (r == CUDA_SUCCESS && change.kind == SettingChange::Any && !change.allowance)
-        rt.kernelAttributeChanged(change.funcs[0]);
+      if (r == CUDA_SUCCESS && change.kind == SettingChange::Any && !change.allowance) {
+        if (change.everyKernel) rt.everyKernelAttributeChanged();
+        else rt.kernelAttributeChanged(change.funcs[0]);
+      }
       return r;
     } else if constexpr (info.klass == ApiClass::Query) {
       const CUevent e = firstOf<CUevent>(a...);

@@ -369,6 +369,21 @@ void Runtime::kernelAttributeChanged(CUfunction handle) {
               reinterpret_cast<uint64_t>(handle), dropped);
 }
 
+void Runtime::everyKernelAttributeChanged() {
+  if (exiting_) return;
+  const size_t dropped = engine_->forgetSegmentsWith(
+      [](const core::OpDesc& op) { return op.kind == core::OpKind::Kernel; }, /*certain=*/false);
+  GRAFT_DEBUG("the context's cache preference changed: {} graphs with kernels dropped", dropped);
+}
+
+bool Runtime::cachePreferenceChanges(uint64_t key, int value) {
+  const auto [it, first] = cache_preferences_.try_emplace(key, value);
+  if (first) return true;  // not known before: taken for a change
+  const bool changes = it->second != value;
+  it->second = value;
+  return changes;
+}
+
 void Runtime::writeExitReport() {
   core::EngineStats s;
   log::Report r;

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <memory>
 #include <string_view>
+#include <unordered_map>
 
 #include "config/options.h"
 #include "core/engine.h"
@@ -102,6 +103,12 @@ class Runtime {
   // under the old value, so they are dropped, and built again when their
   // runs repeat. Call with engine().lock() held. Allocates.
   void kernelAttributeChanged(CUfunction handle);
+  // The same for every kernel (the context's cache preference changed).
+  void everyKernelAttributeChanged();
+  // Whether `value` differs from the cache preference the program last set
+  // through `key` (a function, or a kernel and device): the driver reads
+  // none back. Notes it. Call with engine().lock() held. Allocates.
+  bool cachePreferenceChanges(uint64_t key, int value);
 
   void writeExitReport();
   // Set (under the engine lock) once the exit report is written.
@@ -140,6 +147,7 @@ class Runtime {
   std::atomic<int> sticky_error_{CUDA_SUCCESS};
   bool exiting_ = false;
   const config::Mode start_mode_;
+  std::unordered_map<uint64_t, int> cache_preferences_;  // cachePreferenceChanges
 };
 
 // True for an address inside libgraft itself (e.g. one of its exports).

@@ -154,6 +154,15 @@
 //                         ordering learned for one handle must not be used for
 //                         a stream with other flags, and held work on a
 //                         destroyed stream must still be ordered as eager.
+//   cache_config_cooperative  (added by the session after a review) a
+//                         cooperative kernel with 44 KiB of dynamic shared
+//                         memory launched every step with the grid the
+//                         occupancy allows under cudaFuncCachePreferShared,
+//                         the kernel's preference PreferL1 on irregular steps.
+//                         What graft may get wrong: the preference decides
+//                         whether the driver takes the launch (the H200 refuses
+//                         it under PreferL1); a graph made under PreferShared
+//                         is not checked again when launched.
 //
 //   traps_r17 NAME [--iters N]     one scenario (see kScenarios)
 //   traps_r17 --list               the scenario names
@@ -174,6 +183,8 @@
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include <cooperative_groups.h>
 
 #include "trap_common.cuh"
 #include "trap_helpers.cuh"
@@ -1296,6 +1307,91 @@ void streamPerStep() {
   print("end", forks, deviceDigest(Q, kS * 4) ^ deviceDigest(R, kS * 4) ^ seen.h);
 }
 
+// ---------------------------------------------------------------- cache_config_cooperative
+//
+// (Added by the session, from a review's question.) traps_driver2's
+// carveout_cooperative showed the shared-memory carveout deciding whether the
+// driver takes a cooperative launch. cudaFuncSetCacheConfig states the same
+// preference the older way; graft passes it to the driver without looking.
+// A cooperative kernel with 44 KiB of dynamic shared memory is launched every
+// step with the grid the occupancy allows under PreferShared; on irregular
+// steps the kernel's cache config is PreferL1 instead. The codes the host sees
+// and the kernel's output are printed.
+
+namespace cg = cooperative_groups;
+
+__global__ void coopCache(const uint32_t* src, uint32_t* partial, uint32_t* out, int n, int slot, uint32_t salt,
+                          int words) {
+  extern __shared__ uint32_t sm[];
+  cg::grid_group grid = cg::this_grid();
+  for (int w = threadIdx.x; w < words; w += blockDim.x) sm[w] = salt + uint32_t(w) * 2654435761u + blockIdx.x;
+  __syncthreads();
+  uint32_t acc = 0;
+  for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x)
+    acc += src[k] * 3u + sm[(k * 7) % words];
+  __syncthreads();
+  sm[threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    uint32_t t = 0;
+    for (unsigned i = 0; i < blockDim.x; ++i) t = rotl(t, 1) ^ sm[i];
+    partial[blockIdx.x] = t;
+  }
+  grid.sync();
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    uint32_t t = 0;
+    for (unsigned b = 0; b < gridDim.x; ++b) t = t * 31u + partial[b];
+    out[slot] = t;
+  }
+}
+
+void cacheConfigCooperative() {
+  if (!deviceAttribute(cudaDevAttrCooperativeLaunch)) {
+    std::printf("SKIP cache_config_cooperative: no cooperative launches here\n");
+    return;
+  }
+  constexpr int kSmem = 44 * 1024, kWords = kSmem / 4;
+  cudaStream_t s = nonBlockingStream();
+  auto occupancy = [&](cudaFuncCache cfg) {
+    CK(cudaFuncSetCacheConfig(coopCache, cfg));
+    int blocks = 0;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, coopCache, kBlock, kSmem));
+    return blocks;
+  };
+  const int atL1 = occupancy(cudaFuncCachePreferL1), atEqual = occupancy(cudaFuncCachePreferEqual),
+            atShared = occupancy(cudaFuncCachePreferShared);
+  print("blocks_per_sm_l1_equal_shared", atL1, uint64_t(atEqual) << 32 | uint64_t(atShared));
+  if (atShared < 1) return;
+  const int grid = atShared * deviceAttribute(cudaDevAttrMultiProcessorCount);
+  uint32_t *a = deviceBuffer(1701), *b = deviceBuffer(1702);
+  uint32_t* partial = zeroBuffer(size_t(grid) * 4);
+  uint32_t* out = zeroBuffer(64 * 4);
+  Digest codes;
+  int refused = 0;
+  for (int i = 0; i < g_iters; ++i) {
+    const uint32_t u = uint32_t(i);
+    const bool l1 = irregular(i, 17, 7);
+    CK(cudaFuncSetCacheConfig(coopCache, l1 ? cudaFuncCachePreferL1 : cudaFuncCachePreferShared));
+    mix<<<kGrid, kBlock, 0, s>>>(a, b, kN, u);
+    CKL();
+    const uint32_t* src = a;
+    int n = kN, slot = i % 64, words = kWords;
+    uint32_t salt = u;
+    void* args[] = {&src, &partial, &out, &n, &slot, &salt, &words};
+    const cudaError_t r = cudaLaunchCooperativeKernel(coopCache, dim3(grid), dim3(kBlock), args, kSmem, s);
+    const cudaError_t last = cudaGetLastError();
+    codes.add(uint64_t(r));
+    codes.add(uint64_t(last));
+    refused += r != cudaSuccess;
+    if (l1 || r != cudaSuccess) std::printf("step %d: prefer %s, cooperative launch %d\n", i, l1 ? "L1" : "shared", int(r));
+    mix<<<kGrid, kBlock, 0, s>>>(b, out, 64, u);
+    CKL();
+    if (checkpoint(i, s, "b", b)) print("codes", refused, codes.h);
+  }
+  CK(cudaStreamSynchronize(s));
+  print("end", refused, deviceDigest(a, kN * 4) ^ deviceDigest(b, kN * 4) ^ deviceDigest(out, 64 * 4) ^ codes.h);
+}
+
 constexpr Scenario kScenarios[] = {
     {"pool_event_handoff", poolEventHandoff},
     {"pool_completed_free", poolCompletedFree},
@@ -1304,6 +1400,7 @@ constexpr Scenario kScenarios[] = {
     {"hostfunc_feedback", hostfuncFeedback},
     {"mutex_turn_order", mutexTurnOrder},
     {"stream_per_step", streamPerStep},
+    {"cache_config_cooperative", cacheConfigCooperative},
 };
 
 // Run by name only (check_traps.py leaves it out): graft differs from eager

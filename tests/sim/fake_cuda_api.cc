@@ -263,6 +263,17 @@ CUresult launchImpl(const char* api, bool pt, CUfunction f, const unsigned grid[
     return r;
   }
   KernelObj* kernel = op.kernel.kernel;
+  // KernelObj::cachePreference: a cooperative launch too large for the SM
+  // share of shared memory that PREFER_L1 leaves.
+  constexpr uint64_t kCooperativeBlocksUnderL1 = 64;
+  const bool cooperative = std::any_of(op.kernel.attrs.begin(), op.kernel.attrs.end(), [](const CUlaunchAttribute& a) {
+    return a.id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE && a.value.cooperative;
+  });
+  const int preference =
+      kernel->cachePreference != CU_FUNC_CACHE_PREFER_NONE ? kernel->cachePreference : s->ctx->cachePreference;
+  if (cooperative && preference == CU_FUNC_CACHE_PREFER_L1 &&
+      uint64_t{grid[0]} * grid[1] * grid[2] > kCooperativeBlocksUnderL1)
+    return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
   const bool capturing = s->capture != nullptr;
   const CUresult r = submit(s, std::move(op));
   if (r == CUDA_SUCCESS && !capturing) growStackFor(s->ctx, *kernel);  // in a capture: when its graph is launched
@@ -1244,6 +1255,40 @@ CUresult CUDAAPI cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUke
   KernelObj* k = lookupKernel(reinterpret_cast<CUfunction>(kernel));
   if (!k || k->family != SIM_KERNEL_LIBRARY) return CUDA_ERROR_INVALID_HANDLE;
   return setFunctionAttribute(k, attrib, val);
+}
+
+// Cache preferences (KernelObj::cachePreference).
+CUresult CUDAAPI cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config) {
+  SIM_ENTRY("cuFuncSetCacheConfig", kNoSticky);
+  KernelObj* k = lookupKernel(hfunc);
+  if (!k) return CUDA_ERROR_INVALID_HANDLE;
+  if (config > CU_FUNC_CACHE_PREFER_EQUAL) return CUDA_ERROR_INVALID_VALUE;
+  k->cachePreference = config;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config, CUdevice dev) {
+  SIM_ENTRY("cuKernelSetCacheConfig", kNoSticky);
+  if (!validDevice(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  KernelObj* k = lookupKernel(reinterpret_cast<CUfunction>(kernel));
+  if (!k || k->family != SIM_KERNEL_LIBRARY) return CUDA_ERROR_INVALID_HANDLE;
+  if (config > CU_FUNC_CACHE_PREFER_EQUAL) return CUDA_ERROR_INVALID_VALUE;
+  k->cachePreference = config;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxSetCacheConfig(CUfunc_cache config) {
+  SIM_ENTRY("cuCtxSetCacheConfig", kNeedCtx);
+  if (config > CU_FUNC_CACHE_PREFER_EQUAL) return CUDA_ERROR_INVALID_VALUE;
+  currentCtx()->cachePreference = config;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxGetCacheConfig(CUfunc_cache* pconfig) {
+  SIM_ENTRY("cuCtxGetCacheConfig", kNeedCtx);
+  if (!pconfig) return CUDA_ERROR_INVALID_VALUE;
+  *pconfig = CUfunc_cache(currentCtx()->cachePreference);
+  return CUDA_SUCCESS;
 }
 
 // CU_LIMIT_STACK_SIZE grows at launches (growStackFor); the printf FIFO and

@@ -69,6 +69,14 @@ struct KernelObj {
   // driver: tests/gpu/traps_odd.cu, cluster_attr_toggle). A sim_add kernel
   // adds its launch's width to its result, so a test sees which width ran.
   unsigned requiredClusterWidth = 0;
+  // cuFuncSetCacheConfig / cuKernelSetCacheConfig (PREFER_NONE: the
+  // context's, cuCtxSetCacheConfig). A model of what the H200 showed
+  // (tests/gpu/traps_r17.cu, cache_config_cooperative): under PREFER_L1 less
+  // of an SM is shared memory, so a cooperative launch of more than
+  // kCooperativeBlocksUnderL1 blocks is refused with
+  // CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE at its call (and in a capture);
+  // a graph's kernel node is not checked again when the graph is launched.
+  int cachePreference = CU_FUNC_CACHE_PREFER_NONE;
   // Module/library kernels (fake_cuda_module.cc): the handle is a slot that is
   // reused after an unload; an unloaded KernelObj stays allocated (graph nodes
   // still point at it) but is no longer reachable through any handle.
@@ -269,6 +277,7 @@ struct Context {
   std::shared_ptr<Stream> recordStream;  // cuCtxRecordEvent's, named by no handle
   size_t stackLimit = 1024;              // CU_LIMIT_STACK_SIZE; grows at launches (KernelObj::stackBytes)
   size_t printfFifoLimit = 1 << 20, mallocHeapLimit = 8 << 20;
+  int cachePreference = CU_FUNC_CACHE_PREFER_NONE;  // cuCtxSetCacheConfig (KernelObj::cachePreference)
   CUcontext handle() { return handleValue ? handleValue : reinterpret_cast<CUcontext>(this); }
 };
 

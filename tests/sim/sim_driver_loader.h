@@ -30,7 +30,8 @@ namespace simtest {
   X(cuDevicePrimaryCtxRelease, 13000) X(cuCtxSetCurrent, 13000) X(cuCtxGetCurrent, 13000)         \
   X(cuCtxSynchronize, 12080) X(cuCtxRecordEvent, 13000) X(cuGetErrorName, 13000)                 \
   X(cuGetErrorString, 13000) X(cuCtxSetLimit, 13000) X(cuCtxGetLimit, 13000)                      \
-  X(cuFuncSetAttribute, 13000) X(cuKernelSetAttribute, 13000)                                     \
+  X(cuFuncSetAttribute, 13000) X(cuKernelSetAttribute, 13000) X(cuFuncSetCacheConfig, 13000)     \
+  X(cuKernelSetCacheConfig, 13000) X(cuCtxSetCacheConfig, 13000)                                  \
   X(cuKernelGetParamInfo, 13000) X(cuFuncGetParamInfo, 13000) X(cuKernelGetName, 13000)           \
   X(cuFuncGetName, 13000) X(cuLaunchKernel, 13000) X(cuLaunchKernelEx, 13000)                     \
   X(cuLaunchCooperativeKernel, 13000) X(cuLaunchHostFunc, 13000) X(cuMemAlloc, 13000)             \

@@ -30,9 +30,21 @@
 //            it was made under): every launch must run with the width in
 //            effect at its call, which a graph made before the change would
 //            not give.
+//   cache    (--cache, alone) the same loop with a cooperative launch of 128
+//            blocks in the middle; on every 25th iteration the kernel's cache
+//            preference is PREFER_L1 for that launch (set through
+//            cuFuncSetCacheConfig, cuKernelSetCacheConfig or the context's
+//            cuCtxSetCacheConfig in turn, and set back after it), under which
+//            the simulator refuses it with CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE
+//            (what the H200 does: tests/gpu/traps_r17.cu,
+//            cache_config_cooperative); every iteration the function's
+//            preference is also set to PREFER_NONE again, which changes
+//            nothing. Each launch must return what it returns eagerly and
+//            the refused one must not run, although it matches the graph made
+//            from the other iterations (a graph launch is not checked).
 // Values are read back every 10 iterations (exit 1 on a wrong value or a
 // failed call).
-//   sim_launch_settings [--expect-graphs] [--failed | --cluster]
+//   sim_launch_settings [--expect-graphs] [--failed | --cluster | --cache]
 // --expect-graphs: at least 80 % of the `same` part's kernels ran from graphs
 // (of the cluster part's, a seventh),
 // in under one graph launch per 3 iterations, and at least half of the
@@ -71,7 +83,7 @@ bool readBack(const simtest::DriverApi& cu, CUstream s, const char* part, int it
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool expectGraphs = false, failed = false, cluster = false;
+  bool expectGraphs = false, failed = false, cluster = false, cache = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--expect-graphs") == 0) {
       expectGraphs = true;
@@ -79,8 +91,10 @@ int main(int argc, char** argv) {
       failed = true;
     } else if (std::strcmp(argv[i], "--cluster") == 0) {
       cluster = true;
+    } else if (std::strcmp(argv[i], "--cache") == 0) {
+      cache = true;
     } else {
-      std::printf("usage: sim_launch_settings [--expect-graphs] [--failed | --cluster]\n");
+      std::printf("usage: sim_launch_settings [--expect-graphs] [--failed | --cluster | --cache]\n");
       return 2;
     }
   }
@@ -125,6 +139,54 @@ int main(int argc, char** argv) {
     // the loop repeats (25.7 % here, with a change every 25 iterations).
     if (expectGraphs && c.graph * 7 < c.graph + c.eager) {
       std::printf("sim_launch_settings: cluster part: under a seventh of the kernels ran from graphs\n");
+      return 1;
+    }
+    return 0;
+  }
+  if (cache) {
+    CUfunction coop = simtest::libraryKernel3("sim_add_cache_coop");
+    uint64_t hx = 0;
+    int wrongCodes = 0;
+    SimCounters before{};
+    simCounters(&before);
+    auto prefer = [&](int how, CUfunc_cache config) {
+      if (how == 0) SIM_CHECK(cu.cuFuncSetCacheConfig(coop, config));
+      else if (how == 1) SIM_CHECK(cu.cuKernelSetCacheConfig(reinterpret_cast<CUkernel>(coop), config, 0));
+      else SIM_CHECK(cu.cuCtxSetCacheConfig(config));
+    };
+    for (int it = 0; it < 6 * kIterations; ++it) {
+      const bool l1 = it % 25 == 12;
+      const int how = (it / 25) % 3;
+      SIM_CHECK(cu.cuFuncSetCacheConfig(coop, CU_FUNC_CACHE_PREFER_NONE));  // the value it has
+      SIM_CHECK(simtest::launchAdd(cu, add, y, x, 1, s));
+      SIM_CHECK(simtest::launchAdd(cu, add, z, y, 2, s));
+      if (l1) prefer(how, CU_FUNC_CACHE_PREFER_L1);
+      CUdeviceptr to = x, from = z;
+      uint64_t seven = 7;
+      void* args[] = {&to, &from, &seven};
+      const CUresult r = cu.cuLaunchCooperativeKernel(coop, 128, 1, 1, 1, 1, 1, 0, s, args);  // x = z + 7
+      if (l1) prefer(how, CU_FUNC_CACHE_PREFER_NONE);
+      const CUresult want = l1 ? CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE : CUDA_SUCCESS;
+      if (r != want && wrongCodes++ < 5)
+        std::printf("sim_launch_settings: cache, iteration %d: the cooperative launch returned %d, expected %d\n", it,
+                    int(r), int(want));
+      SIM_CHECK(simtest::launchAdd(cu, add, y, x, 3, s));
+      SIM_CHECK(simtest::launchAdd(cu, add, x, y, 4, s));
+      // x = (l1 ? x : x + 1 + 2 + 7) + 3 + 4
+      hx += (l1 ? 0 : 1 + 2 + 7) + 3 + 4;
+      if (it % 10 == 9 && !readBack(cu, s, "cache", it, x, hx)) ++bad;
+    }
+    SIM_CHECK(cu.cuCtxSynchronize());
+    const Counts c = countsSince(before);
+    std::printf("sim_launch_settings: cache part: %d wrong values, %d wrong codes; kernels from graphs %llu, eager %llu\n",
+                bad, wrongCodes, (unsigned long long)c.graph, (unsigned long long)c.eager);
+    if (bad || wrongCodes || simtest::failedCalls()) return 1;
+    // Each change drops the graphs with that kernel (all of them, for the
+    // context's), which come back when the loop repeats (27 % here, with two
+    // changes every 25 iterations; 96 % with none); the same value again
+    // drops nothing.
+    if (expectGraphs && c.graph * 6 < c.graph + c.eager) {
+      std::printf("sim_launch_settings: cache part: under a sixth of the kernels ran from graphs\n");
       return 1;
     }
     return 0;
