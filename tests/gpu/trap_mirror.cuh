@@ -1,0 +1,63 @@
+// Host mirrors for the helper-written trap programs that check every
+// scenario against the host (traps_r15.cu, traps_r17.cu), on top of
+// trap_helpers.cuh: mirrored buffers of kS words, device-to-host fetches, the
+// check of a buffer against its mirror, and host copies of trap_common.cuh's
+// mix and mix2. Every call checks its CUDA status (exit 1 on failure).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "trap_helpers.cuh"
+
+namespace {
+
+constexpr int kS = 4096;  // words per buffer in this program's mirrored scenarios
+constexpr int kSGrid = kS / kBlock;
+
+void addCode(Digest& d, int code) { d.add(uint64_t(uint32_t(code))); }
+
+// The host's copy of deviceBuffer(seed, n).
+std::vector<uint32_t> hostPattern(uint32_t seed, int n = kS) {
+  std::vector<uint32_t> h(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) h[size_t(i)] = seed * 2654435761u + uint32_t(i) * 40503u;
+  return h;
+}
+
+template <typename T>
+std::vector<T> fetch(const void* d, size_t count) {
+  std::vector<T> h(count);
+  CK(cudaMemcpy(h.data(), d, count * sizeof(T), cudaMemcpyDeviceToHost));
+  return h;
+}
+
+// Compares device memory with its host mirror (FAIL and exit 1 on a
+// mismatch), then prints the mirror's digest.
+template <typename T>
+void checkMirror(const char* what, int at, const void* d, const std::vector<T>& mirror) {
+  const std::vector<T> got = fetch<T>(d, mirror.size());
+  for (size_t k = 0; k < mirror.size(); ++k) {
+    if (got[k] != mirror[k]) {
+      std::printf("FAIL %s at step %d: element %zu is %llx, the host mirror says %llx\n", what, at, k,
+                  static_cast<unsigned long long>(got[k]), static_cast<unsigned long long>(mirror[k]));
+      std::exit(1);
+    }
+  }
+  print(what, at, hostDigest(mirror.data(), mirror.size() * sizeof(T)));
+}
+
+// Host mirrors of trap_common.cuh's mix and mix2.
+void mixHost(std::vector<uint32_t>& dst, const std::vector<uint32_t>& src, int n, uint32_t salt) {
+  for (int k = 0; k < n; ++k)
+    dst[size_t(k)] = rotl(dst[size_t(k)], 5) ^ (src[size_t((k * 7 + 4099) % n)] + salt + uint32_t(k));
+}
+void mix2Host(std::vector<uint32_t>& dst, const std::vector<uint32_t>& a, const std::vector<uint32_t>& b, int n,
+              uint32_t salt) {
+  for (int k = 0; k < n; ++k)
+    dst[size_t(k)] =
+        rotl(dst[size_t(k)], 3) + (a[size_t((k * 5 + 77) % n)] ^ rotl(b[size_t((k * 3 + 11) % n)], 7)) + salt;
+}
+
+}  // namespace
