@@ -767,6 +767,7 @@ struct SettingChange {
   // (KernelRegistry::noteAllowanceSet).
   bool allowance = false;
   bool everyKernel = false;  // Any, for every kernel (the context's cache preference)
+  uint64_t preferenceKey = 0;  // a kernel's cache preference: Runtime::noteCachePreference once the driver took it
 };
 // kind None: the call changes nothing they depend on (the same value again,
 // a preference such as the carveout); SharedMemAbove: a lowered dynamic shared
@@ -859,12 +860,15 @@ SettingChange cachePreferenceChange(Runtime& rt, A... a) {
   } else if constexpr (Id == ApiId::k_cuKernelSetCacheConfig_12000) {
     const CUkernel kernel = firstOf<CUkernel>(a...);
     c.funcs[0] = reinterpret_cast<CUfunction>(kernel);
-    changes = rt.cachePreferenceChanges(
-        core::hashCombine(reinterpret_cast<uint64_t>(kernel), uint64_t(firstOf<CUdevice>(a...)) + 1), value);
+    c.preferenceKey =
+        core::hashCombine(reinterpret_cast<uint64_t>(kernel), uint64_t(firstOf<CUdevice>(a...)) + 1);
+    changes = rt.cachePreferenceDiffers(c.preferenceKey, value);
   } else {
     c.funcs[0] = firstOf<CUfunction>(a...);
-    changes = rt.cachePreferenceChanges(reinterpret_cast<uint64_t>(c.funcs[0]), value);
+    c.preferenceKey = reinterpret_cast<uint64_t>(c.funcs[0]);
+    changes = rt.cachePreferenceDiffers(c.preferenceKey, value);
   }
+  c.value = value;
   if (changes) {
     GRAFT_TRACE("cache preference set to {}: the launches graft holds are issued first", value);
     c.kind = SettingChange::Any;
@@ -1045,6 +1049,8 @@ template <ApiId Id, int PT, typename Real, typename... A>
       // made under, and a graph launch is not checked against the new value,
       // so the graphs with this kernel go (tests/gpu/traps_odd.cu,
       // cluster_attr_toggle).
+      if constexpr (kIsCachePreference<Id>)
+        if (r == CUDA_SUCCESS && change.preferenceKey) rt.noteCachePreference(change.preferenceKey, change.value);
       if (r == CUDA_SUCCESS && change.kind == SettingChange::Any && !change.allowance) {
         if (change.everyKernel) rt.everyKernelAttributeChanged();
         else rt.kernelAttributeChanged(change.funcs[0]);

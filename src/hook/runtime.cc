@@ -376,12 +376,9 @@ void Runtime::everyKernelAttributeChanged() {
   GRAFT_DEBUG("the context's cache preference changed: {} graphs with kernels dropped", dropped);
 }
 
-bool Runtime::cachePreferenceChanges(uint64_t key, int value) {
-  const auto [it, first] = cache_preferences_.try_emplace(key, value);
-  if (first) return true;  // not known before: taken for a change
-  const bool changes = it->second != value;
-  it->second = value;
-  return changes;
+bool Runtime::cachePreferenceDiffers(uint64_t key, int value) const {
+  const auto it = cache_preferences_.find(key);
+  return it == cache_preferences_.end() || it->second != value;  // not known before: taken for a change
 }
 
 void Runtime::writeExitReport() {

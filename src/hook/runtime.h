@@ -106,9 +106,11 @@ class Runtime {
   // The same for every kernel (the context's cache preference changed).
   void everyKernelAttributeChanged();
   // Whether `value` differs from the cache preference the program last set
-  // through `key` (a function, or a kernel and device): the driver reads
-  // none back. Notes it. Call with engine().lock() held. Allocates.
-  bool cachePreferenceChanges(uint64_t key, int value);
+  // through `key` (a function, or a kernel and device; the driver reads none
+  // back): true for a key not set before. noteCachePreference records one
+  // the driver took. Call with engine().lock() held. The note allocates.
+  bool cachePreferenceDiffers(uint64_t key, int value) const;
+  void noteCachePreference(uint64_t key, int value) { cache_preferences_[key] = value; }
 
   void writeExitReport();
   // Set (under the engine lock) once the exit report is written.
@@ -147,7 +149,7 @@ class Runtime {
   std::atomic<int> sticky_error_{CUDA_SUCCESS};
   bool exiting_ = false;
   const config::Mode start_mode_;
-  std::unordered_map<uint64_t, int> cache_preferences_;  // cachePreferenceChanges
+  std::unordered_map<uint64_t, int> cache_preferences_;  // cachePreferenceDiffers
 };
 
 // True for an address inside libgraft itself (e.g. one of its exports).
