@@ -320,6 +320,9 @@ void Runtime::noteUnwrapped(std::string_view name, int requestedVersion) {
 }
 
 void Runtime::codeUnloading(UnloadedCode code) {
+  // Kernel handles may name other kernels from now on: the next preference
+  // set through any of them counts as a change (cachePreferenceDiffers).
+  cache_preferences_.clear();
   if (exiting_) {
     engine_->stopReplay();
     kernels_.retireAll();

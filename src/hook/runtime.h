@@ -107,7 +107,8 @@ class Runtime {
   void everyKernelAttributeChanged();
   // Whether `value` differs from the cache preference the program last set
   // through `key` (a function, or a kernel and device; the driver reads none
-  // back): true for a key not set before. noteCachePreference records one
+  // back): true for a key not set before, or since code was unloaded
+  // (codeUnloading: handles may be reused). noteCachePreference records one
   // the driver took. Call with engine().lock() held. The note allocates.
   bool cachePreferenceDiffers(uint64_t key, int value) const;
   void noteCachePreference(uint64_t key, int value) { cache_preferences_[key] = value; }
