@@ -63,6 +63,8 @@
 #include <immintrin.h>
 #endif
 
+#include "core/own_thread.h"
+
 namespace graft::graph {
 
 // A LaunchWorker's statistics (see above).
@@ -154,7 +156,7 @@ class LaunchWorker {
       pthread_atfork(nullptr, nullptr, [] { forked_.store(true, std::memory_order_relaxed); });
     });
     try {
-      std::thread t([this] {
+      std::thread t = core::startOwnThread([this] {
         prctl(PR_SET_TIMERSLACK, 5000UL, 0UL, 0UL, 0UL);  // polls wake within ~5 us of their time
         if (on_thread_) on_thread_();
         loop();

@@ -3,6 +3,7 @@
 #include "graph/per_thread_streams.h"
 
 #include "core/hot_text.h"
+#include "core/own_thread.h"
 #include "core/stage_clock.h"
 
 #include <dlfcn.h>
@@ -214,7 +215,7 @@ void Runtime::ensureStarted(void* hint) {
     // A per-thread default stream's ops get a proxy only where graft may hold them.
     if (config::replays(mode)) graph::PerThreadStreams::enable();
     if (config::replays(mode) && options().idleFlushMs > 0)
-      std::thread(idleFlushLoop, g_hook.runtime, options().idleFlushMs).detach();
+      core::startOwnThread([rt = g_hook.runtime, ms = options().idleFlushMs] { idleFlushLoop(rt, ms); }).detach();
     // Not in a child forked meanwhile: its fork handler ran before this store.
     if (!g_hook.forkedChild.load(std::memory_order_relaxed)) g_hook.active.store(true, std::memory_order_release);
     t_inGraft = false;
