@@ -58,7 +58,13 @@ their own in training/.
 # step shapes in a host-random order, a dropout rate decaying to zero); float8 training
 # through torch._scaled_mm (cuBLASLt's FP8 GEMMs, scales by device pointer, a delayed-scaling
 # amax history updated in place); and PCGrad (three backward passes through one retained
-# graph, projections decided by the signs of dot products read back).
+# graph, projections decided by the signs of dot products read back); then an eighth round:
+# kernels of the program's own in Triton behind torch.library.custom_op (constexprs, grids
+# and seeds that change, modules loaded mid-run), jiterator kernels compiled by NVRTC and
+# launched through driver entry points PyTorch finds with dlsym, stochastic depth drawn by a
+# host RNG with an EMA teacher under inference_mode, TF32 and reduced-precision switches
+# flipped mid-run, and kernel arguments (scalars, an int, a pointer, the RNG seed) that stay
+# the same for over a hundred steps and then change once, two of them back again.
 ISSUE_CASES = ["mlp", "mlp_item", "gpt", "amp", "sidestream", "lastbatch", "partgraph", "gemm"]
 OTHER_CASES = ["cnn", "lstm", "dynamic", "accum", "inductor_mlp", "inductor_gpt", "sdpa", "ddp",
                "vit", "diffusion", "gan", "expandable", "decode", "loader", "serve",
@@ -71,6 +77,7 @@ OTHER_CASES = ["cnn", "lstm", "dynamic", "accum", "inductor_mlp", "inductor_gpt"
                "oomretry", "bncma", "qat", "ampfused", "profwin", "dyncompile", "ipcactor",
                "legacysync", "recapture", "mallocasync", "fsdp", "optzoo",
                "asyncsnap", "sam", "mixup", "fp8", "pcgrad",
+               "tritonop", "jiterator", "layerdrop", "tf32toggle", "latechange",
                "pipeline2", "ddp2"]
 # Cases that need two GPUs: with one, workloads.py exits 77 for them (check_losses.py
 # reports them skipped and goes on).
@@ -102,10 +109,11 @@ CASES = ISSUE_CASES + OTHER_CASES
 # flag back to choose between two launch sequences, and checks its zero points against the
 # range by reading them back, raising when they are outside). So does pcgrad (the signs of
 # dot products read back decide which projections it launches, and its boolean-mask
-# indexing reads back the counts that set its merge's shapes).
+# indexing reads back the counts that set its merge's shapes). So does latechange (its
+# weighted, label-smoothed cross-entropy sizes a masked_select by a count read back).
 GARBAGE_SENSITIVE_CASES = ("dynamic", "moe", "condstep", "linalg", "lbfgs", "plateau", "swa",
                            "parametrize", "sparse", "gnn", "ppo", "reentrant", "beam", "encpad",
-                           "packed", "bncma", "qat", "pcgrad")
+                           "packed", "bncma", "qat", "pcgrad", "latechange")
 HANDGRAPH_CASES = ("mlp", "mlp_item", "gpt")
 # What graft must reach on the issue's cases besides equal losses (check_losses.py fails a
 # case below them): the share of ops through graphs, in percent, and graph node updates

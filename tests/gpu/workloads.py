@@ -18,6 +18,7 @@ CASE: mlp mlp_item gpt amp sidestream lastbatch partgraph gemm cnn lstm dynamic 
       bncma qat ampfused profwin dyncompile ipcactor
       legacysync recapture mallocasync fsdp optzoo
       asyncsnap sam mixup fp8 pcgrad
+      tritonop jiterator layerdrop tf32toggle latechange
       pipeline2 ddp2 (or "list")
 
 --steps N is the total number of training steps; the first W (--warmup) are untimed.
@@ -80,8 +81,14 @@ checksum of the pinned snapshot staged at that step) on the steps that join it (
 (the first pass's gradient norm, the first BatchNorm's running mean summed), mixup
 " m=x|c|- x=<hex>" (mixup, CutMix or neither; the mixed batch's sum), fp8 " a=<hex>" (the
 first layer's largest recorded input amax) and pcgrad " pj=<n>" (projections applied) on
-every line, fp8 " ev=<hex>" (the eval loss) every 10th. ppo's loss is the mean of its 8
-minibatch losses, wgangp's the critic's. decode is inference, not training: its "loss" is the sum of the chosen
+every line, fp8 " ev=<hex>" (the eval loss) every 10th; tritonop
+" c=<rows>x<warps> M=<n> r=<hex>" (its Triton kernels' rows per program and warps, the
+batch's rows, the first layer's mean reciprocal RMS), jiterator " l=d|b|c g=<hex>" (the
+inputs' layout: dense, broadcast, cast; the first activation's mean gradient by b), layerdrop
+" k=<bits> t=<hex>" (the blocks kept, the teacher's cross-entropy), tf32toggle
+" p=i|t|h|m|n|x" (the precision state) and latechange " c=<n> e=<hex>" (changes made so
+far, the largest renormalised embedding row norm) on every line. ppo's loss is the mean of
+its 8 minibatch losses, wgangp's the critic's. decode is inference, not training: its "loss" is the sum of the chosen
 tokens' logits.
 No-sync cases keep the losses in a preallocated GPU tensor and read them after the loop.
 expandable runs with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True and mallocasync with
@@ -5946,6 +5953,569 @@ class PCGradWorkload(TaskWorkload):
         return (losses[0] + losses[1] + losses[2]).detach()
 
 
+# --------------------------------------------------------------------------- eighth red-team round
+# Patterns the rounds before leave out, each chosen for what a tool that holds launches back
+# and replays them as graphs could get wrong: kernels of the program's own, written in Triton
+# and launched by Triton's launcher behind torch.library.custom_op, whose compile-time
+# constants, grid and seed change as the run goes on (modules loaded mid-run); elementwise
+# kernels compiled at run time by PyTorch's jiterator through NVRTC and launched through
+# driver entry points PyTorch looks up with dlsym; stochastic depth decided by a host RNG (a
+# different launch sequence nearly every step) with an EMA teacher run under inference_mode;
+# the TF32 and reduced-precision switches flipped mid-run (other cuBLAS and cuDNN kernels for
+# the same shapes); and scalars, an integer, a pointer and the RNG seed that stay the same for
+# a hundred steps or more and then change once, some of them back again.
+
+triton = tl = None   # bound by build_rmsdrop (the kernels' source names tl as a global)
+_RMSDROP = None      # the rmsdrop custom op, once built
+
+
+def build_rmsdrop():
+    """The tritonop case's custom op graft_tests::rmsdrop (RMSNorm with a learnable gain,
+    then dropout, in one Triton kernel; its backward another Triton kernel behind a second
+    custom op), built once per process: Triton is imported here, so that this module loads
+    without it. Returns the op (a torch.library.custom_op with register_autograd)."""
+    global _RMSDROP, triton, tl
+    if _RMSDROP is not None:
+        return _RMSDROP
+    import triton
+    import triton.language as tl
+
+    # M (rows) and seed change every step: unspecialised, so Triton compiles one kernel per
+    # (BLOCK_N, ROWS, num_warps), not one per divisibility class of their values.
+    @triton.jit(do_not_specialize=["M", "seed"])
+    def rmsdrop_fwd_kernel(X, W, Y, RSTD, M, N, p, scale, eps, seed,
+                           BLOCK_N: tl.constexpr, ROWS: tl.constexpr):
+        cols = tl.arange(0, BLOCK_N)
+        cmask = cols < N
+        w = tl.load(W + cols, mask=cmask, other=0.0)
+        for r in tl.static_range(ROWS):
+            row = tl.program_id(0) * ROWS + r
+            m = cmask & (row < M)
+            x = tl.load(X + row * N + cols, mask=m, other=0.0)
+            rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / N + eps)
+            keep = tl.rand(seed, row * N + cols) >= p
+            y = tl.where(keep, x * rstd * w * scale, 0.0)
+            tl.store(Y + row * N + cols, y, mask=m)
+            tl.store(RSTD + row, rstd, mask=row < M)
+
+    @triton.jit(do_not_specialize=["M", "seed"])
+    def rmsdrop_bwd_kernel(X, W, RSTD, GY, GX, GWP, M, N, p, scale, seed,
+                           BLOCK_N: tl.constexpr, ROWS: tl.constexpr):
+        cols = tl.arange(0, BLOCK_N)
+        cmask = cols < N
+        w = tl.load(W + cols, mask=cmask, other=0.0)
+        for r in tl.static_range(ROWS):
+            row = tl.program_id(0) * ROWS + r
+            m = cmask & (row < M)
+            x = tl.load(X + row * N + cols, mask=m, other=0.0)
+            gy = tl.load(GY + row * N + cols, mask=m, other=0.0)
+            rstd = tl.load(RSTD + row, mask=row < M, other=0.0)
+            keep = tl.rand(seed, row * N + cols) >= p       # the forward's mask, drawn again
+            g = tl.where(keep, gy * scale, 0.0)
+            xhat = x * rstd
+            tl.store(GWP + row * N + cols, g * xhat, mask=m)  # this row's share of dW
+            gxh = g * w
+            c = tl.sum(gxh * xhat, axis=0) / N
+            tl.store(GX + row * N + cols, rstd * (gxh - xhat * c), mask=m)
+
+    @torch.library.custom_op("graft_tests::rmsdrop", mutates_args=())
+    def rmsdrop(x: torch.Tensor, w: torch.Tensor, p: float, eps: float, seed: int, rows: int,
+                warps: int) -> tuple[torch.Tensor, torch.Tensor]:
+        x = x.contiguous()
+        M, N = x.shape
+        y = torch.empty_like(x)
+        rstd = torch.empty(M, dtype=torch.float32, device=x.device)
+        rmsdrop_fwd_kernel[(triton.cdiv(M, rows),)](
+            x, w, y, rstd, M, N, p, 1.0 / (1.0 - p), eps, seed,
+            BLOCK_N=triton.next_power_of_2(N), ROWS=rows, num_warps=warps)
+        return y, rstd
+
+    @torch.library.custom_op("graft_tests::rmsdrop_bwd", mutates_args=())
+    def rmsdrop_bwd(gy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, rstd: torch.Tensor, p: float,
+                    seed: int, rows: int, warps: int) -> tuple[torch.Tensor, torch.Tensor]:
+        gy = gy.contiguous()
+        M, N = x.shape
+        gx = torch.empty_like(x)
+        gwp = torch.empty_like(x)
+        rmsdrop_bwd_kernel[(triton.cdiv(M, rows),)](
+            x, w, rstd, gy, gx, gwp, M, N, p, 1.0 / (1.0 - p), seed,
+            BLOCK_N=triton.next_power_of_2(N), ROWS=rows, num_warps=warps)
+        return gx, gwp
+
+    def setup_context(ctx, inputs, output):
+        x, w, p, eps, seed, rows, warps = inputs
+        ctx.save_for_backward(x, w, output[1])
+        ctx.cfg = (p, seed, rows, warps)
+
+    def backward(ctx, gy, grstd):
+        x, w, rstd = ctx.saved_tensors
+        p, seed, rows, warps = ctx.cfg
+        gx, gwp = rmsdrop_bwd(gy, x.contiguous(), w, rstd, p, seed, rows, warps)
+        return gx, gwp.sum(dim=0), None, None, None, None, None
+
+    rmsdrop.register_autograd(backward, setup_context=setup_context)
+    _RMSDROP = rmsdrop
+    return rmsdrop
+
+
+class TritonOpWorkload(TaskWorkload):
+    """Kernels of the program's own in Triton, as fused-kernel libraries (Liger, Unsloth,
+    hand-written RMSNorm kernels) put them into training: after each of the MLP's two hidden
+    Linear layers (256 to 512, 512 to 512, GELU after, a 10-way head) an RMSNorm with a
+    learnable gain fused with dropout in one @triton.jit kernel (a row per program or
+    several, tl.sum over the row, the dropout mask from tl.rand(seed, offsets)), and its
+    backward in another (the mask drawn again from the same seed; each row's share of the
+    gain's gradient written out and summed by PyTorch, no atomics), wrapped in
+    torch.library.custom_op with register_autograd, so each layer is one op to autograd and
+    the kernels are launched by Triton's own launcher on PyTorch's current stream. The
+    kernels' compile-time constants change every 25 steps, cycling over four (rows per
+    program, num_warps) configurations (1, 4), (2, 4), (4, 8), (2, 2): Triton compiles and
+    loads two new modules at steps 0, 25, 50 and 75, mid-run, and a configuration comes back
+    100 steps after it was last used. The batch's rows (45, 64, 70 or 96: some leave the
+    last program rows to mask off) come from a seeded host random.Random every step, so the
+    grids change; the dropout seed is a new host int every step and layer (an unspecialised
+    kernel argument); the dropout rate is 0.1 until step 160 and 0.05 after (p and the
+    1/(1-p) scale, kernel arguments constant for 160 steps), and the RMSNorm epsilon 1e-6
+    until step 220 and 1e-5 after. AdamW (foreach).
+    A tool that replays a step recorded with another configuration, grid, seed, rate or
+    epsilon, or takes a launch through Triton's launcher for one of PyTorch's, normalises,
+    drops or scales the wrong elements. The configuration, the rows and the first layer's
+    mean reciprocal RMS end every line (" c=<rows>x<warps> M=<n> r=<hex>"). No sync in the
+    loop."""
+
+    hidden = 512
+    configs = ((1, 4), (2, 4), (4, 8), (2, 2))
+    switch_every, rows_choices = 25, (45, 64, 70, 96)
+    p_before, p_after, p_at = 0.1, 0.05, 160
+    eps_before, eps_after, eps_at = 1e-6, 1e-5, 220
+
+    def setup(self, mode="eager"):
+        import random
+        try:
+            self.rmsdrop = build_rmsdrop()
+        except ImportError as e:
+            raise RuntimeError("tritonop: Triton is not importable here (%s)" % e)
+        h = self.hidden
+        self.fc1, self.fc2, self.head = nn.Linear(self.din, h), nn.Linear(h, h), nn.Linear(h, self.nout)
+        self.g1 = nn.Parameter(torch.ones(h, device=self.dev))
+        self.g2 = nn.Parameter(torch.ones(h, device=self.dev))
+        self.model = nn.ModuleList([self.fc1, self.fc2, self.head]).to(self.dev)
+        self.opt = torch.optim.AdamW(list(self.model.parameters()) + [self.g1, self.g2], lr=1e-3,
+                                     weight_decay=0.01, foreach=True)
+        self.label_setup()
+        self.draws = random.Random(8086)
+        self.r_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.info = {}
+
+    def step(self, i):
+        rows, warps = self.configs[(i // self.switch_every) % len(self.configs)]
+        M = self.draws.choice(self.rows_choices)
+        s1, s2 = self.draws.randrange(1 << 30), self.draws.randrange(1 << 30)
+        p = self.p_before if i < self.p_at else self.p_after
+        eps = self.eps_before if i < self.eps_at else self.eps_after
+        x = torch.randn(M, self.din, device=self.dev, generator=self.gen)
+        y = (x @ self.label_proj).argmax(dim=-1)
+        self.opt.zero_grad(set_to_none=True)
+        z, rstd1 = self.rmsdrop(self.fc1(x), self.g1, p, eps, s1, rows, warps)
+        z, _ = self.rmsdrop(self.fc2(F.gelu(z)), self.g2, p, eps, s2, rows, warps)
+        loss = F.cross_entropy(self.head(F.gelu(z)), y)
+        loss.backward()
+        self.opt.step()
+        self.r_buf[i].copy_(rstd1.detach().mean())
+        self.info[i] = (rows, warps, M)
+        return loss
+
+    def loss_lines(self):
+        r = tensor_hexes(self.r_buf)
+        for i, (rows, warps, M) in self.info.items():
+            self.extra[i] = "c=%dx%d M=%d r=%s" % (rows, warps, M, r[i])
+        return super().loss_lines()
+
+
+class JiteratorWorkload(TaskWorkload):
+    """Elementwise kernels compiled at run time by PyTorch's jiterator
+    (torch.cuda.jiterator._create_multi_output_jit_fn and _create_jit_fn: C++ source
+    generated around a functor, compiled by NVRTC, loaded with cuModuleLoadData and launched
+    with cuLaunchKernel, both looked up by PyTorch in libcuda.so.1 with dlsym rather than
+    linked): the MLP's two hidden activations are a learnable "swish" y = x * sigmoid(beta *
+    b * x) with a per-feature parameter b, its forward one three-output jiterator kernel (y
+    and the derivatives by x and by b, by reference) inside an autograd.Function, its
+    backward a two-input jiterator kernel with a scalar (g * d * gscale) for each, the
+    gradient of b summed over the batch by PyTorch. beta is a host float that changes every
+    step (a cosine from 1.0 to 2.0 over the run), passed as the kernel's extra double
+    argument; gscale is 1.0, and 0.5 for the second layer from step 200 on. The inputs'
+    layout changes every 10 steps in the order dense, broadcast, dense, cast, broadcast
+    (b expanded to a contiguous copy: jiterator's vectorized kernel; b of shape [H]
+    broadcast over the batch: its unrolled kernel with offset calculators; x in bfloat16
+    and b dense: its dynamic-casting kernel), so each kind of kernel is first compiled at a
+    later step (0, 10, 30) and loaded mid-run; the batch's rows (48, 64 or 96) come from a
+    seeded host random.Random every step. AdamW (foreach). A tool that does not see these
+    launches (they reach the driver through pointers from dlsym, not through the symbols
+    an LD_PRELOAD library defines) lets them run ahead of the work it holds; one that
+    replays them with another beta, layout or size computes other activations. The layout
+    and the first layer's mean dy/db end every line (" l=d|b|c g=<hex>"). No sync in the
+    loop."""
+
+    hidden = 512
+    layouts = ("d", "b", "d", "c", "b")
+    switch_every, rows_choices, gscale_at = 10, (48, 64, 96), 200
+
+    def setup(self, mode="eager"):
+        import random
+        from torch.cuda import jiterator
+        self.act_fwd = jiterator._create_multi_output_jit_fn(
+            "template <typename T> void swish_fwd(T x, T b, T beta, T& y, T& dx, T& db) {"
+            " T z = beta * b * x; T s = T(1) / (T(1) + ::exp(-z)); T ds = s * (T(1) - s);"
+            " y = x * s; dx = s + z * ds; db = beta * x * x * ds; }",
+            num_outputs=3, beta=1.0)
+        self.act_bwd = jiterator._create_jit_fn(
+            "template <typename T> T swish_grad(T g, T d, T gscale) { return g * d * gscale; }",
+            gscale=1.0)
+        act_fwd, act_bwd = self.act_fwd, self.act_bwd
+
+        class SwishFn(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, b, b_in, beta, gscale):
+                # b_in: b itself (broadcast) or its dense expansion; the gradient goes to b
+                y, dx, db = act_fwd(x, b_in, beta=beta)
+                ctx.save_for_backward(dx, db)
+                ctx.gscale = gscale
+                return y
+
+            @staticmethod
+            def backward(ctx, g):
+                dx, db = ctx.saved_tensors
+                g = g.contiguous()
+                gx = act_bwd(g, dx, gscale=ctx.gscale)
+                gb = act_bwd(g, db, gscale=ctx.gscale).sum(dim=0)
+                return gx, gb, None, None, None
+
+        self.swish = SwishFn
+        h = self.hidden
+        self.fc1, self.fc2, self.head = nn.Linear(self.din, h), nn.Linear(h, h), nn.Linear(h, self.nout)
+        self.b1 = nn.Parameter(torch.ones(h, device=self.dev))
+        self.b2 = nn.Parameter(torch.ones(h, device=self.dev))
+        self.model = nn.ModuleList([self.fc1, self.fc2, self.head]).to(self.dev)
+        self.opt = torch.optim.AdamW(list(self.model.parameters()) + [self.b1, self.b2], lr=1e-3,
+                                     weight_decay=0.01, foreach=True)
+        self.label_setup()
+        self.draws = random.Random(1337)
+        self.g_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.lays = {}
+
+    def act(self, x, b, lay, beta, gscale):
+        if lay == "b":
+            return self.swish.apply(x, b, b, beta, gscale)
+        b_in = b.detach().expand_as(x).contiguous()
+        if lay == "c":
+            x = x.to(torch.bfloat16)
+        return self.swish.apply(x, b, b_in, beta, gscale)
+
+    def step(self, i):
+        lay = self.layouts[(i // self.switch_every) % len(self.layouts)]
+        M = self.draws.choice(self.rows_choices)
+        beta = 1.5 - 0.5 * math.cos(math.pi * i / max(1, self.steps - 1))
+        g2 = 0.5 if i >= self.gscale_at else 1.0
+        x = torch.randn(M, self.din, device=self.dev, generator=self.gen)
+        y = (x @ self.label_proj).argmax(dim=-1)
+        self.opt.zero_grad(set_to_none=True)
+        z = self.act(self.fc1(x), self.b1, lay, beta, 1.0)
+        z = self.act(self.fc2(z), self.b2, lay, beta, g2)
+        loss = F.cross_entropy(self.head(z), y)
+        loss.backward()
+        self.opt.step()
+        self.g_buf[i].copy_(self.b1.grad.detach().mean())
+        self.lays[i] = lay
+        return loss
+
+    def loss_lines(self):
+        g = tensor_hexes(self.g_buf)
+        for i, lay in self.lays.items():
+            self.extra[i] = "l=%s g=%s" % (lay, g[i])
+        return super().loss_lines()
+
+
+class LayerDropWorkload(TaskWorkload):
+    """Stochastic depth (LayerDrop) decided on the host, with a teacher that is the
+    student's EMA, as DeiT-style distillation with drop-path in batch mode does it: a
+    residual MLP (a Linear stem to 256, six pre-LayerNorm blocks 256-512-256 with GELU and
+    dropout 0.1, a LayerNorm, a 10-way head) whose block l is skipped with probability
+    0.5 * l / 5 (so block 0 never), ramped up linearly over the first 100 steps, each draw
+    from a seeded host random.Random; a kept block's output is divided by its keep
+    probability (a host float that changes every step of the ramp). So nearly every step
+    launches one of 32 forward and backward sequences in an order only the host RNG knows,
+    and AdamW (foreach, grads set to None) steps only the parameters of the kept blocks
+    (other tensor lists in its kernels). The teacher, a deepcopy of the student in eval
+    mode, runs all six blocks under torch.inference_mode(); its temperature-softened
+    log-probabilities are cloned out of inference mode (inference tensors cannot be saved
+    for backward) for the KL term (T=2, weight 0.5 against the cross-entropy), and after
+    the optimizer step it follows the student by torch._foreach_lerp_ with a weight
+    1 - min(0.999, (1+i)/(10+i)) that changes every step. A tool that replays a sequence
+    recorded for another set of kept blocks, or patches the divisor or the EMA weight from
+    another step, trains other blocks. The kept blocks and the teacher's cross-entropy end
+    every line (" k=<bits> t=<hex>"). No sync in the loop."""
+
+    width, depth, p_max, ramp, temp, alpha, ema_max = 256, 6, 0.5, 100, 2.0, 0.5, 0.999
+
+    def setup(self, mode="eager"):
+        import copy
+        import random
+        d = self.width
+        self.stem = nn.Linear(self.din, d)
+        self.blocks = nn.ModuleList([nn.Sequential(nn.LayerNorm(d), nn.Linear(d, 2 * d), nn.GELU(), nn.Dropout(0.1),
+                                                   nn.Linear(2 * d, d)) for _ in range(self.depth)])
+        self.norm = nn.LayerNorm(d)
+        self.head = nn.Linear(d, self.nout)
+        self.model = nn.ModuleList([self.stem, self.blocks, self.norm, self.head]).to(self.dev)
+        self.teacher = copy.deepcopy(self.model).requires_grad_(False).eval()
+        self.s_params = list(self.model.parameters())
+        self.t_params = list(self.teacher.parameters())
+        self.opt = torch.optim.AdamW(self.s_params, lr=1e-3, weight_decay=0.01, foreach=True)
+        self.rng = random.Random(6061)
+        self.label_setup()
+        self.t_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.keeps = {}
+
+    def run(self, m, x, keep, probs):
+        stem, blocks, norm, head = m
+        z = stem(x)
+        for l, blk in enumerate(blocks):
+            if keep is None:
+                z = z + blk(z)
+            elif keep[l]:
+                z = z + blk(z) / (1.0 - probs[l])
+        return head(norm(z))
+
+    def step(self, i):
+        x, y = self.batch_for(i)
+        ramp = min(1.0, i / self.ramp)
+        probs = [self.p_max * ramp * l / (self.depth - 1) for l in range(self.depth)]
+        keep = [self.rng.random() >= p for p in probs]
+        T = self.temp
+        with torch.inference_mode():
+            t_logits = self.run(self.teacher, x, None, probs)
+            t_logp = F.log_softmax(t_logits / T, dim=-1)
+            t_ce = F.cross_entropy(t_logits, y)
+        t_logp = t_logp.clone()                       # a normal tensor, savable for backward
+        self.opt.zero_grad(set_to_none=True)
+        s_logits = self.run(self.model, x, keep, probs)
+        ce = F.cross_entropy(s_logits, y)
+        kd = F.kl_div(F.log_softmax(s_logits / T, dim=-1), t_logp, reduction="batchmean", log_target=True)
+        loss = (1.0 - self.alpha) * ce + self.alpha * T * T * kd
+        loss.backward()
+        self.opt.step()
+        decay = min(self.ema_max, (1.0 + i) / (10.0 + i))
+        with torch.no_grad():
+            torch._foreach_lerp_(self.t_params, self.s_params, 1.0 - decay)
+        self.t_buf[i].copy_(t_ce)
+        self.keeps[i] = "".join("1" if k else "0" for k in keep)
+        return loss
+
+    def loss_lines(self):
+        t = tensor_hexes(self.t_buf)
+        for i, k in self.keeps.items():
+            self.extra[i] = "k=%s t=%s" % (k, t[i])
+        return super().loss_lines()
+
+
+class TF32ToggleWorkload(Workload):
+    """The precision switches flipped mid-run, as training scripts flip them around phases
+    (and libraries around calls): a small conv net on 16x16 images (two cuDNN convolutions,
+    ReLU, a Linear from 4096 to 256 in float32, a 256-512-256 GELU MLP under bfloat16
+    autocast, a 10-way head in float32), AdamW (foreach), with the switches set at the
+    start of a step to one of six states, each kept for 4 to 12 steps (a seeded host
+    random.Random picks the next state and how long): i, IEEE everywhere; t,
+    torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32 on; h,
+    torch.set_float32_matmul_precision("high") with cuDNN's TF32 off; m, "medium" with
+    allow_bf16_reduced_precision_reduction off (cuBLAS's bfloat16 GEMMs told not to reduce
+    in reduced precision); n, torch.backends.cudnn.enabled off (PyTorch's own im2col
+    convolutions and cuBLAS GEMMs instead of cuDNN's); x, TF32 on for the forward pass and
+    IEEE for the backward (the switches flipped between loss and backward()). Every state
+    calls set_float32_matmul_precision first (which sets the newer fp32_precision settings
+    of CUDA and oneDNN matmuls with it), then only legacy switches of the same meaning, so
+    the old and new settings never disagree (PyTorch 2.9 and later raise when they do). The
+    same shapes are computed by other cuBLAS, cuBLASLt and cuDNN kernels (tensor-core TF32
+    or FP32 ones, other cuDNN engines, planned for the first time mid-run) in an order the
+    host RNG decides, and in the x state within one step. A tool that replays a step recorded under another state computes the
+    step in another precision. The state ends every line (" p=i|t|h|m|n|x"). No sync in
+    the loop."""
+
+    batch, nout = 32, 10
+    states = "ithmnx"
+
+    def setup(self, mode="eager"):
+        import random
+        self.conv = nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(),
+                                  nn.Conv2d(32, 64, 3, stride=2, padding=1), nn.ReLU())
+        self.fc = nn.Linear(64 * 8 * 8, 256)
+        self.mid = nn.Sequential(nn.Linear(256, 512), nn.GELU(), nn.Linear(512, 256))
+        self.head = nn.Linear(256, self.nout)
+        self.model = nn.ModuleList([self.conv, self.fc, self.mid, self.head]).to(self.dev)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
+        self.label_proj = torch.randn(48, self.nout, device=self.dev, generator=self.gen)   # 3 x 4 x 4 pooled
+        self.rng = random.Random(3232)
+        self.state, self.until = "i", 0
+        self.states_at = {}
+
+    def set_flags(self, tf32_mm, tf32_conv, legacy=False, medium=False, bf16_red=True, cudnn=True):
+        # set_float32_matmul_precision first, every time: it sets the new API's CUDA and
+        # oneDNN matmul precisions with the legacy one, so the legacy allow_tf32 setter after
+        # it (the same meaning) leaves them consistent (PyTorch 2.9+ raises on reading a mix).
+        torch.set_float32_matmul_precision("medium" if medium else "high" if tf32_mm else "highest")
+        if legacy:
+            torch.backends.cuda.matmul.allow_tf32 = tf32_mm
+        torch.backends.cudnn.allow_tf32 = tf32_conv
+        torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = bf16_red
+        torch.backends.cudnn.enabled = cudnn
+
+    def apply_state(self, s):
+        if s == "i":
+            self.set_flags(False, False, legacy=True)
+        elif s in "tx":                                 # x: TF32 forward, IEEE backward (step())
+            self.set_flags(True, True, legacy=True)
+        elif s == "h":
+            self.set_flags(True, False)
+        elif s == "m":
+            self.set_flags(True, False, medium=True, bf16_red=False)
+        else:                                           # n
+            self.set_flags(False, False, cudnn=False)
+
+    def step(self, i):
+        if i >= self.until:
+            self.state = self.rng.choice([s for s in self.states if s != self.state])
+            self.until = i + self.rng.randint(4, 12)
+        self.apply_state(self.state)
+        x = torch.randn(self.batch, 3, 16, 16, device=self.dev, generator=self.gen)
+        y = (F.avg_pool2d(x, 4).flatten(1) @ self.label_proj).argmax(dim=-1)
+        self.opt.zero_grad(set_to_none=True)
+        h = F.relu(self.fc(self.conv(x).flatten(1)))
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            h = h + self.mid(h)
+        loss = F.cross_entropy(self.head(h.float()), y)
+        if self.state == "x":
+            self.set_flags(False, False, legacy=True)
+        loss.backward()
+        self.opt.step()
+        self.states_at[i] = self.state
+        return loss
+
+    def loss_lines(self):
+        for i, s in self.states_at.items():
+            self.extra[i] = "p=" + s
+        return super().loss_lines()
+
+    def finish(self):
+        self.set_flags(False, False, legacy=True)       # as main() left them
+
+
+class LateChangeWorkload(Workload):
+    """Values a step passes to its kernels that stay the same for 110 steps or more and then
+    change once, each at a step of its own, two of them back later: a bag-of-tokens
+    classifier (nn.Embedding(2000, 64), its looked-up rows renormalised in place to a
+    max_norm of 1.0 before each lookup, over 24 tokens a sample, summed and
+    divided by sqrt(24), Linear 64-256, LeakyReLU, dropout, torch.roll over the features,
+    Linear 256-256, LeakyReLU, a 10-way head), cross-entropy with label smoothing, an
+    ignore_index and class weights that an EMA of the batch's inverse class frequencies
+    updates in place after every backward, clip_grad_norm_ (foreach) and AdamW (foreach).
+    Labels from a fixed token table summed over each bag. The changes: step 110 the
+    LeakyReLU slope 0.01 to 0.02 (back at 200); 130 the dropout rate 0.1 to 0.2; 150 the
+    max_norm 1.0 to 0.5 (a scalar of the renorm's kernels: torch.unique over the bag's
+    tokens, row norms, an index_put_ of the scaled rows; nn.Embedding's own max_norm,
+    embedding_renorm_, made two eager runs differ from step 0 on an H100, deterministic
+    algorithms on, and is not used); 160 ignore_index -100 to 3 (an int64 argument of the NLL
+    kernels and of the smoothing mask; back at 250); 170 label smoothing 0.05 to 0.1; 180
+    the roll's shift 1 to 3 (the roll kernels' start offset); 190 the clipping norm 1.0 to
+    0.25; 210 AdamW's weight decay 0.01 to 0.05; 220 the class weights moved to new storage
+    (a clone, made while the old one is alive: the one pointer that moves among the step's
+    persistent tensors); 240 torch.cuda.manual_seed(4242) (the dropout's Philox seed, the
+    same kernel argument for 240 steps, and its offset from 0 again); 260 AdamW's beta1 0.9
+    to 0.8. A tool that bakes into its graphs the arguments it saw stay the same while it
+    learned, or matches a step to a graph recorded before a change, or after a change back,
+    keeps training with the old value. The number of changes made so far and the largest
+    norm among the batch's embedding rows after the renorm end every line
+    (" c=<n> e=<hex>"). One sync a step, not of the script's making: with class weights and
+    label smoothing, PyTorch's cross-entropy normalises the smoothing term by the weights
+    of the targets it keeps, picked by masked_select, whose size it reads back (all 64
+    targets but from step 160 to 249, when it is the number of labels other than 3, a size
+    that changes every step)."""
+
+    syncs = True
+    batch, vocab, d, bag, hidden, nout = 64, 2000, 64, 24, 256, 10
+    changes = ((110, "slope", 0.02), (130, "p", 0.2), (150, "max_norm", 0.5), (160, "ignore", 3),
+               (170, "smooth", 0.1), (180, "shift", 3), (190, "clip", 0.25), (200, "slope", 0.01),
+               (210, "wd", 0.05), (220, "cw", None), (240, "seed", 4242), (250, "ignore", -100),
+               (260, "beta1", 0.8))
+
+    def setup(self, mode="eager"):
+        self.emb = nn.Embedding(self.vocab, self.d)
+        self.max_norm = 1.0
+        self.fc1, self.fc2 = nn.Linear(self.d, self.hidden), nn.Linear(self.hidden, self.hidden)
+        self.head = nn.Linear(self.hidden, self.nout)
+        self.model = nn.ModuleList([self.emb, self.fc1, self.fc2, self.head]).to(self.dev)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=3e-3, betas=(0.9, 0.999), weight_decay=0.01,
+                                     foreach=True)
+        self.truth = torch.randn(self.vocab, self.nout, device=self.dev, generator=self.gen)
+        self.cw = torch.ones(self.nout, device=self.dev)
+        self.classes = torch.arange(self.nout, device=self.dev)
+        self.knobs = {"slope": 0.01, "p": 0.1, "ignore": -100, "smooth": 0.05, "shift": 1, "clip": 1.0}
+        self.n_changes = 0
+        self.e_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.counts = {}
+
+    def change(self, what, v):
+        if what == "max_norm":
+            self.max_norm = v
+        elif what in ("wd", "beta1"):
+            for g in self.opt.param_groups:
+                if what == "wd":
+                    g["weight_decay"] = v
+                else:
+                    g["betas"] = (v, g["betas"][1])
+        elif what == "cw":
+            self.cw = self.cw.clone()         # new storage; the old block is freed after
+        elif what == "seed":
+            torch.cuda.manual_seed(v)
+        else:
+            self.knobs[what] = v
+        self.n_changes += 1
+
+    def step(self, i):
+        for at, what, v in self.changes:
+            if at == i:
+                self.change(what, v)
+        k = self.knobs
+        tok = torch.randint(0, self.vocab, (self.batch, self.bag), device=self.dev, generator=self.gen)
+        with torch.no_grad():
+            y = F.embedding(tok, self.truth).sum(dim=1).argmax(dim=-1)
+        self.opt.zero_grad(set_to_none=True)
+        with torch.no_grad():  # the looked-up rows renormalised in place to max_norm
+            rows = torch.unique(tok)
+            w = self.emb.weight
+            w[rows] = w[rows] * (self.max_norm / (w[rows].norm(dim=1, keepdim=True) + 1e-7)).clamp(max=1.0)
+        e = self.emb(tok)
+        h = F.leaky_relu(self.fc1(e.sum(dim=1) / math.sqrt(self.bag)), k["slope"])
+        h = torch.roll(F.dropout(h, p=k["p"], training=True), shifts=k["shift"], dims=1)
+        h = F.leaky_relu(self.fc2(h), k["slope"])
+        loss = F.cross_entropy(self.head(h), y, weight=self.cw, ignore_index=k["ignore"],
+                               label_smoothing=k["smooth"])
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), k["clip"], foreach=True)
+        self.opt.step()
+        with torch.no_grad():
+            freq = (y[:, None] == self.classes).float().mean(dim=0)
+            inv = 1.0 / (freq + 0.02)
+            self.cw.mul_(0.9).add_(inv / inv.mean(), alpha=0.1)
+        self.e_buf[i].copy_(e.detach().norm(dim=-1).amax())
+        self.counts[i] = self.n_changes
+        return loss
+
+    def loss_lines(self):
+        e = tensor_hexes(self.e_buf)
+        for i, n in self.counts.items():
+            self.extra[i] = "c=%d e=%s" % (n, e[i])
+        return super().loss_lines()
+
+
 WORKLOADS = {
     "mlp": ClassifierWorkload,
     "mlp_item": MLPItem,
@@ -6035,6 +6605,11 @@ WORKLOADS = {
     "mixup": MixupWorkload,
     "fp8": FP8Workload,
     "pcgrad": PCGradWorkload,
+    "tritonop": TritonOpWorkload,
+    "jiterator": JiteratorWorkload,
+    "layerdrop": LayerDropWorkload,
+    "tf32toggle": TF32ToggleWorkload,
+    "latechange": LateChangeWorkload,
     "pipeline2": Pipeline2Workload,
     "ddp2": DDP2Workload,
 }
