@@ -23,7 +23,10 @@ graft_install_deps() {
     echo "graft: missing ${need[*]} and no apt-get to install them" >&2
     return 1
   fi
-  $sudo apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+  if ! { $sudo apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null; }; then
+    echo "graft: apt-get could not install ${need[*]} (no network?): install them, or build on a machine that has them and copy the build folder here (README.md)" >&2
+    return 1
+  fi
 }
 
 # Configures (once) and builds. Extra arguments are ninja targets.
