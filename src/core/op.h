@@ -95,6 +95,10 @@ enum class OpKind : uint8_t {
   X(CaptureRefused, "capture_refused",                                                                     \
     "launches of a kernel the driver refused to put in a stream capture when graft built a graph with it "  \
     "(for example cuDNN's single-pass batch-norm kernels): from then on they run eagerly at their position") \
+  X(LegacyLaunchApi, "legacy_launch_api",                                                                 \
+    "launches of a kernel whose launch state the program sets for the pre-4.0 launch API "                 \
+    "(`cuFuncSetBlockShape`, `cuFuncSetSharedSize`, `cuParamSet*`), which a launch of it clears: from then " \
+    "on they run eagerly at their position")                                                               \
   X(ReloadedCode, "reloaded_code",                                                                         \
     "launches of a kernel whose code the program unloaded after under 16 launches and then loaded again "  \
     "(a library that loads code per plan or per call): its first 64 launches run eagerly at their "         \

@@ -177,6 +177,24 @@ void KernelRegistry::noteCaptureRefused(uint64_t handle, const char* error) {
              info->name, error);
 }
 
+void KernelRegistry::noteLegacyLaunchState(CUfunction f) {
+  if (!f) return;
+  get(f);  // known from now on, so that its launches find the mark
+  const KernelInfo* marked = nullptr;
+  for (const uint64_t h : handlesOfKernel(reinterpret_cast<uint64_t>(f))) {
+    KernelInfo* info = lookup(h);
+    // Eager already for good (an unknown layout, GRAFT_EAGER_KERNELS, a
+    // refused capture): that cause stays.
+    if (!info || (info->eager != core::EagerCause::None && info->eager != core::EagerCause::ReloadedCode)) continue;
+    info->eager = core::EagerCause::LegacyLaunchApi;
+    marked = info;
+  }
+  if (marked)
+    GRAFT_INFO("kernel {}: the program sets its launch state for cuLaunch/cuLaunchGrid (cuFuncSetBlockShape, "
+               "cuParamSet*); its launches run eagerly at their position from now on",
+               marked->name);
+}
+
 void KernelRegistry::addToIndex(KernelInfo* info) {
   if (2 * (entries_->kernels.size() + 1) > index_.size()) {
     index_.assign(std::bit_ceil(std::max<size_t>(256, 4 * entries_->kernels.size())), IndexSlot{0, nullptr});

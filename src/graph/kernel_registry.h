@@ -102,6 +102,14 @@ class KernelRegistry {
   // its launches run eagerly from now on (EagerCause::CaptureRefused). Logs
   // once per kernel. No-op for an unknown handle.
   void noteCaptureRefused(uint64_t handle, const char* error);
+  // The program set the kernel's launch state for the pre-4.0 launch API
+  // (cuFuncSetBlockShape, cuFuncSetSharedSize, cuParamSet*), which any
+  // cuLaunchKernel of it clears: its launches, through every handle of it
+  // (handlesOfKernel), run eagerly from now on (EagerCause::LegacyLaunchApi),
+  // so graft never issues one of them later than the program did nor into a
+  // capture of its own. Resolves an unknown handle; calls the driver;
+  // allocates; logs once per kernel.
+  void noteLegacyLaunchState(CUfunction f);
   // Counts by kernel name, largest first (retired kernels included): of
   // launches, or of graph node updates.
   std::vector<std::pair<std::string, uint64_t>> byLaunches() const { return ranked(&KernelInfo::launches); }

@@ -876,6 +876,24 @@ SettingChange cachePreferenceChange(Runtime& rt, A... a) {
   return c;
 }
 
+// The launch state of the pre-4.0 launch API (cuFuncSetBlockShape,
+// cuFuncSetSharedSize, cuParamSet*; driver_api.def says why): a change of
+// the function named, until graft runs its launches eagerly (then none of
+// them is held or in a graph). Under the engine lock.
+template <ApiId Id>
+constexpr bool kIsLegacyLaunchState =
+    Id == ApiId::k_cuFuncSetBlockShape_2000 || Id == ApiId::k_cuFuncSetSharedSize_2000 ||
+    Id == ApiId::k_cuParamSetSize_2000 || Id == ApiId::k_cuParamSeti_2000 || Id == ApiId::k_cuParamSetf_2000 ||
+    Id == ApiId::k_cuParamSetv_2000 || Id == ApiId::k_cuParamSetTexRef_2000;
+template <ApiId Id, typename... A>
+SettingChange legacyLaunchStateChange(Runtime& rt, A... a) {
+  SettingChange c;
+  c.funcs[0] = firstOf<CUfunction>(a...);
+  const graph::KernelInfo* info = rt.kernels().find(reinterpret_cast<uint64_t>(c.funcs[0]));
+  if (!info || info->eager != core::EagerCause::LegacyLaunchApi) c.kind = SettingChange::Any;
+  return c;
+}
+
 // Whether the launches graft holds must be issued before the setting applies.
 // (Under the engine lock.)
 inline bool settingNeedsHeldIssued(const core::Engine& engine, const SettingChange& c) {
@@ -890,6 +908,22 @@ inline bool settingNeedsHeldIssued(const core::Engine& engine, const SettingChan
     GRAFT_TRACE("a kernel's dynamic shared memory allowance lowered to {} below a launch graft holds: the "
                 "launches graft holds are issued first", c.value);
   return refused;
+}
+
+// cuCtxSetLimit of a limit a graph's kernels may have been made under
+// (driver_api.def says which): whether the call changes its value (an
+// unreadable value counts as a change). Calls the driver; not under the
+// engine lock.
+inline bool limitChangeDropsGraphs(CUlimit limit, size_t value) {
+  switch (limit) {
+    case CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH:
+    case CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT:
+    case CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED: break;
+    default: return false;  // set only before any launch, a hint, or grown by every launch as needed
+  }
+  size_t current = 0;
+  const auto get = real<ApiId::k_cuCtxGetLimit_3010>();
+  return !get || get(&current, limit) != CUDA_SUCCESS || current != value;
 }
 
 // What an UNLOADS call ends (Runtime::codeUnloading).
@@ -982,6 +1016,8 @@ template <ApiId Id, int PT, typename Real, typename... A>
       }
       return r;
     } else if constexpr (info.traits & trait::SYNC) {
+      [[maybe_unused]] bool dropsGraphs = false;
+      if constexpr (Id == ApiId::k_cuCtxSetLimit_3010) dropsGraphs = limitChangeDropsGraphs(a...);
       {
         auto lock = rt.engine().lock();
         rt.engine().hostBarrier(barrierHash<Id>(a...));
@@ -1003,6 +1039,14 @@ template <ApiId Id, int PT, typename Real, typename... A>
         return r;
       }
       const CUresult r = realFn(a...);
+      if constexpr (Id == ApiId::k_cuCtxSetLimit_3010) {
+        // A graph's kernel nodes keep what they were made under, and a graph
+        // launch is not checked against the new value.
+        if (r == CUDA_SUCCESS && dropsGraphs) {
+          auto lock = rt.engine().lock();
+          rt.everyKernelAttributeChanged("a limit of the context changed");
+        }
+      }
       // The host waited for the GPU: graft's driver modes for queries end
       // (Engine::NotReadyStreak).
       if constexpr (info.base == "cuCtxSynchronize" || info.base == "cuStreamSynchronize" ||
@@ -1029,6 +1073,7 @@ template <ApiId Id, int PT, typename Real, typename... A>
         rt.kernels().noteKernelSet(firstOf<CUkernel>(a...));
       const SettingChange change = [&] {
         if constexpr (kIsCachePreference<Id>) return cachePreferenceChange<Id>(rt, a...);
+        else if constexpr (kIsLegacyLaunchState<Id>) return legacyLaunchStateChange<Id>(rt, a...);
         else return settingChange<Id>(a...);
       }();
       if (change.kind != SettingChange::None) {
@@ -1051,8 +1096,11 @@ template <ApiId Id, int PT, typename Real, typename... A>
       // cluster_attr_toggle).
       if constexpr (kIsCachePreference<Id>)
         if (r == CUDA_SUCCESS && change.preferenceKey) rt.noteCachePreference(change.preferenceKey, change.value);
+      // Refused or not, the program uses the old launch API with this kernel.
+      if constexpr (kIsLegacyLaunchState<Id>)
+        if (change.kind != SettingChange::None) rt.kernels().noteLegacyLaunchState(change.funcs[0]);
       if (r == CUDA_SUCCESS && change.kind == SettingChange::Any && !change.allowance) {
-        if (change.everyKernel) rt.everyKernelAttributeChanged();
+        if (change.everyKernel) rt.everyKernelAttributeChanged("the context's cache preference changed");
         else rt.kernelAttributeChanged(change.funcs[0]);
       }
       return r;

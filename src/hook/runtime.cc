@@ -369,15 +369,15 @@ void Runtime::kernelAttributeChanged(CUfunction handle) {
                std::binary_search(handles.begin(), handles.end(), graph::kernelShapeOf(op).func);
       },
       /*certain=*/false);
-  GRAFT_DEBUG("a cluster attribute of kernel {:#x} changed: {} graphs with it dropped",
+  GRAFT_DEBUG("an attribute, cache preference or launch state of kernel {:#x} changed: {} graphs with it dropped",
               reinterpret_cast<uint64_t>(handle), dropped);
 }
 
-void Runtime::everyKernelAttributeChanged() {
+void Runtime::everyKernelAttributeChanged(std::string_view why) {
   if (exiting_) return;
   const size_t dropped = engine_->forgetSegmentsWith(
       [](const core::OpDesc& op) { return op.kind == core::OpKind::Kernel; }, /*certain=*/false);
-  GRAFT_DEBUG("the context's cache preference changed: {} graphs with kernels dropped", dropped);
+  GRAFT_DEBUG("{}: {} graphs with kernels dropped", why, dropped);
 }
 
 bool Runtime::cachePreferenceDiffers(uint64_t key, int value) const {

@@ -98,13 +98,15 @@ class Runtime {
   void codeUnloading(UnloadedCode code = UnloadedCode{});
   // The program changed a kernel attribute that changes what the kernel's
   // launches do or whether the driver takes them (a required cluster shape,
-  // the permission for non-portable cluster sizes), right after a host
-  // barrier: graphs with the kernel (named by any of its handles) were made
-  // under the old value, so they are dropped, and built again when their
-  // runs repeat. Call with engine().lock() held. Allocates.
+  // the permission for non-portable cluster sizes, a cache preference, the
+  // pre-4.0 launch API's state), right after a host barrier: graphs with the
+  // kernel (named by any of its handles) were made under the old value, so
+  // they are dropped, and built again when their runs repeat. Call with
+  // engine().lock() held. Allocates.
   void kernelAttributeChanged(CUfunction handle);
-  // The same for every kernel (the context's cache preference changed).
-  void everyKernelAttributeChanged();
+  // The same for every kernel (`why`, for the log: the context's cache
+  // preference or one of its limits changed).
+  void everyKernelAttributeChanged(std::string_view why);
   // Whether `value` differs from the cache preference the program last set
   // through `key` (a function, or a kernel and device; the driver reads none
   // back): true for a key not set before, or since code was unloaded

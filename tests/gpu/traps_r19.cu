@@ -152,6 +152,16 @@
 //                         the results do not. What graft may get wrong: a query
 //                         it answers itself with cudaSuccess while B's read is
 //                         held lets A overwrite a block B has not read yet.
+//   legacy_launch_state   (added after the round, from a review of settings)
+//                         a module function launched by cuLaunchKernel, then
+//                         its pre-4.0 launch state set (cuFuncSetBlockShape,
+//                         cuParamSetSize, cuParamSetv) and read by
+//                         cuLaunchGridAsync after another kernel (a different
+//                         one every 7th step). cuda.h: a cuLaunchKernel of the
+//                         function invalidates that state. What graft may get
+//                         wrong: its held cuLaunchKernel, or one it issues into
+//                         a capture of its own, reaches the driver after the
+//                         state was set and wipes it.
 //
 //   traps_r19 NAME [--iters N]     one scenario (see kScenarios)
 //   traps_r19 --list               the scenario names
@@ -1347,6 +1357,114 @@ void recordStreamReuse() {
   print("end", badQueries, deviceDigest(a, kS * 4) ^ deviceDigest(acc, kS * 4));
 }
 
+// ---------------------------------------------------------------- legacy_launch_state
+
+// The pre-4.0 launch API, as an old C++ app or a JIT that never moved on
+// uses it: cuFuncSetBlockShape, cuParamSetSize and cuParamSetv set a module
+// function's launch state, which cuLaunchGridAsync reads; cuda.h says a
+// cuLaunchKernel of the function invalidates that state. Every step: a
+// runtime kernel, a cuLaunchKernel of the function, its legacy state set,
+// another runtime kernel (a different one every 7th step, so that a run a
+// tool holds ends there), then cuLaunchGridAsync. What a tool may get wrong:
+// it holds the cuLaunchKernel (or issues it into a capture of its own) and
+// issues it after the state was set: the state is wiped and the
+// cuLaunchGridAsync refused or run with other parameters. The codes are
+// digested; the host mirror applies a launch only where it was taken.
+using SetBlockShapeFn = CUresult(CUDAAPI*)(CUfunction, int, int, int);
+using ParamSetSizeFn = CUresult(CUDAAPI*)(CUfunction, unsigned);
+using ParamSetvFn = CUresult(CUDAAPI*)(CUfunction, int, void*, unsigned);
+using LaunchGridAsyncFn = CUresult(CUDAAPI*)(CUfunction, int, int, CUstream);
+
+template <typename F>
+bool driverProc(const char* name, F* out) {
+  void* p = nullptr;
+  CUdriverProcAddressQueryResult found{};
+  if (cuGetProcAddress(name, &p, 2000, CU_GET_PROC_ADDRESS_DEFAULT, &found) != CUDA_SUCCESS || !p) return false;
+  *out = reinterpret_cast<F>(p);
+  return true;
+}
+
+// trapInc's host mirror (trap_common.cuh, kIncPtx).
+void incHost(std::vector<uint32_t>& dst, const std::vector<uint32_t>& src, int n, uint32_t v) {
+  for (int k = 0; k < n; ++k) dst[size_t(k)] = rotl(dst[size_t(k)], 3) + src[size_t((k * 11 + 5) % n)] + v;
+}
+
+void legacyLaunchState() {
+  SetBlockShapeFn setBlockShape = nullptr;
+  ParamSetSizeFn paramSetSize = nullptr;
+  ParamSetvFn paramSetv = nullptr;
+  LaunchGridAsyncFn launchGridAsync = nullptr;
+  if (!driverProc("cuFuncSetBlockShape", &setBlockShape) || !driverProc("cuParamSetSize", &paramSetSize) ||
+      !driverProc("cuParamSetv", &paramSetv) || !driverProc("cuLaunchGridAsync", &launchGridAsync)) {
+    std::printf("SKIP legacy_launch_state: this driver has no pre-4.0 launch API\n");
+    return;
+  }
+  CK(cudaFree(nullptr));
+  CUmodule module = nullptr;
+  CUfunction inc = nullptr;
+  CKD(cuModuleLoadData(&module, kIncPtx));
+  CKD(cuModuleGetFunction(&inc, module, "trapInc"));
+  cudaStream_t S = nonBlockingStream();
+  const auto cs = reinterpret_cast<CUstream>(S);
+  uint32_t *a = deviceBuffer(19901, kS), *b = deviceBuffer(19902, kS), *c = deviceBuffer(19903, kS);
+  std::vector<uint32_t> ha = hostPattern(19901), hb = hostPattern(19902), hc = hostPattern(19903);
+  preload(mix);
+  preload(mix2);
+  CK(cudaDeviceSynchronize());
+  Digest codes;
+  int gridLaunches = 0;
+  for (int i = 0; i < g_iters; ++i) {
+    const uint32_t u = uint32_t(i) * 8u;
+    mix<<<kSGrid, kBlock, 0, S>>>(a, c, kS, u);
+    CKL();
+    mixHost(ha, hc, kS, u);
+    {  // cuLaunchKernel of the function: a += b
+      CUdeviceptr dst = CUdeviceptr(a), src = CUdeviceptr(b);
+      int n = kS;
+      uint32_t v = u + 1;
+      void* params[] = {&dst, &src, &n, &v};
+      CKD(cuLaunchKernel(inc, kSGrid, 1, 1, kBlock, 1, 1, 0, cs, params, nullptr));
+      incHost(ha, hb, kS, u + 1);
+    }
+    // Its legacy state, for the cuLaunchGridAsync below: b += a.
+    struct {
+      uint64_t dst, src;
+      int32_t n;
+      uint32_t v;
+    } legacy{uint64_t(uintptr_t(b)), uint64_t(uintptr_t(a)), kS, u + 2};
+    static_assert(sizeof(legacy) == 24, "trapInc's parameters: 8, 8, 4 and 4 bytes");
+    addCode(codes, int(setBlockShape(inc, kBlock, 1, 1)));
+    addCode(codes, int(paramSetSize(inc, sizeof legacy)));
+    addCode(codes, int(paramSetv(inc, 0, &legacy, sizeof legacy)));
+    if (i % 7 == 3) {
+      mix2<<<kSGrid, kBlock, 0, S>>>(c, a, b, kS, u + 3);
+      CKL();
+      mix2Host(hc, ha, hb, kS, u + 3);
+    } else {
+      mix<<<kSGrid, kBlock, 0, S>>>(c, a, kS, u + 3);
+      CKL();
+      mixHost(hc, ha, kS, u + 3);
+    }
+    const CUresult r = launchGridAsync(inc, kSGrid, 1, cs);
+    addCode(codes, int(r));
+    if (r == CUDA_SUCCESS) {
+      incHost(hb, ha, kS, u + 2);
+      ++gridLaunches;
+    }
+    if (at(i)) {
+      CK(cudaStreamSynchronize(S));
+      std::printf("step %d: cuLaunchGridAsync taken %d times\n", i, gridLaunches);
+      print("codes", i, codes.h);
+      checkMirror("a", i, a, ha);
+      checkMirror("b", i, b, hb);
+      checkMirror("c", i, c, hc);
+    }
+  }
+  CK(cudaStreamSynchronize(S));
+  print("end", gridLaunches, deviceDigest(a, kS * 4) ^ deviceDigest(b, kS * 4) ^ codes.h);
+  CKD(cuModuleUnload(module));
+}
+
 constexpr Scenario kScenarios[] = {
     {"pdl_after_copy", pdlAfterCopy},
     {"attr_event_query_gate", attrEventQueryGate},
@@ -1356,6 +1474,7 @@ constexpr Scenario kScenarios[] = {
     {"device_updatable_refused", deviceUpdatableRefused},
     {"register_toggle_copies", registerToggleCopies},
     {"record_stream_reuse", recordStreamReuse},
+    {"legacy_launch_state", legacyLaunchState},
 };
 
 }  // namespace

@@ -45,6 +45,8 @@ Context* newContext(int device, bool primary) {
 }
 
 constexpr unsigned kMaxSharedMem = 227 * 1024;
+// CU_LIMIT_SHMEM_SIZE of a CIG context (Context::cigSharedMemFallback).
+constexpr unsigned kCigSharedMemBytes = 32 * 1024;
 
 struct ErrorInfo {
   CUresult code;
@@ -250,7 +252,7 @@ CUresult buildLaunch(CUfunction f, const unsigned grid[3], const unsigned block[
 
 CUresult launchImpl(const char* api, bool pt, CUfunction f, const unsigned grid[3], const unsigned block[3],
                     unsigned shmem, CUstream h, void** kernelParams, void** extra, const CUlaunchAttribute* attrs,
-                    unsigned numAttrs) {
+                    unsigned numAttrs, bool legacyLaunch = false) {
   SIM_ENTRY(api, kNeedCtx | kSteps);
   Stream* s;
   if (CUresult r = resolve(h, pt, &s); r != CUDA_SUCCESS) return r;
@@ -274,8 +276,12 @@ CUresult launchImpl(const char* api, bool pt, CUfunction f, const unsigned grid[
   if (cooperative && preference == CU_FUNC_CACHE_PREFER_L1 &&
       uint64_t{grid[0]} * grid[1] * grid[2] > kCooperativeBlocksUnderL1)
     return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+  // Context::cigSharedMemFallback: more shared memory than a CIG context has.
+  if (!s->ctx->cigSharedMemFallback && shmem > kCigSharedMemBytes) return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
   const bool capturing = s->capture != nullptr;
   const CUresult r = submit(s, std::move(op));
+  // KernelObj::legacy: a cuLaunchKernel call the driver took invalidates it.
+  if (r == CUDA_SUCCESS && !legacyLaunch) kernel->legacy = KernelObj::LegacyLaunchState{};
   if (r == CUDA_SUCCESS && !capturing) growStackFor(s->ctx, *kernel);  // in a capture: when its graph is launched
   return r;
 }
@@ -305,6 +311,29 @@ CUresult launchCooperative(bool pt, CUfunction f, unsigned gx, unsigned gy, unsi
   coop.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
   coop.value.cooperative = 1;
   return launchImpl("cuLaunchCooperativeKernel", pt, f, grid, block, shmem, h, kernelParams, nullptr, &coop, 1);
+}
+
+// The deprecated launch API (KernelObj::legacy): cuLaunch, cuLaunchGrid and
+// cuLaunchGridAsync launch with the state set through cuFuncSetBlockShape,
+// cuFuncSetSharedSize and cuParamSet*.
+CUresult launchLegacy(const char* api, CUfunction f, unsigned gw, unsigned gh, CUstream h) {
+  unsigned block[3], shmem;
+  std::vector<uint8_t> bytes;
+  std::vector<void*> ptrs;
+  {
+    SIM_ENTRY(api, kNeedCtx);
+    KernelObj* k = lookupKernel(f);
+    if (!k) return CUDA_ERROR_INVALID_HANDLE;
+    const KernelObj::LegacyLaunchState& l = k->legacy;
+    if (l.block[0] == 0 || !l.paramSizeSet || l.params.size() != k->totalBytes) return CUDA_ERROR_INVALID_VALUE;
+    std::copy(l.block, l.block + 3, block);
+    shmem = l.sharedBytes;
+    bytes = l.params;
+    for (size_t i = 0; i < k->sizes.size(); ++i) ptrs.push_back(bytes.data() + k->offsets[i]);
+  }
+  const unsigned grid[3] = {gw, gh, 1};
+  return launchImpl(api, false, f, grid, block, shmem, h, ptrs.empty() ? nullptr : ptrs.data(), nullptr, nullptr, 0,
+                    /*legacyLaunch=*/true);
 }
 
 // ---------------------------------------------------------------- copies / memsets
@@ -1300,6 +1329,13 @@ CUresult CUDAAPI cuCtxSetLimit(CUlimit limit, size_t value) {
     case CU_LIMIT_STACK_SIZE: ctx->stackLimit = (value + 15) / 16 * 16; return CUDA_SUCCESS;
     case CU_LIMIT_PRINTF_FIFO_SIZE: ctx->printfFifoLimit = value; return CUDA_SUCCESS;
     case CU_LIMIT_MALLOC_HEAP_SIZE: ctx->mallocHeapLimit = value; return CUDA_SUCCESS;
+    case CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED:
+      if (value > 1) return CUDA_ERROR_INVALID_VALUE;
+      ctx->cigSharedMemFallback = value != 0;
+      return CUDA_SUCCESS;
+    case CU_LIMIT_SHMEM_SIZE:
+    case CU_LIMIT_CIG_ENABLED:
+      return CUDA_ERROR_INVALID_VALUE;  // can only be queried
     default: return CUDA_ERROR_UNSUPPORTED_LIMIT;
   }
 }
@@ -1312,6 +1348,9 @@ CUresult CUDAAPI cuCtxGetLimit(size_t* pvalue, CUlimit limit) {
     case CU_LIMIT_STACK_SIZE: *pvalue = ctx->stackLimit; return CUDA_SUCCESS;
     case CU_LIMIT_PRINTF_FIFO_SIZE: *pvalue = ctx->printfFifoLimit; return CUDA_SUCCESS;
     case CU_LIMIT_MALLOC_HEAP_SIZE: *pvalue = ctx->mallocHeapLimit; return CUDA_SUCCESS;
+    case CU_LIMIT_SHMEM_SIZE: *pvalue = kCigSharedMemBytes; return CUDA_SUCCESS;
+    case CU_LIMIT_CIG_ENABLED: *pvalue = 1; return CUDA_SUCCESS;
+    case CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED: *pvalue = ctx->cigSharedMemFallback ? 1 : 0; return CUDA_SUCCESS;
     default: return CUDA_ERROR_UNSUPPORTED_LIMIT;
   }
 }
@@ -1341,6 +1380,57 @@ CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int
 CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** kp, void** extra) {
   return launchKernelEx(false, config, f, kp, extra);
 }
+
+// The deprecated launch API (KernelObj::legacy).
+CUresult CUDAAPI cuFuncSetBlockShape(CUfunction f, int x, int y, int z) {
+  SIM_ENTRY("cuFuncSetBlockShape", kNeedCtx);
+  KernelObj* k = lookupKernel(f);
+  if (!k) return CUDA_ERROR_INVALID_HANDLE;
+  if (x <= 0 || y <= 0 || z <= 0) return CUDA_ERROR_INVALID_VALUE;
+  k->legacy.block[0] = unsigned(x), k->legacy.block[1] = unsigned(y), k->legacy.block[2] = unsigned(z);
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuFuncSetSharedSize(CUfunction f, unsigned int bytes) {
+  SIM_ENTRY("cuFuncSetSharedSize", kNeedCtx);
+  KernelObj* k = lookupKernel(f);
+  if (!k) return CUDA_ERROR_INVALID_HANDLE;
+  k->legacy.sharedBytes = bytes;
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuParamSetSize(CUfunction f, unsigned int numbytes) {
+  SIM_ENTRY("cuParamSetSize", kNeedCtx);
+  KernelObj* k = lookupKernel(f);
+  if (!k) return CUDA_ERROR_INVALID_HANDLE;
+  k->legacy.params.assign(numbytes, 0);
+  k->legacy.paramSizeSet = true;
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuParamSetv(CUfunction f, int offset, void* ptr, unsigned int numbytes) {
+  SIM_ENTRY("cuParamSetv", kNeedCtx);
+  KernelObj* k = lookupKernel(f);
+  if (!k) return CUDA_ERROR_INVALID_HANDLE;
+  if (!ptr || offset < 0 || size_t(offset) + numbytes > k->legacy.params.size()) return CUDA_ERROR_INVALID_VALUE;
+  std::memcpy(k->legacy.params.data() + offset, ptr, numbytes);
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuParamSeti(CUfunction f, int offset, unsigned int value) {
+  return cuParamSetv(f, offset, &value, sizeof value);
+}
+CUresult CUDAAPI cuLaunchGridAsync(CUfunction f, int gw, int gh, CUstream h) {
+  if (gw <= 0 || gh <= 0) {
+    SIM_ENTRY("cuLaunchGridAsync", kNeedCtx);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return launchLegacy("cuLaunchGridAsync", f, unsigned(gw), unsigned(gh), h);
+}
+CUresult CUDAAPI cuLaunchGrid(CUfunction f, int gw, int gh) {
+  if (gw <= 0 || gh <= 0) {
+    SIM_ENTRY("cuLaunchGrid", kNeedCtx);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return launchLegacy("cuLaunchGrid", f, unsigned(gw), unsigned(gh), nullptr);
+}
+CUresult CUDAAPI cuLaunch(CUfunction f) { return launchLegacy("cuLaunch", f, 1, 1, nullptr); }
 CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** kp, void** extra) {
   return launchKernelEx(true, config, f, kp, extra);
 }

@@ -77,6 +77,20 @@ struct KernelObj {
   // CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE at its call (and in a capture);
   // a graph's kernel node is not checked again when the graph is launched.
   int cachePreference = CU_FUNC_CACHE_PREFER_NONE;
+  // The launch state of the deprecated launch API (cuFuncSetBlockShape,
+  // cuFuncSetSharedSize, cuParamSetSize, cuParamSeti / cuParamSetv), read by
+  // cuLaunch / cuLaunchGrid / cuLaunchGridAsync. As cuda.h documents at
+  // cuLaunchKernel, a cuLaunchKernel (Ex, Cooperative) call of the kernel
+  // that the driver takes invalidates it (into a capture too: it is a call);
+  // nothing documents that a graph launch does, so it does not. A legacy
+  // launch with no block shape or a parameter size other than the kernel's
+  // is refused (CUDA_ERROR_INVALID_VALUE).
+  struct LegacyLaunchState {
+    unsigned block[3] = {0, 0, 0};
+    unsigned sharedBytes = 0;
+    std::vector<uint8_t> params;
+    bool paramSizeSet = false;
+  } legacy;
   // Module/library kernels (fake_cuda_module.cc): the handle is a slot that is
   // reused after an unload; an unloaded KernelObj stays allocated (graph nodes
   // still point at it) but is no longer reachable through any handle.
@@ -278,6 +292,17 @@ struct Context {
   size_t stackLimit = 1024;              // CU_LIMIT_STACK_SIZE; grows at launches (KernelObj::stackBytes)
   size_t printfFifoLimit = 1 << 20, mallocHeapLimit = 8 << 20;
   int cachePreference = CU_FUNC_CACHE_PREFER_NONE;  // cuCtxSetCacheConfig (KernelObj::cachePreference)
+  // CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED (cuCtxSetLimit). A model of what
+  // cuda.h documents for a CIG (CUDA in Graphics) context: with the fallback
+  // off, "CUDA will fail to launch a kernel ... if the kernel uses more shared
+  // memory than available" (CU_LIMIT_SHMEM_SIZE, kCigSharedMemBytes here).
+  // Simplification: every simulated context is taken for a CIG context for
+  // these limits (CU_LIMIT_CIG_ENABLED reads 1). A launch asking for more
+  // dynamic shared memory than that is refused with
+  // CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES at its call (and in a capture) while the
+  // fallback is off; a graph's kernel node is not checked again when the
+  // graph is launched (as for the cache preference, KernelObj).
+  bool cigSharedMemFallback = true;
   CUcontext handle() { return handleValue ? handleValue : reinterpret_cast<CUcontext>(this); }
 };
 

@@ -776,7 +776,9 @@ void expectFeedingLoopProgresses(bool aboutEvent, bool barrierEachRound = false)
   }
   h.expectEquivalent();
   EXPECT_GT(graftAnswers, 0u) << "graft answered no query itself";
-  if (!barrierEachRound) EXPECT_GT(h.engine.stats().queriesIssuedForProgress, 0u);
+  if (!barrierEachRound) {
+    EXPECT_GT(h.engine.stats().queriesIssuedForProgress, 0u);
+  }
   if (!aboutEvent) {  // (an event's record after every op cuts the learned runs apart)
     EXPECT_GT(graftAnswersAfterFirstPhase, 0u) << "the driver's CUDA_SUCCESS did not end the streak";
   }
