@@ -1406,15 +1406,26 @@ void legacyLaunchState() {
   CKD(cuModuleGetFunction(&inc, module, "trapInc"));
   cudaStream_t S = nonBlockingStream();
   const auto cs = reinterpret_cast<CUstream>(S);
-  uint32_t *a = deviceBuffer(19901, kS), *b = deviceBuffer(19902, kS), *c = deviceBuffer(19903, kS);
-  std::vector<uint32_t> ha = hostPattern(19901), hb = hostPattern(19902), hc = hostPattern(19903);
+  uint32_t *a = deviceBuffer(19901, kS), *b = deviceBuffer(19902, kS), *c = deviceBuffer(19903, kS),
+           *d = deviceBuffer(19904, kS);
+  std::vector<uint32_t> ha = hostPattern(19901), hb = hostPattern(19902), hc = hostPattern(19903),
+                        hd = hostPattern(19904);
   preload(mix);
   preload(mix2);
   CK(cudaDeviceSynchronize());
   Digest codes;
   int gridLaunches = 0;
   for (int i = 0; i < g_iters; ++i) {
-    const uint32_t u = uint32_t(i) * 8u;
+    const uint32_t u = uint32_t(i) * 16u;
+    // A few kernels first, so that a tool holds a run that the function's
+    // cuLaunchKernel continues.
+    for (uint32_t j = 0; j < 3; ++j) {
+      mix<<<kSGrid, kBlock, 0, S>>>(d, c, kS, u + 8 + j);
+      mix<<<kSGrid, kBlock, 0, S>>>(c, d, kS, u + 12 + j);
+      CKL();
+      mixHost(hd, hc, kS, u + 8 + j);
+      mixHost(hc, hd, kS, u + 12 + j);
+    }
     mix<<<kSGrid, kBlock, 0, S>>>(a, c, kS, u);
     CKL();
     mixHost(ha, hc, kS, u);
@@ -1445,6 +1456,11 @@ void legacyLaunchState() {
       CKL();
       mixHost(hc, ha, kS, u + 3);
     }
+    mix<<<kSGrid, kBlock, 0, S>>>(d, c, kS, u + 4);
+    mix<<<kSGrid, kBlock, 0, S>>>(c, d, kS, u + 5);
+    CKL();
+    mixHost(hd, hc, kS, u + 4);
+    mixHost(hc, hd, kS, u + 5);
     const CUresult r = launchGridAsync(inc, kSGrid, 1, cs);
     addCode(codes, int(r));
     if (r == CUDA_SUCCESS) {
@@ -1458,6 +1474,7 @@ void legacyLaunchState() {
       checkMirror("a", i, a, ha);
       checkMirror("b", i, b, hb);
       checkMirror("c", i, c, hc);
+      checkMirror("d", i, d, hd);
     }
   }
   CK(cudaStreamSynchronize(S));
