@@ -214,10 +214,23 @@ void Runtime::ensureStarted(void* hint) {
     std::at_quick_exit(onExit);  // std::quick_exit runs no atexit handler; the report is written all the same
     // A per-thread default stream's ops get a proxy only where graft may hold them.
     if (config::replays(mode)) graph::PerThreadStreams::enable();
-    if (config::replays(mode) && options().idleFlushMs > 0)
-      core::startOwnThread([rt = g_hook.runtime, ms = options().idleFlushMs] { idleFlushLoop(rt, ms); }).detach();
+    // Without its idle flush graft could hold work a program then waits for
+    // without a CUDA call: where the thread cannot start (the process is out
+    // of threads), graft stays off and every call goes to the driver as is.
+    bool idleFlushRuns = true;
+    if (config::replays(mode) && options().idleFlushMs > 0) {
+      try {
+        core::startOwnThread([rt = g_hook.runtime, ms = options().idleFlushMs] { idleFlushLoop(rt, ms); }).detach();
+      } catch (const std::exception& e) {
+        idleFlushRuns = false;
+        GRAFT_ERROR("graft could not start its idle-flush thread ({}); it stays off: every call goes to the driver "
+                    "as it is",
+                    e.what());
+      }
+    }
     // Not in a child forked meanwhile: its fork handler ran before this store.
-    if (!g_hook.forkedChild.load(std::memory_order_relaxed)) g_hook.active.store(true, std::memory_order_release);
+    if (idleFlushRuns && !g_hook.forkedChild.load(std::memory_order_relaxed))
+      g_hook.active.store(true, std::memory_order_release);
     t_inGraft = false;
   });
   starting = false;
