@@ -1,5 +1,5 @@
 // Host mirrors for the helper-written trap programs that check every
-// scenario against the host (traps_r15.cu, traps_r17.cu), on top of
+// scenario against the host (traps_r15.cu, traps_r17.cu, traps_r19.cu), on top of
 // trap_helpers.cuh: mirrored buffers of kS words, device-to-host fetches, the
 // check of a buffer against its mirror, and host copies of trap_common.cuh's
 // mix and mix2. Every call checks its CUDA status (exit 1 on failure).
@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "trap_helpers.cuh"
@@ -58,6 +59,35 @@ void mix2Host(std::vector<uint32_t>& dst, const std::vector<uint32_t>& a, const 
   for (int k = 0; k < n; ++k)
     dst[size_t(k)] =
         rotl(dst[size_t(k)], 3) + (a[size_t((k * 5 + 77) % n)] ^ rotl(b[size_t((k * 3 + 11) % n)], 7)) + salt;
+}
+
+// Word-wise kernels over a buffer seen as bytes on the host (memory pools,
+// mappings), with their mirrors: traps_r15 and traps_r19.
+// Every word changes on its own (no other index is read).
+__global__ void byteStir(uint32_t* w, int n, uint32_t salt) {
+  const int k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k < n) w[k] = rotl(w[k], 9) ^ hash32(uint32_t(k) ^ salt);
+}
+[[maybe_unused]] void byteStirHost(std::vector<uint8_t>& bytes, uint32_t salt) {
+  for (size_t k = 0; k < bytes.size() / 4; ++k) {
+    uint32_t v;
+    std::memcpy(&v, &bytes[4 * k], 4);
+    v = rotl(v, 9) ^ hash32(uint32_t(k) ^ salt);
+    std::memcpy(&bytes[4 * k], &v, 4);
+  }
+}
+
+// acc folds in the buffer's words at other indices.
+__global__ void accFold(uint32_t* acc, const uint32_t* w, int n, uint32_t salt) {
+  const int k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k < n) acc[k] = rotl(acc[k], 1) ^ (w[(uint32_t(k) * 3u + salt) % uint32_t(n)] + uint32_t(k));
+}
+[[maybe_unused]] void accFoldHost(std::vector<uint32_t>& acc, const std::vector<uint8_t>& bytes, int n, uint32_t salt) {
+  for (int k = 0; k < n; ++k) {
+    uint32_t v;
+    std::memcpy(&v, &bytes[4 * size_t((uint32_t(k) * 3u + salt) % uint32_t(n))], 4);
+    acc[size_t(k)] = rotl(acc[size_t(k)], 1) ^ (v + uint32_t(k));
+  }
 }
 
 }  // namespace

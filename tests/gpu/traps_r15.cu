@@ -201,33 +201,6 @@ void winMixHost(std::vector<uint32_t>& dst, const std::vector<uint32_t>& win, in
     dst[size_t(k)] = rotl(dst[size_t(k)], 3) + (win[(uint32_t(k) * 5u + salt) & 1023u] ^ salt);
 }
 
-// Every word changes on its own (no other index is read).
-__global__ void byteStir(uint32_t* w, int n, uint32_t salt) {
-  const int k = blockIdx.x * blockDim.x + threadIdx.x;
-  if (k < n) w[k] = rotl(w[k], 9) ^ hash32(uint32_t(k) ^ salt);
-}
-void byteStirHost(std::vector<uint8_t>& bytes, uint32_t salt) {
-  for (size_t k = 0; k < bytes.size() / 4; ++k) {
-    uint32_t v;
-    std::memcpy(&v, &bytes[4 * k], 4);
-    v = rotl(v, 9) ^ hash32(uint32_t(k) ^ salt);
-    std::memcpy(&bytes[4 * k], &v, 4);
-  }
-}
-
-// acc folds in the buffer's words at other indices.
-__global__ void accFold(uint32_t* acc, const uint32_t* w, int n, uint32_t salt) {
-  const int k = blockIdx.x * blockDim.x + threadIdx.x;
-  if (k < n) acc[k] = rotl(acc[k], 1) ^ (w[(uint32_t(k) * 3u + salt) % uint32_t(n)] + uint32_t(k));
-}
-void accFoldHost(std::vector<uint32_t>& acc, const std::vector<uint8_t>& bytes, int n, uint32_t salt) {
-  for (int k = 0; k < n; ++k) {
-    uint32_t v;
-    std::memcpy(&v, &bytes[4 * size_t((uint32_t(k) * 3u + salt) % uint32_t(n))], 4);
-    acc[size_t(k)] = rotl(acc[size_t(k)], 1) ^ (v + uint32_t(k));
-  }
-}
-
 // 64 words of dst (managed memory) from src.
 __global__ void copy64(uint32_t* dst, const uint32_t* src, uint32_t salt) {
   const unsigned t = threadIdx.x;

@@ -234,34 +234,6 @@ std::vector<uint32_t> fillBlockHost(const std::vector<uint32_t>& a, uint32_t sal
   return blk;
 }
 
-// Every word changes on its own (no other index is read).
-__global__ void stirWords(uint32_t* w, int n, uint32_t salt) {
-  const int k = blockIdx.x * blockDim.x + threadIdx.x;
-  if (k < n) w[k] = rotl(w[k], 9) ^ hash32(uint32_t(k) ^ salt);
-}
-void stirWordsHost(std::vector<uint8_t>& bytes, uint32_t salt) {
-  for (size_t k = 0; k < bytes.size() / 4; ++k) {
-    uint32_t v;
-    std::memcpy(&v, &bytes[4 * k], 4);
-    v = rotl(v, 9) ^ hash32(uint32_t(k) ^ salt);
-    std::memcpy(&bytes[4 * k], &v, 4);
-  }
-}
-
-// acc folds in w's words at other indices.
-__global__ void foldWords(uint32_t* acc, const uint32_t* w, int n, uint32_t salt) {
-  const int k = blockIdx.x * blockDim.x + threadIdx.x;
-  if (k < n) acc[k] = rotl(acc[k], 1) ^ (w[(uint32_t(k) * 3u + salt) % uint32_t(n)] + uint32_t(k));
-}
-void foldWordsHost(std::vector<uint32_t>& acc, const std::vector<uint8_t>& bytes, uint32_t salt) {
-  const int n = int(acc.size());
-  for (int k = 0; k < n; ++k) {
-    uint32_t v;
-    std::memcpy(&v, &bytes[4 * size_t((uint32_t(k) * 3u + salt) % uint32_t(n))], 4);
-    acc[size_t(k)] = rotl(acc[size_t(k)], 1) ^ (v + uint32_t(k));
-  }
-}
-
 // ---------------------------------------------------------------- pdl_after_copy
 
 constexpr int kPN = 1 << 16;  // words per buffer in pdl_after_copy
@@ -703,8 +675,8 @@ void memsetWideValues() {
   std::vector<uint32_t> hacc3 = hostPattern(19403, words3);
   auto* p3 = static_cast<uint8_t*>(P3.ptr);
   std::printf("block3: pitch %zu, %zu bytes\n", P3.pitch, bytes3);
-  preload(stirWords);
-  preload(foldWords);
+  preload(byteStir);
+  preload(accFold);
   CK(cudaDeviceSynchronize());
   Digest codes;
   int refused = 0;
@@ -715,11 +687,11 @@ void memsetWideValues() {
   };
   for (int i = 0; i < g_iters; ++i) {
     const uint32_t u = uint32_t(i) * 4u;
-    stirWords<<<kWords / kBlock, kBlock, 0, S>>>(reinterpret_cast<uint32_t*>(W), kWords, u);
-    stirWords<<<grid3, kBlock, 0, S>>>(static_cast<uint32_t*>(P3.ptr), words3, u + 1);
+    byteStir<<<kWords / kBlock, kBlock, 0, S>>>(reinterpret_cast<uint32_t*>(W), kWords, u);
+    byteStir<<<grid3, kBlock, 0, S>>>(static_cast<uint32_t*>(P3.ptr), words3, u + 1);
     CKL();
-    stirWordsHost(h, u);
-    stirWordsHost(h3, u + 1);
+    byteStirHost(h, u);
+    byteStirHost(h3, u + 1);
     // 1-D: at odd offsets, sizes of period 3.
     const int v1 = wideValue(i);
     const size_t o1 = 3 + size_t(i % 5) * 701, len1 = 257 + size_t(i % 3) * 64;
@@ -756,11 +728,11 @@ void memsetWideValues() {
     addCode(codes, int(keep(cudaMemcpy2DAsync(W + 128, 64, W + 4096, 64, 32, 0, cudaMemcpyDeviceToDevice, S))));
     if (irregular(i, 194, 5))
       addCode(codes, int(keep(cudaMemset3DAsync(pp, v3, make_cudaExtent(w3, ht3, 0), S))));
-    foldWords<<<kWords / kBlock, kBlock, 0, S>>>(acc, reinterpret_cast<const uint32_t*>(W), kWords, u + 2);
-    foldWords<<<grid3, kBlock, 0, S>>>(acc3, static_cast<const uint32_t*>(P3.ptr), words3, u + 3);
+    accFold<<<kWords / kBlock, kBlock, 0, S>>>(acc, reinterpret_cast<const uint32_t*>(W), kWords, u + 2);
+    accFold<<<grid3, kBlock, 0, S>>>(acc3, static_cast<const uint32_t*>(P3.ptr), words3, u + 3);
     CKL();
-    foldWordsHost(hacc, h, u + 2);
-    foldWordsHost(hacc3, h3, u + 3);
+    accFoldHost(hacc, h, kWords, u + 2);
+    accFoldHost(hacc3, h3, words3, u + 3);
     if (at(i)) {
       CK(cudaStreamSynchronize(S));
       std::printf("step %d: ops refused %d\n", i, refused);
