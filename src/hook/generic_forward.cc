@@ -51,7 +51,8 @@ bool looksStreamOrdered(std::string_view n) {
          starts("cuGraphLaunch") || starts("cuMemcpy") || starts("cuMemset") ||
          starts("cuStreamWait") || starts("cuStreamWrite") || starts("cuStreamBatchMemOp") ||
          starts("cuEventRecord") || starts("cuStreamBeginCapture") || starts("cuStreamEndCapture") ||
-         n.find("RecordEvent") != std::string_view::npos || n.find("WaitEvent") != std::string_view::npos;
+         n.find("RecordEvent") != std::string_view::npos || n.find("WaitEvent") != std::string_view::npos ||
+         starts("cuEGLStreamProducer") || starts("cuEGLStreamConsumer");  // frames handed over on a stream
 }
 
 }  // namespace graft::hook

@@ -1025,13 +1025,14 @@ template <ApiId Id, int PT, typename Real, typename... A>
       }
       beforePerThreadCall<PT>(info.klass == ApiClass::Copy || info.klass == ApiClass::Set, a...);
       if constexpr (info.traits & trait::ENDS_CONTEXT) {
-        // A reset or a destroy ends the context (UNLOADS); a release ends the
-        // primary context only if it was the last reference.
+        // A reset or a destroy ends the context (UNLOADS); a release (or a
+        // detach) ends it only if it was the last reference.
         // (A release is taken for an unload, but whether it ended the context
         // is asked.)
         const auto [proxies, device] = proxiesEndedBy(a...);
         const CUresult r = realFn(a...);
-        constexpr bool surelyEnds = (info.traits & trait::UNLOADS) && info.base != "cuDevicePrimaryCtxRelease";
+        constexpr bool surelyEnds = (info.traits & trait::UNLOADS) && info.base != "cuDevicePrimaryCtxRelease" &&
+                                    info.base != "cuCtxDetach";
         if (r == CUDA_SUCCESS) {
           graph::PerThreadStreams::retireIfEnded(proxies, device, surelyEnds);
           if (pool::DevicePool* pool = rt.pool()) pool->contextsMayHaveEnded();

@@ -911,7 +911,10 @@ void stickyAfterCall(Kit& k, int steps, char how) {
       continue;
     }
     ++g_provoked;
-    usleep(50000);
+    // Time for the fault to run: graft's idle flush issues the held launch
+    // within GRAFT_IDLE_FLUSH_MS (5 ms); 50 ms once fell short with two test
+    // processes and a CI build sharing two cores.
+    usleep(250000);
     auto expectSticky = [&](CUresult r, const char* what) {
       ++checked;
       if (r == CUDA_ERROR_ILLEGAL_ADDRESS) return;
