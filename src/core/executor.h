@@ -137,7 +137,8 @@ class Executor {
 
   // Which execution domain (device context) an op runs in; 0 when it has none
   // of its own (an event op on a program stream). Ops of two different
-  // nonzero domains never share a graph. Pure function of the op; no driver call.
+  // nonzero domains never share a graph. Pure function of the op (the same
+  // answer for as long as its stream lives); at most one driver call per stream.
   virtual uint64_t domainOf(const OpDesc&) { return 0; }
 
   // The program unloads code or destroys a context; every graph was destroyed

@@ -297,8 +297,18 @@ int GraphExecutor::issue(const OpDesc& op) {
 }
 
 CUcontext GraphExecutor::runContext(const OpDesc& op) {
-  // An op without a context of its own (an event op on a program stream)
-  // runs in its stream's.
+  // An op on a program stream runs in its stream's context, whatever was
+  // current at the call: the driver runs a launch into a green context's
+  // stream (cuGreenCtxStreamCreate) in that green context while the primary
+  // context is current, and a library kernel (CUkernel) in the context of the
+  // stream it is launched into. Captured in the context current at the call,
+  // such a launch would run outside the green context's SMs
+  // (tests/gpu/traps_r21.cu, green_partition_alone). An op on a default
+  // stream runs in the context current at its call, which it carries; one
+  // without a context of its own (an event op) in its stream's.
+  if (!core::isDefaultStream(op.stream) && !core::isPerThreadKey(op.stream)) {
+    if (CUcontext s = streamContext(op.stream)) return s;
+  }
   CUcontext c = contextOf(op);
   return c ? c : streamContext(op.stream);
 }
@@ -312,6 +322,19 @@ CUcontext GraphExecutor::streamContext(core::StreamKey key) {
   auto getCtx = real<ApiId::k_cuStreamGetCtx_9020>();
   if (!getCtx || getCtx(asStream(key), &c) != CUDA_SUCCESS) c = nullptr;
   stream_ctx_.emplace(key, c);
+  return c;
+}
+
+CUcontext GraphExecutor::streamRegularContext(core::StreamKey key) {
+  if (core::isDefaultStream(key) || core::isPerThreadKey(key)) return streamContext(key);
+  auto it = stream_regular_ctx_.find(key);
+  if (it != stream_regular_ctx_.end()) return it->second;
+  CUcontext c = streamContext(key);
+  CUcontext primary = nullptr;
+  CUgreenCtx green = nullptr;
+  auto getCtx2 = real<ApiId::k_cuStreamGetCtx_12050>();
+  if (c && getCtx2 && getCtx2(asStream(key), &primary, &green) == CUDA_SUCCESS && green && primary) c = primary;
+  stream_regular_ctx_.emplace(key, c);
   return c;
 }
 
@@ -1089,6 +1112,7 @@ void GraphExecutor::forgetKernels() {
   copy_kernels_.forgetAll();
   blocking_.clear();
   stream_ctx_.clear();
+  stream_regular_ctx_.clear();
 }
 
 std::string GraphExecutor::describe(const OpDesc& op) { return describeOp(op, kernels_); }

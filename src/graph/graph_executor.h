@@ -115,11 +115,13 @@ class GraphExecutor final : public core::Executor {
     waitForLaunches();
     blocking_.erase(reinterpret_cast<uint64_t>(stream));
     stream_ctx_.erase(reinterpret_cast<uint64_t>(stream));
+    stream_regular_ctx_.erase(reinterpret_cast<uint64_t>(stream));
   }
   // The program created `stream` in `ctx` (its handle may be a destroyed
   // stream's that graft did not see go): what was cached about it is the new one's.
   void noteStreamCreated(CUstream stream, CUcontext ctx) {
     blocking_.erase(reinterpret_cast<uint64_t>(stream));
+    stream_regular_ctx_.erase(reinterpret_cast<uint64_t>(stream));
     stream_ctx_[reinterpret_cast<uint64_t>(stream)] = ctx;
   }
   // A program stream's context (null for the legacy and the calling thread's
@@ -127,6 +129,10 @@ class GraphExecutor final : public core::Executor {
   // the stream is destroyed or created again; calls the driver once per stream.
   // Under the engine lock.
   CUcontext streamContext(core::StreamKey key);
+  // For a green context's stream, the primary context it was made from
+  // (cuStreamGetCtx_v2), whose events the driver records on it; else
+  // streamContext(key). Cached alike; under the engine lock.
+  CUcontext streamRegularContext(core::StreamKey key);
 
  private:
   struct ContextPool {
@@ -205,7 +211,9 @@ class GraphExecutor final : public core::Executor {
   std::unordered_map<uint64_t, bool> blocking_;
   // The context of each program stream seen at build time (cuStreamGetCtx).
   std::unordered_map<uint64_t, CUcontext> stream_ctx_;
-  // The context an op runs in: its own, else its stream's (null if neither).
+  std::unordered_map<uint64_t, CUcontext> stream_regular_ctx_;  // streamRegularContext
+  // The context an op runs in: a program stream's (known to the driver), else
+  // the op's own, else its stream's (null if none).
   CUcontext runContext(const core::OpDesc& op);
   // `ctx` when set (and remembered), else the last context graft used.
   CUcontext orLastContext(CUcontext ctx);

@@ -327,18 +327,22 @@ void OpEncoder::noteEventCreated(CUevent event, unsigned flags, CUcontext ctx) {
   events_[reinterpret_cast<uint64_t>(event)] = {kind, reinterpret_cast<uint64_t>(ctx)};
 }
 
-core::EagerCause OpEncoder::eventOpEagerCause(CUevent event, bool record, CUcontext streamCtx) const {
+core::EagerCause OpEncoder::eventOpEagerCause(CUevent event, bool record, CUcontext streamCtx,
+                                              CUcontext streamRegularCtx) const {
   const auto it = events_.find(reinterpret_cast<uint64_t>(event));
   if (it == events_.end()) return core::EagerCause::UnseenEvent;
   if (it->second.kind == EventKind::Interprocess) return core::EagerCause::InterprocessEvent;
   if (record && it->second.kind == EventKind::Timing) return core::EagerCause::TimingEvent;
-  if (record && it->second.ctx != reinterpret_cast<uint64_t>(streamCtx)) return core::EagerCause::DriverChecks;
+  if (record && (!streamCtx || it->second.ctx != reinterpret_cast<uint64_t>(streamCtx)) &&
+      (!streamRegularCtx || it->second.ctx != reinterpret_cast<uint64_t>(streamRegularCtx)))
+    return core::EagerCause::DriverChecks;
   return core::EagerCause::None;
 }
 
 GRAFT_HOT const OpDesc& OpEncoder::eventRecord(ApiId api, core::StreamKey stream, CUcontext ctx, CUevent event,
-                                     unsigned flags, CUcontext streamCtx) {
-  if (const core::EagerCause c = eventOpEagerCause(event, true, streamCtx); c != core::EagerCause::None)
+                                     unsigned flags, CUcontext streamCtx, CUcontext streamRegularCtx) {
+  if (const core::EagerCause c = eventOpEagerCause(event, true, streamCtx, streamRegularCtx);
+      c != core::EagerCause::None)
     return boundary(api, stream, c);
   const EventShape s{flags, 0, reinterpret_cast<uint64_t>(ctx)};
   std::memcpy(shape_.data(), &s, sizeof(s));

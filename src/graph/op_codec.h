@@ -97,9 +97,11 @@ class OpEncoder {
   // A record or wait that must stay eager comes back as a boundary (see
   // noteEventCreated).
   // `streamCtx` (records): the context of the stream a record names (null:
-  // unknown), which must be the event's.
+  // unknown), which must be the event's; or `streamRegularCtx`, for a green
+  // context's stream the primary context it was made from, whose events the
+  // driver records there too (null or streamCtx: none other).
   const core::OpDesc& eventRecord(hook::ApiId api, core::StreamKey stream, CUcontext ctx, CUevent event,
-                                  unsigned flags, CUcontext streamCtx);
+                                  unsigned flags, CUcontext streamCtx, CUcontext streamRegularCtx = nullptr);
   const core::OpDesc& eventWait(hook::ApiId api, core::StreamKey stream, CUcontext ctx, CUevent event,
                                 unsigned flags);
   // The events the program created, by kind; which of their records and
@@ -170,8 +172,9 @@ class OpEncoder {
   enum class EventKind : uint8_t { Untimed, Timing, Interprocess };
   // Why a record (or a wait) of `event` must stay eager; None if a graph may hold it.
   // Why an op on `event` stays eager (None: it may be held). A record also
-  // needs `streamCtx` to be the event's context.
-  core::EagerCause eventOpEagerCause(CUevent event, bool record, CUcontext streamCtx = nullptr) const;
+  // needs `streamCtx` or `streamRegularCtx` to be the event's context.
+  core::EagerCause eventOpEagerCause(CUevent event, bool record, CUcontext streamCtx = nullptr,
+                                     CUcontext streamRegularCtx = nullptr) const;
   struct EventInfo {
     EventKind kind;
     uint64_t ctx;  // the context current at its creation

@@ -380,6 +380,12 @@ inline CUcontext recordStreamContext(Runtime& rt, CUstream s, CUcontext defaultC
   if (!s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) return defaultCtx ? defaultCtx : currentContextUntimed();
   return rt.executor().streamContext(reinterpret_cast<StreamKey>(s));
 }
+// For a record on a green context's stream: the primary context it was made
+// from, whose events the driver records there too (null for a default stream).
+inline CUcontext recordStreamRegularContext(Runtime& rt, CUstream s) {
+  if (!s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) return nullptr;
+  return rt.executor().streamRegularContext(reinterpret_cast<StreamKey>(s));
+}
 
 template <>
 struct Encoder<ApiId::k_cuEventRecord_2000> {
@@ -387,7 +393,7 @@ struct Encoder<ApiId::k_cuEventRecord_2000> {
   GRAFT_HOT static const OpDesc& encode(Runtime& rt, int pt, CUevent e, CUstream s) {
     const CUcontext ctx = defaultStreamContext(s);
     return rt.encoder().eventRecord(ApiId::k_cuEventRecord_2000, streamKey(s, pt), ctx, e, 0,
-                                    recordStreamContext(rt, s, ctx));
+                                    recordStreamContext(rt, s, ctx), recordStreamRegularContext(rt, s));
   }
 };
 
@@ -400,7 +406,7 @@ struct Encoder<ApiId::k_cuEventRecordWithFlags_11010> {
                                    EagerCause::OtherStreamOrdered);
     const CUcontext ctx = defaultStreamContext(s);
     return rt.encoder().eventRecord(ApiId::k_cuEventRecordWithFlags_11010, streamKey(s, pt), ctx, e, flags,
-                                    recordStreamContext(rt, s, ctx));
+                                    recordStreamContext(rt, s, ctx), recordStreamRegularContext(rt, s));
   }
 };
 
@@ -894,6 +900,17 @@ SettingChange legacyLaunchStateChange(Runtime& rt, A... a) {
   return c;
 }
 
+// A texture or surface reference's binding or sampling state (driver_api.def
+// says why): what graft holds is issued first; no graph has a kernel that
+// reads one (the driver refuses such a kernel in a capture), so none goes.
+template <ApiId Id>
+constexpr bool kIsTextureReference = apiInfo(Id).base.starts_with("cuTexRefSet") || Id == ApiId::k_cuSurfRefSetArray_3000;
+inline SettingChange textureReferenceChange() {
+  SettingChange c;
+  c.kind = SettingChange::Any;
+  return c;
+}
+
 // Whether the launches graft holds must be issued before the setting applies.
 // (Under the engine lock.)
 inline bool settingNeedsHeldIssued(const core::Engine& engine, const SettingChange& c) {
@@ -977,12 +994,19 @@ template <ApiId Id, int PT, typename Real, typename... A>
       return freeAsync<PT>(rt, realFn, a...);
     } else if constexpr (Id == ApiId::k_cuMemFree_3020) {
       return freeSync(rt, realFn, a...);
-    } else if constexpr (Id == ApiId::k_cuStreamCreate_2000 || Id == ApiId::k_cuStreamCreateWithPriority_5050) {
+    } else if constexpr (Id == ApiId::k_cuStreamCreate_2000 || Id == ApiId::k_cuStreamCreateWithPriority_5050 ||
+                         Id == ApiId::k_cuGreenCtxStreamCreate_12050) {
       const CUresult r = realFn(a...);
       if (r == CUDA_SUCCESS) {
         auto lock = rt.engine().lock();
         const CUstream created = *firstOf<CUstream*>(a...);
-        const CUcontext ctx = currentContextUntimed();
+        // A green context's stream is in that green context (its converted
+        // CUcontext, which cuStreamGetCtx names), not in the current one.
+        CUcontext ctx = currentContextUntimed();
+        if constexpr (Id == ApiId::k_cuGreenCtxStreamCreate_12050) {
+          CUcontext own = nullptr;
+          if (real<ApiId::k_cuStreamGetCtx_9020>()(created, &own) == CUDA_SUCCESS && own) ctx = own;
+        }
         rt.executor().noteStreamCreated(created, ctx);
         rt.engine().streamCreated(reinterpret_cast<StreamKey>(created), reinterpret_cast<uint64_t>(ctx));
       }
@@ -1075,6 +1099,7 @@ template <ApiId Id, int PT, typename Real, typename... A>
       const SettingChange change = [&] {
         if constexpr (kIsCachePreference<Id>) return cachePreferenceChange<Id>(rt, a...);
         else if constexpr (kIsLegacyLaunchState<Id>) return legacyLaunchStateChange<Id>(rt, a...);
+        else if constexpr (kIsTextureReference<Id>) return textureReferenceChange();
         else return settingChange<Id>(a...);
       }();
       if (change.kind != SettingChange::None) {
@@ -1100,7 +1125,7 @@ template <ApiId Id, int PT, typename Real, typename... A>
       // Refused or not, the program uses the old launch API with this kernel.
       if constexpr (kIsLegacyLaunchState<Id>)
         if (change.kind != SettingChange::None) rt.kernels().noteLegacyLaunchState(change.funcs[0]);
-      if (r == CUDA_SUCCESS && change.kind == SettingChange::Any && !change.allowance) {
+      if (r == CUDA_SUCCESS && change.kind == SettingChange::Any && !change.allowance && !kIsTextureReference<Id>) {
         if (change.everyKernel) rt.everyKernelAttributeChanged("the context's cache preference changed");
         else rt.kernelAttributeChanged(change.funcs[0]);
       }

@@ -30,6 +30,8 @@ std::vector<CUcontext>& ctxStack() {
   return *stack;
 }
 
+}  // namespace
+
 bool validDevice(CUdevice dev) { return dev >= 0 && dev < state().deviceCount; }
 
 Context* newContext(int device, bool primary) {
@@ -43,6 +45,8 @@ Context* newContext(int device, bool primary) {
   st.contexts.push_back(std::move(c));
   return raw;
 }
+
+namespace {
 
 constexpr unsigned kMaxSharedMem = 227 * 1024;
 // CU_LIMIT_SHMEM_SIZE of a CIG context (Context::cigSharedMemFallback).
@@ -65,6 +69,9 @@ const ErrorInfo kErrors[] = {
     SIM_ERR(CUDA_ERROR_NO_DEVICE, "no CUDA-capable device is detected"),
     SIM_ERR(CUDA_ERROR_INVALID_DEVICE, "invalid device ordinal"),
     SIM_ERR(CUDA_ERROR_INVALID_CONTEXT, "invalid device context"),
+    SIM_ERR(CUDA_ERROR_CONTEXT_IS_DESTROYED, "context is destroyed"),
+    SIM_ERR(CUDA_ERROR_INVALID_RESOURCE_TYPE, "invalid resource type"),
+    SIM_ERR(CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION, "invalid resource configuration"),
     SIM_ERR(CUDA_ERROR_INVALID_HANDLE, "invalid resource handle"),
     SIM_ERR(CUDA_ERROR_ILLEGAL_STATE, "the operation cannot be performed in the present state"),
     SIM_ERR(CUDA_ERROR_NOT_FOUND, "named symbol not found"),
@@ -257,8 +264,10 @@ CUresult launchImpl(const char* api, bool pt, CUfunction f, const unsigned grid[
   Stream* s;
   if (CUresult r = resolve(h, pt, &s); r != CUDA_SUCCESS) return r;
   // As in CUDA, a kernel launch fails on a stream of another context (a copy,
-  // memset or host function may use one and runs in that stream's context).
-  if (s->ctx != currentCtx()) return CUDA_ERROR_INVALID_HANDLE;
+  // memset or host function may use one and runs in that stream's context);
+  // a primary context and the green contexts made from it are one family
+  // (familyOf): a launch on a stream of any of them runs in that stream's.
+  if (!sameFamily(s->ctx, currentCtx())) return CUDA_ERROR_INVALID_HANDLE;
   Op op{ItemKind::Kernel, {}, {}, {}, {}};
   if (CUresult r = buildLaunch(f, grid, block, shmem, kernelParams, extra, attrs, numAttrs, &op.kernel);
       r != CUDA_SUCCESS) {
@@ -500,12 +509,14 @@ CUresult hostFuncImpl(bool pt, CUstream h, CUhostFn fn, void* userData) {
 
 // ---------------------------------------------------------------- streams
 
-CUresult createStream(CUstream* ph, unsigned flags, int priority) {
+}  // namespace
+
+CUresult createStream(CUstream* ph, unsigned flags, int priority, Context* ctx) {
   SimState& st = state();
   if (!ph || (flags & ~unsigned{CU_STREAM_NON_BLOCKING})) return CUDA_ERROR_INVALID_VALUE;
   auto s = std::make_shared<Stream>();
   s->id = st.nextStreamId++;
-  s->ctx = currentCtx();
+  s->ctx = ctx ? ctx : currentCtx();
   s->thread = std::this_thread::get_id();
   if (!st.freedStreamHandles.empty()) {
     s->handle = st.freedStreamHandles.back();
@@ -523,6 +534,8 @@ CUresult createStream(CUstream* ph, unsigned flags, int priority) {
   *ph = s->handle;
   return CUDA_SUCCESS;
 }
+
+namespace {
 
 CUresult streamQueryImpl(bool pt, CUstream h) {
   SIM_ENTRY("cuStreamQuery", kNeedCtx);
@@ -581,8 +594,9 @@ CUresult streamWaitEventImpl(bool pt, CUstream h, CUevent e, unsigned flags) {
       invalidate(cs);
       return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
     }
-    // Simplification: a capture stays within one context (one graph = one context).
-    if (s->ctx != cs->ctx) {
+    // Simplification: a capture stays within one context (one graph = one
+    // context), or one family of a primary context and its green contexts.
+    if (!sameFamily(s->ctx, cs->ctx)) {
       invalidate(cs);
       return CUDA_ERROR_INVALID_CONTEXT;
     }
@@ -621,8 +635,9 @@ CUresult eventRecordImpl(const char* api, bool pt, CUevent e, CUstream h, unsign
   std::shared_ptr<Event> ev = lookupEvent(e);
   if (!ev) return CUDA_ERROR_INVALID_HANDLE;
   if (flags & ~unsigned{CU_EVENT_RECORD_EXTERNAL}) return CUDA_ERROR_INVALID_VALUE;
-  // As in CUDA, an event is recorded only on a stream of its own context.
-  if (ev->ctx != s->ctx) return CUDA_ERROR_INVALID_HANDLE;
+  // As in CUDA, an event is recorded only on a stream of its own context (or
+  // of its family: a green context's streams take its primary's events).
+  if (!sameFamily(ev->ctx, s->ctx)) return CUDA_ERROR_INVALID_HANDLE;
   CaptureCheck cc = captureCheckForOp(s);
   if (cc.result != CUDA_SUCCESS) return cc.result;
   if (cc.capture) {
@@ -936,6 +951,13 @@ CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
   SIM_ENTRY("cuDevicePrimaryCtxRetain", 0);
   if (!pctx) return CUDA_ERROR_INVALID_VALUE;
   if (!validDevice(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  *pctx = retainPrimary(dev)->handle();
+  return CUDA_SUCCESS;
+}
+
+}  // extern "C"
+
+Context* sim::retainPrimary(int dev) {
   SimState& st = state();
   Context*& primary = st.primaryCtx[size_t(dev)];
   if (primary->destroyed) {
@@ -945,19 +967,20 @@ CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
     primary = newContext(dev, true);
     primary->handleValue = handle;
   }
-  ++st.primaryRefs[dev];
-  *pctx = primary->handle();
-  return CUDA_SUCCESS;
+  ++st.primaryRefs[size_t(dev)];
+  return primary;
 }
 
 // As the driver: the last release ends the primary context (everything in it
 // with it: endPrimaryContext); a later retain makes a new one.
-static CUresult primaryRelease(Lock& lk, CUdevice dev) {
+CUresult sim::primaryRelease(Lock& lk, CUdevice dev) {
   if (!validDevice(dev)) return CUDA_ERROR_INVALID_DEVICE;
   if (state().primaryRefs[dev] <= 0) return CUDA_ERROR_INVALID_CONTEXT;
   if (--state().primaryRefs[dev] == 0) endPrimaryContext(lk, state().primaryCtx[size_t(dev)]);
   return CUDA_SUCCESS;
 }
+
+extern "C" {
 
 CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev) {
   SIM_ENTRY("cuDevicePrimaryCtxRelease", kNoSticky);
@@ -1008,6 +1031,9 @@ CUresult CUDAAPI cuCtxDestroy(CUcontext ctx) {
 static CUresult ctxDestroy(Lock& lk, CUcontext ctx) {
   Context* c = lookupContext(ctx);
   if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+  // A green context's converted context ends with cuGreenCtxDestroy only
+  // (a choice of the model).
+  if (c->green) return CUDA_ERROR_INVALID_CONTEXT;
   if (!ctxStack().empty() && ctxStack().back() == ctx) ctxStack().pop_back();
   if (c->primary) {
     if (state().primaryRefs[c->device] > 0) --state().primaryRefs[c->device];
@@ -1082,14 +1108,15 @@ CUresult CUDAAPI cuCtxGetDevice_v2(CUdevice* dev, CUcontext ctx) {
 }
 
 // Waits for the work of one context only (every stream created in it, its legacy
-// stream and its per-thread streams).
+// stream and its per-thread streams); a primary context's also for the work of
+// the green contexts made from it (cuda.h).
 static CUresult ctxSynchronize(Lock& lk, Context* c) {
   if (CUresult r = checkUnsafeCall(); r != CUDA_SUCCESS) return r;
   drainUntil(
       lk,
       [c] {
         for (auto& s : state().streams) {
-          if (s->ctx == c && !streamIdle(s.get())) return false;
+          if ((s->ctx == c || (c->primary && s->ctx->greenOf == c)) && !streamIdle(s.get())) return false;
         }
         return true;
       },
@@ -1637,6 +1664,8 @@ CUresult CUDAAPI cuStreamDestroy_v2(CUstream h) {
   SimState& st = state();
   auto it = st.streamByHandle.find(h);
   if (it == st.streamByHandle.end()) return CUDA_ERROR_INVALID_HANDLE;
+  // cuda.h: once its green context is destroyed, cuStreamDestroy too fails.
+  if (it->second->ctx->green && it->second->ctx->destroyed) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
   destroyStream(it->second);
   return CUDA_SUCCESS;
 }
@@ -1728,8 +1757,9 @@ static CUresult streamGetCtx2(bool pt, CUstream h, CUcontext* pctx, CUgreenCtx* 
   Stream* s;
   if (CUresult r = resolve(h, pt, &s); r != CUDA_SUCCESS) return r;
   if (!pctx) return CUDA_ERROR_INVALID_VALUE;
-  *pctx = s->ctx->handle();
-  if (green) *green = nullptr;
+  // A green context's stream: its primary context, and the green context.
+  *pctx = familyOf(s->ctx)->handle();
+  if (green) *green = s->ctx->green ? s->ctx->green->handle() : nullptr;
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuStreamGetCtx_v2(CUstream h, CUcontext* pctx, CUgreenCtx* green) {
@@ -1807,16 +1837,18 @@ CUresult CUDAAPI cuEventQuery(CUevent e) {
   return !ev->lastRecord || ev->lastRecord->done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
+}  // extern "C"
+
 // A record after all work enqueued so far on every stream of the context: an
 // item on a stream of the context's own (named by no handle) that depends on
 // each stream's last item. Not modelled: a context with a stream capturing.
-CUresult CUDAAPI cuCtxRecordEvent(CUcontext hCtx, CUevent e) {
-  SIM_ENTRY("cuCtxRecordEvent", kNeedCtx | kSteps);
+// A primary context's record also covers the work of its green contexts, a
+// green context's (its converted context's, or cuGreenCtxRecordEvent) only its
+// own (cuda.h); the event may be of any context of the family.
+CUresult sim::ctxRecordEventImpl(Context* ctx, CUevent e) {
   SimState& st = state();
-  Context* ctx = hCtx ? lookupContext(hCtx) : currentCtx();
-  if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
   std::shared_ptr<Event> ev = lookupEvent(e);
-  if (!ev || ev->ctx != ctx) return CUDA_ERROR_INVALID_HANDLE;
+  if (!ev || !sameFamily(ev->ctx, ctx)) return CUDA_ERROR_INVALID_HANDLE;
   std::shared_ptr<Stream>& own = ctx->recordStream;
   if (!own) {
     own = std::make_shared<Stream>();
@@ -1828,12 +1860,23 @@ CUresult CUDAAPI cuCtxRecordEvent(CUcontext hCtx, CUevent e) {
   auto item = std::make_unique<Item>();
   item->kind = ItemKind::EventRecord;
   for (const auto& b : st.streams)
-    if (b->ctx == ctx && b != own && b->lastDone && !b->lastDone->done) item->deps.push_back(b->lastDone);
+    if ((b->ctx == ctx || (ctx->primary && b->ctx->greenOf == ctx)) && b != own && b->lastDone &&
+        !b->lastDone->done)
+      item->deps.push_back(b->lastDone);
   enqueue(own.get(), std::move(item));
   ev->lastRecord = own->lastDone;
   ev->capSession.reset();
   ev->capNodes.clear();
   return CUDA_SUCCESS;
+}
+
+extern "C" {
+
+CUresult CUDAAPI cuCtxRecordEvent(CUcontext hCtx, CUevent e) {
+  SIM_ENTRY("cuCtxRecordEvent", kNeedCtx | kSteps);
+  Context* ctx = hCtx ? lookupContext(hCtx) : currentCtx();
+  if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
+  return ctxRecordEventImpl(ctx, e);
 }
 
 CUresult CUDAAPI cuEventSynchronize(CUevent e) {
@@ -1854,7 +1897,7 @@ static CUresult elapsed(float* ms, CUevent a, CUevent b) {
   if (!ea || !eb) return CUDA_ERROR_INVALID_HANDLE;
   if (ea->capSession || eb->capSession) return CUDA_ERROR_CAPTURED_EVENT;
   if ((ea->flags | eb->flags) & CU_EVENT_DISABLE_TIMING) return CUDA_ERROR_INVALID_HANDLE;
-  if (ea->ctx != eb->ctx) return CUDA_ERROR_INVALID_HANDLE;
+  if (!sameFamily(ea->ctx, eb->ctx)) return CUDA_ERROR_INVALID_HANDLE;
   if (!ea->lastRecord || !eb->lastRecord) return CUDA_ERROR_INVALID_HANDLE;
   if (!ea->lastRecord->done || !eb->lastRecord->done) return CUDA_ERROR_NOT_READY;
   *ms = static_cast<float>((eb->lastRecord->timeUs - ea->lastRecord->timeUs) / 1000.0);

@@ -197,18 +197,22 @@ bool runOneNode(Lock& lk, GraphRun& g, const EffectSource& src) {
   size_t i = ready[st.rng() % ready.size()];
   const NodeParams& p = g.snap->params[i];
   g.state[i] = 1;
+  // A node runs in its own context (of the launch stream's family), a host
+  // or empty node in the launch stream's.
+  EffectSource nsrc = src;
+  nsrc.ctx = p.ctx;
   switch (p.kind) {
     case NodeKind::Kernel:
-      execKernel(p.kernel, src);
+      execKernel(p.kernel, nsrc);
       break;
     case NodeKind::Memcpy:
-      execCopy(p.copy, src);
+      execCopy(p.copy, nsrc);
       break;
     case NodeKind::Memset:
-      execMemset(p.memset, src);
+      execMemset(p.memset, nsrc);
       break;
     case NodeKind::Host:
-      runHost(lk, p.host, src);
+      runHost(lk, p.host, nsrc);
       break;
     case NodeKind::EventRecord:
       if (g.recordTokens[i]) {
@@ -495,6 +499,12 @@ Stream* resolveStream(CUstream h, bool perThreadVariant, CUresult* err) {
     return pt ? threadPerThreadStream() : legacyStreamOf(ctx);
   }
   auto it = st.streamByHandle.find(h);
+  // A stream of a destroyed green context keeps its handle (cuGreenCtxDestroy
+  // does not destroy it); every call naming it fails, as cuda.h documents.
+  if (it != st.streamByHandle.end() && it->second->ctx->destroyed && it->second->ctx->green) {
+    *err = CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    return nullptr;
+  }
   if (it == st.streamByHandle.end() || it->second->ctx->destroyed) {
     if (st.strictHandles && it == st.streamByHandle.end() &&
         std::find(st.freedStreamHandles.begin(), st.freedStreamHandles.end(), h) != st.freedStreamHandles.end())
@@ -523,6 +533,12 @@ void enqueue(Stream* s, std::unique_ptr<Item> item) {
     const CompletionPtr& l = legacyStreamOf(s->ctx)->lastDone;
     if (l && !l->done) item->deps.push_back(l);
   }
+  // cuGreenCtxWaitEvent / cuCtxWaitEvent: later work of the context waits.
+  if (!s->ctx->waits.empty()) {
+    auto& w = s->ctx->waits;
+    w.erase(std::remove_if(w.begin(), w.end(), [](const CompletionPtr& c) { return c->done; }), w.end());
+    for (const CompletionPtr& c : w) item->deps.push_back(c);
+  }
   item->done = std::make_shared<Completion>();
   s->lastDone = item->done;
   s->queue.push_back(std::move(item));
@@ -536,9 +552,10 @@ void recordEffect(TraceEntry&& entry, const EffectSource& src) {
   entry.e.graphLaunchId = src.launchId;
   entry.e.stream = src.stream ? src.stream->handle : nullptr;
   entry.e.streamId = src.stream ? src.stream->id : 0;
-  Context* ctx = src.stream ? src.stream->ctx : nullptr;
+  Context* ctx = src.ctx ? src.ctx : (src.stream ? src.stream->ctx : nullptr);
   entry.e.device = ctx ? ctx->device : -1;
   entry.e.context = ctx ? ctx->handle() : nullptr;
+  entry.e.greenContext = ctx && ctx->green ? ctx->green->handle() : nullptr;
   if (entry.e.kind != SIM_EFFECT_MARKER) {
     if (src.graph) {
       ++st.counters.effectsGraph;
@@ -615,7 +632,7 @@ void execKernel(const KernelLaunch& k, const EffectSource& src) {
     // A kernel reaches device memory of its own device and pinned host
     // memory only (no peer access is simulated); the driver's copy reaches
     // more.
-    const int device = src.stream ? src.stream->ctx->device : 0;
+    const int device = src.ctx ? src.ctx->device : (src.stream ? src.stream->ctx->device : 0);
     auto reachable = [&](uint64_t a) {
       const MemClass c = classify(a, 1);
       return c == MemClass::PinnedHost || (c == MemClass::Device && deviceOfMemory(a) == device);

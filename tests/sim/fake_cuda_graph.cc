@@ -196,8 +196,10 @@ CUresult execNodeLookup(CUgraphExec e, CUgraphNode h, NodeKind kind, std::shared
   return CUDA_SUCCESS;
 }
 
-// Simplification: an exec runs in one context; a graph whose nodes belong to
-// different contexts is refused (the fake has no multi-device graphs).
+// Simplification: an exec runs in one context, or in contexts of one family (a
+// primary context and its green contexts: each node in its own); a graph whose
+// nodes belong to unrelated contexts is refused (the fake has no multi-device
+// graphs).
 CUresult instantiate(CUgraphExec* pexec, CUgraph g) {
   if (!pexec) return CUDA_ERROR_INVALID_VALUE;
   std::shared_ptr<Graph> graph = lookupGraph(g);
@@ -224,8 +226,8 @@ CUresult instantiate(CUgraphExec* pexec, CUgraph g) {
     Context* c = n->params.ctx;
     if (!c) continue;
     if (c->destroyed) return CUDA_ERROR_INVALID_CONTEXT;
-    if (ctx && c != ctx) return CUDA_ERROR_INVALID_VALUE;
-    ctx = c;
+    if (ctx && !sameFamily(c, ctx)) return CUDA_ERROR_INVALID_VALUE;
+    ctx = ctx && c != ctx ? familyOf(c) : c;
   }
   auto ex = std::make_shared<Exec>();
   ex->ctx = ctx ? ctx : currentCtx();
@@ -249,9 +251,13 @@ CUresult graphLaunchImpl(bool pt, CUgraphExec e, CUstream h) {
   if (!s) return err;
   std::shared_ptr<Exec> ex = lookupExec(e);
   if (!ex) return CUDA_ERROR_INVALID_VALUE;
-  // Simplification: an exec is launched only on a stream of its own context, so its
-  // nodes run on (and are traced as) that context's device.
-  if (s->ctx != ex->ctx) return CUDA_ERROR_INVALID_VALUE;
+  // Simplification: an exec is launched only on a stream of its own context (or
+  // of its family: its nodes run in their own contexts, wherever it is
+  // launched), so its nodes run on (and are traced as) that context's device.
+  if (!sameFamily(s->ctx, ex->ctx)) return CUDA_ERROR_INVALID_VALUE;
+  // A node of a green context destroyed since the graph was instantiated.
+  for (const NodeParams& p : ex->snap->params)
+    if (p.ctx && p.ctx->destroyed && p.ctx->green) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
   // An exec holding a kernel whose module/library was unloaded fails to launch.
   for (const NodeParams& p : ex->snap->params) {
     if (p.kind == NodeKind::Kernel && p.kernel.kernel->unloaded) return CUDA_ERROR_INVALID_HANDLE;
@@ -264,7 +270,7 @@ CUresult graphLaunchImpl(bool pt, CUgraphExec e, CUstream h) {
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   }
   for (const NodeParams& p : ex->snap->params)
-    if (p.kind == NodeKind::Kernel) growStackFor(ex->ctx, *p.kernel.kernel);
+    if (p.kind == NodeKind::Kernel) growStackFor(p.ctx ? p.ctx : ex->ctx, *p.kernel.kernel);
   auto item = std::make_unique<Item>();
   item->kind = ItemKind::GraphLaunch;
   auto run = std::make_unique<GraphRun>();
@@ -458,7 +464,7 @@ CUresult addNode(CUgraphNode* ph, CUgraph g, const CUgraphNode* deps, size_t n, 
 void endExecsOf(Context* ctx) {
   SimState& st = state();
   for (auto it = st.execs.begin(); it != st.execs.end();) {
-    if (it->second->ctx != ctx) {
+    if (familyOf(it->second->ctx) != ctx) {
       ++it;
       continue;
     }

@@ -176,7 +176,7 @@ struct ExecSnapshot {
 };
 
 struct Exec {
-  Context* ctx = nullptr;              // every node runs in this context
+  Context* ctx = nullptr;              // the context of its nodes (several of one family: the family's)
   std::shared_ptr<Graph> source;       // keeps node handles alive
   std::shared_ptr<ExecSnapshot> snap;  // copy-on-write on node updates
   CompletionPtr lastLaunch;            // launches of one exec are serialized
@@ -303,14 +303,48 @@ struct Context {
   // fallback is off; a graph's kernel node is not checked again when the
   // graph is launched (as for the cache preference, KernelObj).
   bool cigSharedMemFallback = true;
+  // Green contexts (fake_cuda_green.cc): the context cuCtxFromGreenCtx gives
+  // for a green context is a Context of its own (its own handle, id, legacy
+  // and per-thread streams) whose greenOf is the device's primary context it
+  // was made from; `green` is the green context it stands for. A context and
+  // the green contexts made from its primary are one family (familyOf): they
+  // share memory and code, a kernel may be launched on a stream of any of
+  // them whichever of them is current (it runs in its stream's context), and
+  // events and captures may cross between them. Null for other contexts.
+  Context* greenOf = nullptr;
+  struct GreenCtx* green = nullptr;
+  // cuGreenCtxWaitEvent / cuCtxWaitEvent: every item enqueued later on a
+  // stream of this context waits for these (done ones are dropped).
+  std::vector<CompletionPtr> waits;
   CUcontext handle() { return handleValue ? handleValue : reinterpret_cast<CUcontext>(this); }
 };
+
+// A green context (cuGreenCtxCreate): SMs of a device, and the Context that
+// cuCtxFromGreenCtx converts it to (made at creation). Never freed, so a stale
+// handle is detected (CUDA_ERROR_CONTEXT_IS_DESTROYED), not dereferenced.
+struct GreenCtx {
+  unsigned long long id = 0;  // cuGreenCtxGetId
+  int device = 0;
+  unsigned smCount = 0;
+  Context* ctx = nullptr;  // the converted context
+  bool destroyed = false;
+  CUgreenCtx handle() { return reinterpret_cast<CUgreenCtx>(this); }
+};
+
+// The family a context belongs to: a green context's converted context
+// belongs to its primary context's, every other context is its own.
+inline Context* familyOf(Context* c) { return c && c->greenOf ? c->greenOf : c; }
+inline bool sameFamily(Context* a, Context* b) { return familyOf(a) == familyOf(b); }
 
 struct EffectSource {
   Stream* stream = nullptr;
   bool graph = false;
   CUgraphExec exec = nullptr;
   uint64_t launchId = 0;
+  // The context the effect runs in, when not its stream's: a graph node's
+  // (the context of the stream it was captured on, or given at cuGraphAdd*Node),
+  // which may be another context of the launch stream's family.
+  Context* ctx = nullptr;
 };
 
 struct Join {
@@ -328,6 +362,7 @@ struct SimState {
   int deviceCount = 2;                            // env SIM_DEVICES (1..8)
   std::vector<std::unique_ptr<Context>> contexts; // every context ever created
   std::vector<Context*> primaryCtx;               // per device
+  std::vector<std::unique_ptr<GreenCtx>> greenCtxs;  // every green context ever created
   std::vector<int> primaryRefs;                   // per device
   std::mt19937_64 rng{1};
   unsigned maxSteps = 3;
@@ -445,6 +480,15 @@ bool step(Lock& lk);
 void drainAll(Lock& lk, const char* what);
 bool allIdle();
 
+bool validDevice(CUdevice dev);
+// A new context of `device` (fake_cuda_api.cc); not made current.
+Context* newContext(int device, bool primary);
+// A reference to the device's primary context (a new one if the last release
+// ended it), and its release (the last one ends it: endPrimaryContext).
+Context* retainPrimary(int dev);
+CUresult primaryRelease(Lock& lk, CUdevice dev);
+// A created stream in `ctx` (null: the current context).
+CUresult createStream(CUstream* ph, unsigned flags, int priority, Context* ctx = nullptr);
 CUcontext currentContext();
 Context* currentCtx();                  // null when none is current (or it was destroyed)
 // A launch of `k` in `ctx` grows its CU_LIMIT_STACK_SIZE to the kernel's need.
@@ -518,6 +562,10 @@ void invalidate(CaptureSession* cs);
 // Active captures that include a blocking (non-legacy) stream of `ctx`.
 bool blockingStreamCapturing(Context* ctx, std::vector<CaptureSession*>* out);
 std::shared_ptr<Event> lookupEvent(CUevent e);
+// cuCtxRecordEvent / cuGreenCtxRecordEvent of `ctx` (fake_cuda_api.cc).
+CUresult ctxRecordEventImpl(Context* ctx, CUevent e);
+// cuCtxWaitEvent / cuGreenCtxWaitEvent of `ctx` (fake_cuda_green.cc).
+CUresult ctxWaitEventImpl(Context* ctx, CUevent e);
 // Runs the device until the event's most recent record is done (at once if never recorded).
 void drainUntilRecorded(Lock& lk, const Event& ev, const char* what);
 

@@ -90,15 +90,22 @@ typedef struct SimEffect {
   void* userData;
   /* SIM_EFFECT_MARKER */
   const char* label;
-  /* Where it executed (not markers): the device ordinal and the context of the stream
-     (for a graph effect: of the launch stream, which is the exec's context). Streams
-     of different contexts have different streamIds; CU_STREAM_LEGACY names a
-     different stream in each context. Markers have device -1, context NULL. */
+  /* Where it executed (not markers): the device ordinal and the context it ran in.
+     Eager work runs in the context of its stream: for a stream of a green context
+     (cuGreenCtxStreamCreate, or created while the green context's converted context
+     was current) that is the converted context (cuCtxFromGreenCtx's handle), whichever
+     context was current at the call. A graph's node runs in the context of the stream
+     it was captured on (or given at cuGraphAdd*Node), wherever the graph is launched;
+     a host node in its launch stream's. Streams of different contexts have different
+     streamIds; CU_STREAM_LEGACY names a different stream in each context. Markers have
+     device -1, context NULL. */
   int device;
   CUcontext context;
   /* SIM_EFFECT_KERNEL: the name of the kernel that ran (func may since have been
      unloaded and its handle value reused for another kernel). */
   const char* kernelName;
+  /* The green context it ran in (the one `context` was converted from), or NULL. */
+  CUgreenCtx greenContext;
 } SimEffect;
 
 size_t simTraceSize(void);

@@ -953,3 +953,223 @@ TEST(SimMemory, PoolStatisticsChangeAtTheCalls) {
   EXPECT_EQ(attr(CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), base);
   api().cuStreamDestroy(s);
 }
+
+// Green contexts (fake_cuda_green.cc): resources and handles, streams, launches
+// across a primary context and its green contexts (each kernel runs in its
+// stream's context), graphs whose nodes keep their capture's context, the
+// primary context's synchronize, the context-wide record and wait, and the end.
+TEST(SimGreenContexts, StreamsLaunchesGraphsAndEnd) {
+  setCurrent();
+  using PushFn = CUresult (*)(CUcontext);
+  using PopFn = CUresult (*)(CUcontext*);
+  auto devRes = proc<decltype(&::cuDeviceGetDevResource)>("cuDeviceGetDevResource", 12040);
+  auto split = proc<decltype(&::cuDevSmResourceSplitByCount)>("cuDevSmResourceSplitByCount", 12040);
+  auto genDesc = proc<decltype(&::cuDevResourceGenerateDesc)>("cuDevResourceGenerateDesc", 12040);
+  auto create = proc<decltype(&::cuGreenCtxCreate)>("cuGreenCtxCreate", 12040);
+  auto destroy = proc<decltype(&::cuGreenCtxDestroy)>("cuGreenCtxDestroy", 12040);
+  auto fromGreen = proc<decltype(&::cuCtxFromGreenCtx)>("cuCtxFromGreenCtx", 12040);
+  auto streamCreate = proc<decltype(&::cuGreenCtxStreamCreate)>("cuGreenCtxStreamCreate", 12050);
+  auto getGreen = proc<decltype(&::cuStreamGetGreenCtx)>("cuStreamGetGreenCtx", 12040);
+  auto getCtx2 = proc<decltype(&::cuStreamGetCtx_v2)>("cuStreamGetCtx", 12050);
+  auto greenRecord = proc<decltype(&::cuGreenCtxRecordEvent)>("cuGreenCtxRecordEvent", 12040);
+  auto greenWait = proc<decltype(&::cuGreenCtxWaitEvent)>("cuGreenCtxWaitEvent", 12040);
+  auto getState = proc<decltype(&::cuDevicePrimaryCtxGetState)>("cuDevicePrimaryCtxGetState", 7000);
+  auto push = proc<PushFn>("cuCtxPushCurrent", 4000);
+  auto pop = proc<PopFn>("cuCtxPopCurrent", 4000);
+  ASSERT_TRUE(devRes && split && genDesc && create && destroy && fromGreen && streamCreate && getGreen && getCtx2 &&
+              greenRecord && greenWait && getState && push && pop);
+  CUcontext primary = nullptr;
+  ASSERT_EQ(api().cuCtxGetCurrent(&primary), CUDA_SUCCESS);
+
+  // 132 SMs; groups of 16 (a multiple of 8): 8 of them, 4 SMs left.
+  CUdevResource dev{};
+  ASSERT_EQ(devRes(0, &dev, CU_DEV_RESOURCE_TYPE_SM), CUDA_SUCCESS);
+  EXPECT_EQ(dev.sm.smCount, 132u);
+  unsigned n = 0;
+  ASSERT_EQ(split(nullptr, &n, &dev, nullptr, 0, 12), CUDA_SUCCESS);
+  EXPECT_EQ(n, 8u);
+  CUdevResource groups[2], rest{};
+  n = 2;
+  ASSERT_EQ(split(groups, &n, &dev, &rest, 0, 16), CUDA_SUCCESS);
+  EXPECT_EQ(n, 2u);
+  EXPECT_EQ(groups[0].sm.smCount, 16u);
+  EXPECT_EQ(rest.sm.smCount, 100u);
+  EXPECT_EQ(split(groups, &n, &groups[0], nullptr, 0, 8), CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION);
+  CUdevResourceDesc desc = nullptr, desc2 = nullptr;
+  ASSERT_EQ(genDesc(&desc, &groups[0], 1), CUDA_SUCCESS);
+  ASSERT_EQ(genDesc(&desc2, &groups[1], 1), CUDA_SUCCESS);
+  CUgreenCtx g = nullptr, g2 = nullptr;
+  EXPECT_EQ(create(&g, desc, 0, 0), CUDA_ERROR_INVALID_VALUE);  // CU_GREEN_CTX_DEFAULT_STREAM is required
+  ASSERT_EQ(create(&g, desc, 0, CU_GREEN_CTX_DEFAULT_STREAM), CUDA_SUCCESS);
+  ASSERT_EQ(create(&g2, desc2, 0, CU_GREEN_CTX_DEFAULT_STREAM), CUDA_SUCCESS);
+  CUcontext gc = nullptr, again = nullptr;
+  ASSERT_EQ(fromGreen(&gc, g), CUDA_SUCCESS);
+  ASSERT_EQ(fromGreen(&again, g), CUDA_SUCCESS);
+  EXPECT_EQ(gc, again);
+  EXPECT_NE(gc, primary);
+
+  // Streams: made in the green context whatever is current.
+  CUstream gs = nullptr, ps = nullptr, gs2 = nullptr;
+  EXPECT_EQ(streamCreate(&gs, g, 0, 0), CUDA_ERROR_INVALID_VALUE);  // CU_STREAM_NON_BLOCKING is required
+  ASSERT_EQ(streamCreate(&gs, g, CU_STREAM_NON_BLOCKING, 0), CUDA_SUCCESS);
+  ASSERT_EQ(api().cuStreamCreate(&ps, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  CUcontext sc = nullptr;
+  CUgreenCtx sg = nullptr;
+  ASSERT_EQ(api().cuStreamGetCtx(gs, &sc), CUDA_SUCCESS);
+  EXPECT_EQ(sc, gc);
+  ASSERT_EQ(getCtx2(gs, &sc, &sg), CUDA_SUCCESS);
+  EXPECT_EQ(sc, primary);
+  EXPECT_EQ(sg, g);
+  ASSERT_EQ(getCtx2(ps, &sc, &sg), CUDA_SUCCESS);
+  EXPECT_EQ(sc, primary);
+  EXPECT_EQ(sg, nullptr);
+  ASSERT_EQ(push(gc), CUDA_SUCCESS);
+  ASSERT_EQ(api().cuStreamCreate(&gs2, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);  // in the green context
+  ASSERT_EQ(getGreen(gs2, &sg), CUDA_SUCCESS);
+  EXPECT_EQ(sg, g);
+  ASSERT_EQ(getGreen(nullptr, &sg), CUDA_SUCCESS);  // its own NULL stream
+  EXPECT_EQ(sg, g);
+  EXPECT_NE(simStreamId(nullptr, 0), simStreamId(gs, 0));
+  CUcontext popped = nullptr;
+  ASSERT_EQ(pop(&popped), CUDA_SUCCESS);
+  EXPECT_EQ(popped, gc);
+
+  // Launches: each kernel runs in its stream's context, whichever of the
+  // family is current; another device's context is still refused.
+  CUfunction k = addKernel();
+  CUdeviceptr d;
+  ASSERT_EQ(api().cuMemAlloc(&d, 64), CUDA_SUCCESS);
+  ASSERT_EQ(api().cuMemsetD8(d, 0, 64), CUDA_SUCCESS);
+  size_t from = simTraceSize();
+  ASSERT_EQ(launchAdd(k, gs, d, d, 1), CUDA_SUCCESS);       // primary current, green stream
+  ASSERT_EQ(push(gc), CUDA_SUCCESS);
+  ASSERT_EQ(launchAdd(k, ps, d + 8, d + 8, 1), CUDA_SUCCESS);  // green current, primary stream
+  ASSERT_EQ(launchAdd(k, nullptr, d + 16, d + 16, 1), CUDA_SUCCESS);  // the green context's NULL stream
+  ASSERT_EQ(pop(&popped), CUDA_SUCCESS);
+  // The primary context's synchronize waits for its green contexts' work too.
+  ASSERT_EQ(api().cuCtxSynchronize(), CUDA_SUCCESS);
+  auto t = traceSince(from);
+  ASSERT_EQ(t.size(), 3u);
+  for (const SimEffect& e : t) {
+    const bool onPrimary = e.streamId == simStreamId(ps, 0);
+    EXPECT_EQ(e.context, onPrimary ? primary : gc);
+    EXPECT_EQ(e.greenContext, onPrimary ? nullptr : g);
+    EXPECT_EQ(e.device, 0);
+  }
+  int count = 0;
+  ASSERT_EQ(api().cuDeviceGetCount(&count), CUDA_SUCCESS);
+  if (count > 1) {
+    CUcontext c1 = nullptr;
+    ASSERT_EQ(api().cuDevicePrimaryCtxRetain(&c1, 1), CUDA_SUCCESS);
+    ASSERT_EQ(push(c1), CUDA_SUCCESS);
+    EXPECT_EQ(launchAdd(k, gs, d, d, 1), CUDA_ERROR_INVALID_HANDLE);
+    ASSERT_EQ(pop(&popped), CUDA_SUCCESS);
+    ASSERT_EQ(api().cuDevicePrimaryCtxRelease(1), CUDA_SUCCESS);
+  }
+
+  // Graphs: a node runs in the context of the stream it was captured on,
+  // wherever the graph is launched in the family.
+  CUgraph gg, pg;
+  CUgraphExec gx, px;
+  ASSERT_EQ(api().cuStreamBeginCapture(gs, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+  ASSERT_EQ(launchAdd(k, gs, d, d, 10), CUDA_SUCCESS);
+  ASSERT_EQ(api().cuStreamEndCapture(gs, &gg), CUDA_SUCCESS);
+  ASSERT_EQ(api().cuStreamBeginCapture(ps, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+  ASSERT_EQ(launchAdd(k, ps, d + 8, d + 8, 10), CUDA_SUCCESS);
+  ASSERT_EQ(api().cuStreamEndCapture(ps, &pg), CUDA_SUCCESS);
+  ASSERT_EQ(api().cuGraphInstantiateWithFlags(&gx, gg, 0), CUDA_SUCCESS);
+  ASSERT_EQ(api().cuGraphInstantiateWithFlags(&px, pg, 0), CUDA_SUCCESS);
+  from = simTraceSize();
+  ASSERT_EQ(api().cuGraphLaunch(gx, ps), CUDA_SUCCESS);
+  ASSERT_EQ(api().cuGraphLaunch(px, gs), CUDA_SUCCESS);
+  ASSERT_EQ(api().cuCtxSynchronize(), CUDA_SUCCESS);
+  t = traceSince(from);
+  ASSERT_EQ(t.size(), 2u);
+  for (const SimEffect& e : t) {
+    uint64_t dst = 0;
+    std::memcpy(&dst, e.params, 8);
+    EXPECT_EQ(e.origin, SIM_ORIGIN_GRAPH);
+    EXPECT_EQ(e.context, dst == d ? gc : primary);
+  }
+  // A capture may span the family: each node in its own stream's context.
+  CUevent ev, ev2;
+  ASSERT_EQ(api().cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+  ASSERT_EQ(api().cuEventCreate(&ev2, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+  CUgraph mg;
+  CUgraphExec mx;
+  ASSERT_EQ(api().cuStreamBeginCapture(ps, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+  ASSERT_EQ(api().cuEventRecord(ev, ps), CUDA_SUCCESS);
+  ASSERT_EQ(api().cuStreamWaitEvent(gs, ev, 0), CUDA_SUCCESS);
+  ASSERT_EQ(launchAdd(k, gs, d, d, 100), CUDA_SUCCESS);
+  ASSERT_EQ(api().cuEventRecord(ev2, gs), CUDA_SUCCESS);
+  ASSERT_EQ(api().cuStreamWaitEvent(ps, ev2, 0), CUDA_SUCCESS);
+  ASSERT_EQ(launchAdd(k, ps, d + 8, d, 100), CUDA_SUCCESS);
+  ASSERT_EQ(api().cuStreamEndCapture(ps, &mg), CUDA_SUCCESS);
+  ASSERT_EQ(api().cuGraphInstantiateWithFlags(&mx, mg, 0), CUDA_SUCCESS);
+  from = simTraceSize();
+  ASSERT_EQ(api().cuGraphLaunch(mx, ps), CUDA_SUCCESS);
+  ASSERT_EQ(api().cuCtxSynchronize(), CUDA_SUCCESS);
+  t = traceSince(from);
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0].context, gc);
+  EXPECT_EQ(t[1].context, primary);
+  uint64_t h[3] = {};
+  ASSERT_EQ(api().cuMemcpyDtoH(h, d, 24), CUDA_SUCCESS);
+  EXPECT_EQ(h[0], 1u + 10 + 100);
+  EXPECT_EQ(h[1], h[0] + 100);
+  EXPECT_EQ(h[2], 1u);
+
+  // The context-wide record covers the green context's streams; its wait
+  // holds later work of the green context.
+  ASSERT_EQ(launchAdd(k, gs, d + 24, d + 24, 1), CUDA_SUCCESS);
+  ASSERT_EQ(greenRecord(g, ev), CUDA_SUCCESS);
+  ASSERT_EQ(api().cuEventSynchronize(ev), CUDA_SUCCESS);
+  ASSERT_EQ(api().cuMemcpyDtoH(h, d + 24, 8), CUDA_SUCCESS);
+  EXPECT_EQ(h[0], 1u);
+  {
+    Steps none(0);
+    const size_t sizes[] = {8, 8, 8};
+    CUfunction gate = simKernelCreate("sim_gate_green", SIM_KERNEL_LIBRARY, 3, sizes, nullptr);
+    CUdeviceptr flag = d + 32;
+    uint64_t one = 1, zero = 0;
+    void* gargs[] = {&flag, &zero, &one};
+    ASSERT_EQ(api().cuLaunchKernel(gate, 1, 1, 1, 1, 1, 1, 0, ps, gargs, nullptr), CUDA_SUCCESS);
+    ASSERT_EQ(api().cuEventRecord(ev, ps), CUDA_SUCCESS);
+    ASSERT_EQ(greenWait(g, ev), CUDA_SUCCESS);
+    ASSERT_EQ(launchAdd(k, gs2, d + 24, d + 24, 1), CUDA_SUCCESS);  // waits for the gate
+    EXPECT_EQ(api().cuStreamQuery(gs2), CUDA_ERROR_NOT_READY);
+    ASSERT_EQ(api().cuMemsetD8(flag, 1, 1), CUDA_SUCCESS);  // opens the gate
+    ASSERT_EQ(api().cuStreamSynchronize(gs2), CUDA_SUCCESS);
+  }
+  ASSERT_EQ(api().cuMemcpyDtoH(h, d + 24, 8), CUDA_SUCCESS);
+  EXPECT_EQ(h[0], 2u);
+
+  // The end: submitted work runs first, the streams' handles then fail, a
+  // graph with a node of it no longer launches, the primary is released.
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(launchAdd(k, gs, d + 40, d + 40, 1), CUDA_SUCCESS);
+  ASSERT_EQ(destroy(g), CUDA_SUCCESS);
+  ASSERT_EQ(api().cuMemcpyDtoH(h, d + 40, 8), CUDA_SUCCESS);
+  EXPECT_EQ(h[0], 5u);
+  EXPECT_EQ(api().cuStreamQuery(gs), CUDA_ERROR_CONTEXT_IS_DESTROYED);
+  EXPECT_EQ(api().cuStreamQuery(gs2), CUDA_ERROR_CONTEXT_IS_DESTROYED);
+  EXPECT_EQ(launchAdd(k, gs, d, d, 1), CUDA_ERROR_CONTEXT_IS_DESTROYED);
+  EXPECT_EQ(api().cuStreamDestroy(gs), CUDA_ERROR_CONTEXT_IS_DESTROYED);
+  EXPECT_EQ(api().cuGraphLaunch(gx, ps), CUDA_ERROR_CONTEXT_IS_DESTROYED);
+  EXPECT_EQ(api().cuGraphLaunch(mx, ps), CUDA_ERROR_CONTEXT_IS_DESTROYED);
+  ASSERT_EQ(api().cuGraphLaunch(px, ps), CUDA_SUCCESS);  // the primary context's graph still runs
+  EXPECT_EQ(fromGreen(&again, g), CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT_EQ(destroy(g), CUDA_ERROR_CONTEXT_IS_DESTROYED);
+  EXPECT_EQ(api().cuCtxSetCurrent(gc), CUDA_ERROR_INVALID_CONTEXT);
+  ASSERT_EQ(destroy(g2), CUDA_SUCCESS);
+  unsigned flags = 0;
+  int active = 0;
+  ASSERT_EQ(getState(0, &flags, &active), CUDA_SUCCESS);
+  EXPECT_EQ(active, 1);  // the other references of device 0's primary context remain
+  ASSERT_EQ(api().cuStreamSynchronize(ps), CUDA_SUCCESS);
+  for (CUgraphExec x : {gx, px, mx}) api().cuGraphExecDestroy(x);
+  for (CUgraph x : {gg, pg, mg}) api().cuGraphDestroy(x);
+  api().cuEventDestroy(ev);
+  api().cuEventDestroy(ev2);
+  api().cuStreamDestroy(ps);
+  api().cuMemFree(d);
+}

@@ -284,6 +284,17 @@ TEST(OpCodec, RecordsHeldOnlyInTheEventsContext) {
   EXPECT_EQ(record(untimed, nullptr).cause, core::EagerCause::DriverChecks) << "a stream the driver does not know";
   EXPECT_EQ(record(timing, ctxB).cause, core::EagerCause::TimingEvent);
   EXPECT_EQ(record(unseen, ctxA).cause, core::EagerCause::UnseenEvent);
+  // A green context's stream (its own context ctxB, made from ctxA) records
+  // ctxA's events, as the driver does; another context's stream does not.
+  const auto ctxC = reinterpret_cast<CUcontext>(0x9000);
+  auto recordOnGreen = [&](CUevent e, CUcontext streamCtx, CUcontext regular) {
+    return enc.eventRecord(hook::ApiId::k_cuEventRecord_2000, core::StreamKey(0x5000), nullptr, e, 0, streamCtx,
+                           regular);
+  };
+  EXPECT_EQ(recordOnGreen(untimed, ctxB, ctxA).kind, core::OpKind::EventRecord);
+  EXPECT_EQ(recordOnGreen(untimed, ctxB, ctxC).cause, core::EagerCause::DriverChecks);
+  EXPECT_EQ(recordOnGreen(untimed, ctxB, ctxB).cause, core::EagerCause::DriverChecks);
+  EXPECT_EQ(recordOnGreen(untimed, nullptr, nullptr).cause, core::EagerCause::DriverChecks);
   // Waits may name another context's event (the driver takes them).
   EXPECT_EQ(enc.eventWait(hook::ApiId::k_cuStreamWaitEvent_3020, core::StreamKey(0x5000), nullptr, untimed, 0).kind,
             core::OpKind::EventWait);

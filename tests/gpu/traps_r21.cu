@@ -1,0 +1,352 @@
+// traps_r21: green contexts' SM partitions under a tool that replays their work
+// from graphs of its own. A green context (CUDA 12.4+) runs its streams' kernels
+// on a partition of the device's SMs; serving and overlap code (prefill/decode
+// multiplexing, compute next to communication) relies on the partition holding.
+// Each scenario records, from inside its kernels, the SMs they ran on (%smid,
+// one bit per SM) and prints whether every kernel launched into a partition
+// stayed within it (no more distinct SMs than the partition has, the two
+// partitions' SM sets disjoint), next to digests of the data. Eagerly those
+// flags are 1 on every run; a tool that captures such a launch into a graph of
+// another context (the one current at the launch, say) runs it on SMs outside
+// the partition. Scenarios whose machine has no green contexts print a SKIP
+// line and stop.
+//
+//   green_partition_runtime  the primary context current; runtime launches into
+//                            streams of two green contexts (cuGreenCtxStreamCreate),
+//                            joined to a primary stream by events every step.
+//   green_partition_current  each green context made current in turn
+//                            (cuCtxFromGreenCtx, cuCtxPushCurrent) and its
+//                            kernels launched into its own streams, the primary
+//                            context's stream waiting for them through events.
+//   green_partition_alone    one green context's stream alone in the loop (the
+//                            primary context current), then the other's (its
+//                            green context pushed).
+//   texref_rebind            a texture reference of a PTX module rebound
+//                            between two buffers on irregular steps and on
+//                            each of the last 40 (cuTexRefSetAddress), read
+//                            by a kernel launched twice a step.
+//   texref_every_step        the same, rebound on every step.
+#include "trap_common.cuh"
+
+// texref_rebind calls the texture reference API, which CUDA 13 still has but
+// marks deprecated.
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
+namespace {
+
+constexpr int kMaskWords = 16;  // 512 SMs
+constexpr int kTouchGrid = 1024;
+
+__global__ void smTouch(uint32_t* mask, uint32_t* data, int n, uint32_t v) {
+  uint32_t sm;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+  if (threadIdx.x == 0 && sm < kMaskWords * 32) atomicOr(&mask[sm >> 5], 1u << (sm & 31));
+  for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x)
+    data[k] = hash32(data[k] ^ v) + uint32_t(k);
+}
+
+__global__ void fold(uint32_t* dst, const uint32_t* a, const uint32_t* b, int n, uint32_t v) {
+  int k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k < n) dst[k] = hash32(dst[k] + a[(k * 7 + 3) % n] * 3u + b[(k * 13 + 1) % n] + v);
+}
+
+struct Partitions {
+  bool ok = false;
+  CUgreenCtx green[2] = {};
+  unsigned smCount[2] = {};
+  CUstream stream[2] = {};
+};
+
+// Two green contexts of at least 16 SMs each, a stream in each.
+Partitions makePartitions() {
+  Partitions p;
+  CK(cudaFree(nullptr));
+  CUdevice device;
+  CKD(cuCtxGetDevice(&device));
+  CUdevResource all = {}, parts[2] = {}, rest = {};
+  unsigned groups = 2;
+  if (cuDeviceGetDevResource(device, &all, CU_DEV_RESOURCE_TYPE_SM) != CUDA_SUCCESS ||
+      cuDevSmResourceSplitByCount(parts, &groups, &all, &rest, 0, 16) != CUDA_SUCCESS || groups < 2)
+    return p;
+  for (int g = 0; g < 2; ++g) {
+    CUdevResourceDesc desc = nullptr;
+    if (cuDevResourceGenerateDesc(&desc, &parts[g], 1) != CUDA_SUCCESS ||
+        cuGreenCtxCreate(&p.green[g], desc, device, CU_GREEN_CTX_DEFAULT_STREAM) != CUDA_SUCCESS ||
+        cuGreenCtxStreamCreate(&p.stream[g], p.green[g], CU_STREAM_NON_BLOCKING, 0) != CUDA_SUCCESS)
+      return p;
+    p.smCount[g] = parts[g].sm.smCount;
+  }
+  p.ok = true;
+  return p;
+}
+
+void destroyPartitions(Partitions& p) {
+  for (int g = 0; g < 2; ++g) {
+    CKD(cuStreamDestroy(p.stream[g]));
+    CKD(cuGreenCtxDestroy(p.green[g]));
+  }
+}
+
+// The flags the scenarios print: each partition's kernels on no more SMs than
+// it has, and on SMs the other's never used.
+void printPartitionFlags(const uint32_t* masks, const Partitions& p) {
+  uint32_t h[2][kMaskWords];
+  CK(cudaMemcpy(h, masks, sizeof h, cudaMemcpyDeviceToHost));
+  bool disjoint = true;
+  for (int g = 0; g < 2; ++g) {
+    unsigned used = 0;
+    for (int w = 0; w < kMaskWords; ++w) used += unsigned(__builtin_popcount(h[g][w]));
+    print(g == 0 ? "partition_a_within" : "partition_b_within", 0, used <= p.smCount[g] && used > 0);
+    if (used > p.smCount[g])
+      std::fprintf(stderr, "traps_r21: partition %d: %u SMs used, %u in it\n", g, used, p.smCount[g]);
+  }
+  for (int w = 0; w < kMaskWords; ++w) disjoint = disjoint && !(h[0][w] & h[1][w]);
+  print("partitions_disjoint", 0, disjoint);
+}
+
+void greenPartitionRuntime() {
+  Partitions p = makePartitions();
+  print("green_contexts", p.ok, 0);
+  if (!p.ok) {
+    std::printf("SKIP green contexts unavailable\n");
+    return;
+  }
+  cudaStream_t s = nonBlockingStream();
+  auto* ga = reinterpret_cast<cudaStream_t>(p.stream[0]);
+  auto* gb = reinterpret_cast<cudaStream_t>(p.stream[1]);
+  cudaEvent_t fromMain, doneA, doneB;
+  CK(cudaEventCreateWithFlags(&fromMain, cudaEventDisableTiming));
+  CK(cudaEventCreateWithFlags(&doneA, cudaEventDisableTiming));
+  CK(cudaEventCreateWithFlags(&doneB, cudaEventDisableTiming));
+  uint32_t *x = deviceBuffer(211), *a = deviceBuffer(212), *b = deviceBuffer(213);
+  uint32_t* masks = nullptr;
+  CK(cudaMalloc(&masks, 2 * kMaskWords * sizeof(uint32_t)));
+  CK(cudaMemset(masks, 0, 2 * kMaskWords * sizeof(uint32_t)));
+  for (int i = 0; i < g_iters; ++i) {
+    fold<<<kGrid, kBlock, 0, s>>>(x, a, b, kN, uint32_t(i));
+    CK(cudaEventRecord(fromMain, s));
+    CK(cudaStreamWaitEvent(ga, fromMain, 0));
+    CK(cudaStreamWaitEvent(gb, fromMain, 0));
+    smTouch<<<kTouchGrid, kBlock, 0, ga>>>(masks, a, kN, uint32_t(i) * 3u);
+    smTouch<<<kTouchGrid, kBlock, 0, ga>>>(masks, a, kN, uint32_t(i) * 3u + 1);
+    smTouch<<<kTouchGrid, kBlock, 0, gb>>>(masks + kMaskWords, b, kN, uint32_t(i) * 5u);
+    CK(cudaEventRecord(doneA, ga));
+    CK(cudaEventRecord(doneB, gb));
+    CK(cudaStreamWaitEvent(s, doneA, 0));
+    CK(cudaStreamWaitEvent(s, doneB, 0));
+    fold<<<kGrid, kBlock, 0, s>>>(x, a, b, kN, uint32_t(i) + 7u);
+    CKL();
+    checkpoint(i, s, "x", x);
+  }
+  CK(cudaDeviceSynchronize());
+  print("end", 0, deviceDigest(x, kN * 4) ^ deviceDigest(a, kN * 4) ^ deviceDigest(b, kN * 4));
+  printPartitionFlags(masks, p);
+  destroyPartitions(p);
+}
+
+void greenPartitionCurrent() {
+  Partitions p = makePartitions();
+  print("green_contexts", p.ok, 0);
+  if (!p.ok) {
+    std::printf("SKIP green contexts unavailable\n");
+    return;
+  }
+  CUcontext asCtx[2] = {};
+  for (int g = 0; g < 2; ++g) CKD(cuCtxFromGreenCtx(&asCtx[g], p.green[g]));
+  cudaStream_t s = nonBlockingStream();
+  cudaEvent_t fromMain, done[2];
+  CK(cudaEventCreateWithFlags(&fromMain, cudaEventDisableTiming));
+  for (auto& e : done) CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  uint32_t *x = deviceBuffer(221), *a = deviceBuffer(222), *b = deviceBuffer(223);
+  uint32_t* masks = nullptr;
+  CK(cudaMalloc(&masks, 2 * kMaskWords * sizeof(uint32_t)));
+  CK(cudaMemset(masks, 0, 2 * kMaskWords * sizeof(uint32_t)));
+  uint32_t* data[2] = {a, b};
+  for (int i = 0; i < g_iters; ++i) {
+    fold<<<kGrid, kBlock, 0, s>>>(x, a, b, kN, uint32_t(i));
+    CK(cudaEventRecord(fromMain, s));
+    for (int g = 0; g < 2; ++g) {
+      CKD(cuCtxPushCurrent(asCtx[g]));
+      auto* gs = reinterpret_cast<cudaStream_t>(p.stream[g]);
+      CK(cudaStreamWaitEvent(gs, fromMain, 0));
+      smTouch<<<kTouchGrid, kBlock, 0, gs>>>(masks + g * kMaskWords, data[g], kN, uint32_t(i) * 3u + g);
+      smTouch<<<kTouchGrid, kBlock, 0, gs>>>(masks + g * kMaskWords, data[g], kN, uint32_t(i) * 5u + g);
+      CKL();
+      CK(cudaEventRecord(done[g], gs));
+      CUcontext popped = nullptr;
+      CKD(cuCtxPopCurrent(&popped));
+    }
+    CK(cudaStreamWaitEvent(s, done[0], 0));
+    CK(cudaStreamWaitEvent(s, done[1], 0));
+    fold<<<kGrid, kBlock, 0, s>>>(x, a, b, kN, uint32_t(i) + 9u);
+    CKL();
+    checkpoint(i, s, "x", x);
+  }
+  CK(cudaDeviceSynchronize());
+  print("end", 0, deviceDigest(x, kN * 4) ^ deviceDigest(a, kN * 4) ^ deviceDigest(b, kN * 4));
+  printPartitionFlags(masks, p);
+  destroyPartitions(p);
+}
+
+// Each green context's stream alone, with no primary stream in the loop:
+// partition A's kernels launched with the primary context current, B's with
+// B pushed; each step's host wait is on B's stream.
+void greenPartitionAlone() {
+  Partitions p = makePartitions();
+  print("green_contexts", p.ok, 0);
+  if (!p.ok) {
+    std::printf("SKIP green contexts unavailable\n");
+    return;
+  }
+  CUcontext b = nullptr;
+  CKD(cuCtxFromGreenCtx(&b, p.green[1]));
+  auto* ga = reinterpret_cast<cudaStream_t>(p.stream[0]);
+  auto* gb = reinterpret_cast<cudaStream_t>(p.stream[1]);
+  uint32_t *x = deviceBuffer(231), *y = deviceBuffer(232), *z = deviceBuffer(233);
+  uint32_t* masks = nullptr;
+  CK(cudaMalloc(&masks, 2 * kMaskWords * sizeof(uint32_t)));
+  CK(cudaMemset(masks, 0, 2 * kMaskWords * sizeof(uint32_t)));
+  for (int i = 0; i < g_iters; ++i) {
+    smTouch<<<kTouchGrid, kBlock, 0, ga>>>(masks, x, kN, uint32_t(i) * 3u);
+    fold<<<kGrid, kBlock, 0, ga>>>(y, x, z, kN, uint32_t(i));
+    smTouch<<<kTouchGrid, kBlock, 0, ga>>>(masks, y, kN, uint32_t(i) * 3u + 1);
+    CKL();
+    checkpoint(i, ga, "y", y);
+  }
+  CK(cudaStreamSynchronize(ga));
+  CKD(cuCtxPushCurrent(b));
+  for (int i = 0; i < g_iters; ++i) {
+    smTouch<<<kTouchGrid, kBlock, 0, gb>>>(masks + kMaskWords, z, kN, uint32_t(i) * 5u);
+    fold<<<kGrid, kBlock, 0, gb>>>(z, y, x, kN, uint32_t(i) + 1);
+    smTouch<<<kTouchGrid, kBlock, 0, gb>>>(masks + kMaskWords, z, kN, uint32_t(i) * 5u + 1);
+    CKL();
+    checkpoint(i, gb, "z", z);
+  }
+  CK(cudaStreamSynchronize(gb));
+  CUcontext popped = nullptr;
+  CKD(cuCtxPopCurrent(&popped));
+  CK(cudaDeviceSynchronize());
+  print("end", 0, deviceDigest(x, kN * 4) ^ deviceDigest(y, kN * 4) ^ deviceDigest(z, kN * 4));
+  printPartitionFlags(masks, p);
+  destroyPartitions(p);
+}
+
+// A kernel of a module loaded from PTX that reads a texture reference (a
+// module global: the pre-CUDA 12 runtime's cudaBindTexture sets it through
+// cuTexRefSetAddress), rebound between two buffers on irregular steps
+// (salt 21, about one step in 4), and on every step of the last 40. Each
+// step launches the kernel twice and a mixing kernel, with a host wait every
+// 25 steps; the host mirrors what each launch read. Eagerly a launch reads the binding in effect at its call;
+// a tool that holds the launch past the rebinding, or replays a graph made
+// under the old binding, reads the other buffer.
+const char kTexRefPtx[] = R"(
+.version 7.0
+.target sm_52
+.address_size 64
+.global .texref texSource;
+.visible .entry texRead(.param .u64 dst, .param .u32 n, .param .u32 v)
+{
+  .reg .pred %p<2>;
+  .reg .b32 %r<12>;
+  .reg .b64 %rd<5>;
+  ld.param.u64 %rd1, [dst];
+  ld.param.u32 %r1, [n];
+  ld.param.u32 %r2, [v];
+  mov.u32 %r3, %ctaid.x;
+  mov.u32 %r4, %ntid.x;
+  mov.u32 %r5, %tid.x;
+  mad.lo.s32 %r6, %r3, %r4, %r5;
+  setp.ge.s32 %p1, %r6, %r1;
+  @%p1 bra DONE;
+  tex.1d.v4.u32.s32 {%r7, %r8, %r9, %r10}, [texSource, {%r6}];
+  cvta.to.global.u64 %rd2, %rd1;
+  mul.wide.s32 %rd3, %r6, 4;
+  add.s64 %rd4, %rd2, %rd3;
+  ld.global.u32 %r11, [%rd4];
+  mad.lo.s32 %r11, %r11, 3, %r7;
+  add.s32 %r11, %r11, %r2;
+  st.global.u32 [%rd4], %r11;
+DONE:
+  ret;
+}
+)";
+
+void texrefLoop(bool everyStep) {
+  CK(cudaFree(nullptr));
+  CUmodule module = nullptr;
+  CUfunction read = nullptr;
+  CUtexref tex = nullptr;
+  const bool ok = cuModuleLoadData(&module, kTexRefPtx) == CUDA_SUCCESS &&
+                  cuModuleGetFunction(&read, module, "texRead") == CUDA_SUCCESS &&
+                  cuModuleGetTexRef(&tex, module, "texSource") == CUDA_SUCCESS &&
+                  cuTexRefSetFormat(tex, CU_AD_FORMAT_UNSIGNED_INT32, 1) == CUDA_SUCCESS &&
+                  cuTexRefSetFlags(tex, CU_TRSF_READ_AS_INTEGER) == CUDA_SUCCESS;
+  print("texture_reference", ok, 0);
+  if (!ok) {
+    cudaGetLastError();
+    std::printf("SKIP texture references unavailable\n");
+    return;
+  }
+  constexpr int n = kN;
+  uint32_t *src[2] = {deviceBuffer(241, n), deviceBuffer(242, n)}, *dst = deviceBuffer(243, n),
+           *side = deviceBuffer(244, n);
+  std::vector<uint32_t> hsrc[2], hdst(n);
+  for (int b = 0; b < 2; ++b) {
+    hsrc[b].resize(n);
+    CK(cudaMemcpy(hsrc[b].data(), src[b], n * 4, cudaMemcpyDeviceToHost));
+  }
+  CK(cudaMemcpy(hdst.data(), dst, n * 4, cudaMemcpyDeviceToHost));
+  cudaStream_t s = nonBlockingStream();
+  int bound = -1;
+  for (int i = 0; i < g_iters; ++i) {
+    const int want = (everyStep || i >= g_iters - 40) ? (i & 1) : (irregular(i, 21, 4) ? 1 : 0);
+    if (want != bound) {
+      size_t offset = 0;
+      CKD(cuTexRefSetAddress(&offset, tex, reinterpret_cast<CUdeviceptr>(src[want]), n * 4));
+      if (offset != 0) {
+        std::printf("FAIL step %d: texture offset %zu\n", i, offset);
+        std::exit(1);
+      }
+      bound = want;
+    }
+    for (int r = 0; r < 2; ++r) {
+      int count = n;
+      uint32_t v = uint32_t(i) * 2u + uint32_t(r);
+      CUdeviceptr d = reinterpret_cast<CUdeviceptr>(dst);
+      void* params[] = {&d, &count, &v};
+      CKD(cuLaunchKernel(read, kGrid, 1, 1, kBlock, 1, 1, 0, reinterpret_cast<CUstream>(s), params, nullptr));
+      for (int k = 0; k < n; ++k) hdst[k] = hdst[k] * 3u + hsrc[bound][k] + v;
+    }
+    mix<<<kGrid, kBlock, 0, s>>>(side, dst, n, uint32_t(i));
+    CKL();
+    if (i % 25 == 24) {
+      CK(cudaStreamSynchronize(s));
+      std::vector<uint32_t> got(n);
+      CK(cudaMemcpy(got.data(), dst, n * 4, cudaMemcpyDeviceToHost));
+      for (int k = 0; k < n; ++k)
+        if (got[k] != hdst[k]) {
+          std::printf("FAIL step %d: word %d is %x, the host mirror says %x (bound to %d)\n", i, k, got[k], hdst[k],
+                      bound);
+          std::exit(1);
+        }
+      print("dst", i, hostDigest(got.data(), n * 4));
+    }
+  }
+  CK(cudaDeviceSynchronize());
+  print("end", 0, deviceDigest(dst, n * 4) ^ deviceDigest(side, n * 4));
+  CKD(cuModuleUnload(module));
+}
+void texrefRebind() { texrefLoop(false); }
+void texrefEveryStep() { texrefLoop(true); }
+
+const Scenario kScenarios[] = {
+    {"green_partition_runtime", greenPartitionRuntime},
+    {"green_partition_current", greenPartitionCurrent},
+    {"green_partition_alone", greenPartitionAlone},
+    {"texref_rebind", texrefRebind},
+    {"texref_every_step", texrefEveryStep},
+};
+
+}  // namespace
+
+int main(int argc, char** argv) { return runScenarios(argc, argv, kScenarios); }

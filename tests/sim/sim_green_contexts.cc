@@ -1,0 +1,365 @@
+// sim_green_contexts: a loop on a stream of a CUDA green context, which an
+// interposer learns and replays; every kernel must run in the context its
+// stream belongs to (the simulator's executed trace says where each ran:
+// SimEffect::context, the green context's converted CUcontext for a kernel
+// on one of its streams; fake_cuda_green.cc), whatever context is current at
+// the launch and however the kernel reached the driver (eagerly or as a node
+// of a graph the interposer captured).
+//
+//   primary-current  the primary context current; 300 steps of four kernels
+//                    (sim_add / sim_mix, each reading the one before) on a
+//                    stream made by cuGreenCtxStreamCreate, the host reading
+//                    the values back every 10 steps. The driver takes a
+//                    launch on a green context's stream while its primary
+//                    context is current and runs it in the green context: a
+//                    tool that captures it in the current context moves it.
+//   green-current    the green context's converted context pushed current;
+//                    three kernels of each step on the green stream, the
+//                    fourth on the green context's NULL stream, joined both
+//                    ways by events.
+//   mixed            the primary context current; each step a kernel on a
+//                    primary-context stream, two on the green stream, one
+//                    more on the primary stream, joined by events both ways
+//                    (a fork and join like PyTorch's wait_stream pair).
+//   destroy          primary-current's loop for 200 steps, then six more
+//                    kernels on the green stream with no synchronization and
+//                    cuGreenCtxDestroy right after: eagerly the driver runs
+//                    them before the green context ends, so their values
+//                    must be there; a call naming the green stream then fails
+//                    with CUDA_ERROR_CONTEXT_IS_DESTROYED (cuda.h); the
+//                    program goes on with 200 steps on a primary-context
+//                    stream.
+//
+//   sim_green_contexts --mode MODE [--expect-graphs]
+// Exit 1 on a kernel that ran in another context than its stream's, a wrong
+// value (against the host's mirror of the loop), a failed call or a wrong
+// return code; --expect-graphs: also when under a quarter of the loop's
+// kernels on the streams of either context (in each phase, in destroy) ran
+// from graph launches, so a pass shows that the interposer replayed them and
+// not only passed them through.
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "sim_api.h"
+#include "sim_driver_loader.h"
+
+namespace {
+
+const char* kProgram = "sim_green_contexts";
+
+struct GreenApi {
+  decltype(&::cuDeviceGetDevResource) devResource = nullptr;
+  decltype(&::cuDevSmResourceSplitByCount) split = nullptr;
+  decltype(&::cuDevResourceGenerateDesc) generateDesc = nullptr;
+  decltype(&::cuGreenCtxCreate) create = nullptr;
+  decltype(&::cuGreenCtxDestroy) destroy = nullptr;
+  decltype(&::cuCtxFromGreenCtx) fromGreen = nullptr;
+  decltype(&::cuGreenCtxStreamCreate) streamCreate = nullptr;
+  CUresult (*push)(CUcontext) = nullptr;
+  CUresult (*pop)(CUcontext*) = nullptr;
+};
+
+bool loadGreenApi(const simtest::Driver& drv, GreenApi* g) {
+  return simtest::lookupProc(drv, "cuDeviceGetDevResource", &g->devResource) &&
+         simtest::lookupProc(drv, "cuDevSmResourceSplitByCount", &g->split) &&
+         simtest::lookupProc(drv, "cuDevResourceGenerateDesc", &g->generateDesc) &&
+         simtest::lookupProc(drv, "cuGreenCtxCreate", &g->create) &&
+         simtest::lookupProc(drv, "cuGreenCtxDestroy", &g->destroy) &&
+         simtest::lookupProc(drv, "cuCtxFromGreenCtx", &g->fromGreen) &&
+         simtest::lookupProc(drv, "cuGreenCtxStreamCreate", &g->streamCreate) &&
+         simtest::lookupProc(drv, "cuCtxPushCurrent", &g->push) &&
+         simtest::lookupProc(drv, "cuCtxPopCurrent", &g->pop);
+}
+
+// A green context of 16 SMs of device 0, as cuda.h's four steps make one.
+bool makeGreen(const GreenApi& g, CUgreenCtx* green, CUcontext* converted) {
+  CUdevResource dev{}, group{}, rest{};
+  unsigned n = 1;
+  CUdevResourceDesc desc = nullptr;
+  return g.devResource(0, &dev, CU_DEV_RESOURCE_TYPE_SM) == CUDA_SUCCESS &&
+         g.split(&group, &n, &dev, &rest, 0, 16) == CUDA_SUCCESS && n == 1 &&
+         g.generateDesc(&desc, &group, 1) == CUDA_SUCCESS &&
+         g.create(green, desc, 0, CU_GREEN_CTX_DEFAULT_STREAM) == CUDA_SUCCESS &&
+         g.fromGreen(converted, *green) == CUDA_SUCCESS;
+}
+
+// The loop's kernels: *dst = *src + k (sim_add*) or simMix64(*src ^ k)
+// (sim_mix*). Those named *_green_* are launched only on streams of the green
+// context, *_main_* only on streams of the primary context.
+struct Kernels {
+  CUfunction greenAdd1, greenMix2, greenAdd3, greenMix4, mainAdd1, mainMix2;
+};
+
+CUresult launch(const simtest::DriverApi& cu, CUfunction k, CUdeviceptr dst, CUdeviceptr src, uint64_t v,
+                CUstream s) {
+  return simtest::launchAdd(cu, k, dst, src, v, s);
+}
+
+uint64_t read(const simtest::DriverApi& cu, CUdeviceptr p) {
+  uint64_t v = 0;
+  SIM_CHECK(cu.cuMemcpyDtoH(&v, p, 8));
+  return v;
+}
+
+struct Checker {
+  const simtest::DriverApi& cu;
+  int bad = 0;
+  void value(const char* what, int step, CUdeviceptr p, uint64_t want) {
+    const uint64_t got = read(cu, p);
+    if (got == want) return;
+    if (bad++ < 5)
+      std::printf("%s: %s, step %d: value %llu, expected %llu\n", kProgram, what, step, (unsigned long long)got,
+                  (unsigned long long)want);
+  }
+};
+
+// Every kernel effect of the trace from `from` on: in the primary context
+// for a *_main_* kernel, in the green context for a *_green_* one. Counts the
+// loop's kernels and those that ran from graphs.
+struct TraceCheck {
+  int wrongContext = 0;
+  uint64_t kernels[2] = {0, 0}, fromGraphs[2] = {0, 0};  // [0] *_main_*, [1] *_green_*
+};
+TraceCheck checkTrace(size_t from, size_t to, CUcontext primary, CUcontext green, CUgreenCtx greenHandle) {
+  TraceCheck tc;
+  for (size_t i = from; i < to; ++i) {
+    SimEffect e{};
+    if (simTraceGet(i, &e) != 0 || e.kind != SIM_EFFECT_KERNEL || !e.kernelName) continue;
+    const bool isGreen = std::strncmp(e.kernelName, "sim_add_green_", 14) == 0 ||
+                         std::strncmp(e.kernelName, "sim_mix_green_", 14) == 0;
+    const bool isMain = std::strncmp(e.kernelName, "sim_add_main_", 13) == 0 ||
+                        std::strncmp(e.kernelName, "sim_mix_main_", 13) == 0;
+    if (!isGreen && !isMain) continue;
+    ++tc.kernels[isGreen];
+    if (e.origin == SIM_ORIGIN_GRAPH) ++tc.fromGraphs[isGreen];
+    const CUcontext want = isGreen ? green : primary;
+    const CUgreenCtx wantGreen = isGreen ? greenHandle : nullptr;
+    if (e.context == want && e.greenContext == wantGreen) continue;
+    if (tc.wrongContext++ < 5)
+      std::printf("%s: kernel %s (trace entry %llu, %s) ran in context %p (%s), expected %p (%s)\n", kProgram,
+                  e.kernelName, (unsigned long long)e.index, e.origin == SIM_ORIGIN_GRAPH ? "from a graph" : "eager",
+                  static_cast<void*>(e.context),
+                  e.context == primary ? "the primary context" : (e.context == green ? "the green context" : "another"),
+                  static_cast<void*>(want), isGreen ? "the green context" : "the primary context");
+  }
+  return tc;
+}
+
+// --expect-graphs: at least a quarter of the kernels of each stream's context
+// (of those the phase launched) ran from graphs.
+bool tooFewGraphs(const char* what, const TraceCheck& tc) {
+  bool few = false;
+  for (int green = 0; green < 2; ++green) {
+    if (tc.kernels[green] == 0 || tc.fromGraphs[green] * 4 >= tc.kernels[green]) continue;
+    std::printf("%s: %s: %llu of the %llu kernels on %s streams ran from graphs (under a quarter)\n", kProgram,
+                what, (unsigned long long)tc.fromGraphs[green], (unsigned long long)tc.kernels[green],
+                green ? "green-context" : "primary-context");
+    few = true;
+  }
+  return few;
+}
+
+// The host's mirror of one step of the four-kernel chain (b = d + 1,
+// c = mix(b ^ 3), a = c + 5, d = mix(a ^ 7)).
+struct Chain {
+  uint64_t a = 0, b = 0, c = 0, d = 0;
+  void step() {
+    b = d + 1;
+    c = simMix64(b ^ 3);
+    a = c + 5;
+    d = simMix64(a ^ 7);
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string mode;
+  bool expectGraphs = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--mode") == 0 && i + 1 < argc) {
+      mode = argv[++i];
+    } else if (std::strcmp(argv[i], "--expect-graphs") == 0) {
+      expectGraphs = true;
+    } else {
+      mode.clear();
+      break;
+    }
+  }
+  if (mode != "primary-current" && mode != "green-current" && mode != "mixed" && mode != "destroy") {
+    std::printf("usage: %s --mode primary-current|green-current|mixed|destroy [--expect-graphs]\n", kProgram);
+    return 2;
+  }
+  simtest::Driver drv;
+  CUcontext primary = nullptr;
+  if (int rc = simtest::startProgram(kProgram, &drv, &primary)) return rc;
+  auto& cu = drv.plain;
+  GreenApi ga;
+  if (!loadGreenApi(drv, &ga)) return 2;
+  CUgreenCtx green = nullptr;
+  CUcontext gctx = nullptr;
+  if (!makeGreen(ga, &green, &gctx)) {
+    std::printf("%s: could not make a green context\n", kProgram);
+    return 2;
+  }
+  CUstream gs = nullptr;
+  SIM_CHECK(ga.streamCreate(&gs, green, CU_STREAM_NON_BLOCKING, 0));
+  Kernels k;
+  k.greenAdd1 = simtest::libraryKernel3("sim_add_green_1");
+  k.greenMix2 = simtest::libraryKernel3("sim_mix_green_2");
+  k.greenAdd3 = simtest::libraryKernel3("sim_add_green_3");
+  k.greenMix4 = simtest::libraryKernel3("sim_mix_green_4");
+  k.mainAdd1 = simtest::libraryKernel3("sim_add_main_1");
+  k.mainMix2 = simtest::libraryKernel3("sim_mix_main_2");
+  const CUdeviceptr a = simtest::zeroedBuffer(cu), b = simtest::zeroedBuffer(cu), c = simtest::zeroedBuffer(cu),
+                    d = simtest::zeroedBuffer(cu);
+  Checker check{cu};
+  int wrongCodes = 0;
+  const size_t traceFrom = simTraceSize();
+  std::vector<TraceCheck> phases;
+  std::vector<const char*> phaseNames;
+
+  // The four-kernel chain of one step on the green stream (green-current:
+  // its fourth kernel on the green context's NULL stream, joined by events).
+  CUevent toNull = nullptr, fromNull = nullptr;
+  auto chainStep = [&](CUstream fourthOn) {
+    SIM_CHECK(launch(cu, k.greenAdd1, b, d, 1, gs));
+    SIM_CHECK(launch(cu, k.greenMix2, c, b, 3, gs));
+    SIM_CHECK(launch(cu, k.greenAdd3, a, c, 5, gs));
+    if (fourthOn == gs) {
+      SIM_CHECK(launch(cu, k.greenMix4, d, a, 7, gs));
+      return;
+    }
+    SIM_CHECK(cu.cuEventRecord(toNull, gs));
+    SIM_CHECK(cu.cuStreamWaitEvent(fourthOn, toNull, 0));
+    SIM_CHECK(launch(cu, k.greenMix4, d, a, 7, fourthOn));
+    SIM_CHECK(cu.cuEventRecord(fromNull, fourthOn));
+    SIM_CHECK(cu.cuStreamWaitEvent(gs, fromNull, 0));
+  };
+  auto readChain = [&](const char* what, int step, const Chain& m, CUstream s) {
+    SIM_CHECK(cu.cuStreamSynchronize(s));
+    check.value(what, step, a, m.a);
+    check.value(what, step, d, m.d);
+  };
+
+  if (mode == "primary-current" || mode == "green-current") {
+    const bool greenCurrent = mode == "green-current";
+    if (greenCurrent) {
+      SIM_CHECK(ga.push(gctx));
+      SIM_CHECK(cu.cuEventCreate(&toNull, CU_EVENT_DISABLE_TIMING));
+      SIM_CHECK(cu.cuEventCreate(&fromNull, CU_EVENT_DISABLE_TIMING));
+    }
+    Chain m;
+    for (int step = 0; step < 300; ++step) {
+      chainStep(greenCurrent ? nullptr : gs);
+      m.step();
+      if (step % 10 == 9) readChain(mode.c_str(), step, m, gs);
+    }
+    SIM_CHECK(cu.cuCtxSynchronize());
+    if (greenCurrent) {
+      CUcontext popped = nullptr;
+      SIM_CHECK(ga.pop(&popped));
+    }
+    SIM_CHECK(cu.cuCtxSynchronize());
+    phases.push_back(checkTrace(traceFrom, simTraceSize(), primary, gctx, green));
+    phaseNames.push_back(mode.c_str());
+  } else if (mode == "mixed") {
+    CUstream ps = nullptr;
+    CUevent e1 = nullptr, e2 = nullptr;
+    SIM_CHECK(cu.cuStreamCreate(&ps, CU_STREAM_NON_BLOCKING));
+    SIM_CHECK(cu.cuEventCreate(&e1, CU_EVENT_DISABLE_TIMING));
+    SIM_CHECK(cu.cuEventCreate(&e2, CU_EVENT_DISABLE_TIMING));
+    uint64_t ha = 0, hb = 0, hc = 0;
+    for (int step = 0; step < 300; ++step) {
+      SIM_CHECK(launch(cu, k.mainAdd1, a, a, 1, ps));  // a = a + 1
+      SIM_CHECK(cu.cuEventRecord(e1, ps));
+      SIM_CHECK(cu.cuStreamWaitEvent(gs, e1, 0));
+      SIM_CHECK(launch(cu, k.greenMix2, b, a, 3, gs));  // b = mix(a ^ 3)
+      SIM_CHECK(launch(cu, k.greenAdd3, c, b, 5, gs));  // c = b + 5
+      SIM_CHECK(cu.cuEventRecord(e2, gs));
+      SIM_CHECK(cu.cuStreamWaitEvent(ps, e2, 0));
+      SIM_CHECK(launch(cu, k.mainMix2, a, c, 7, ps));  // a = mix(c ^ 7)
+      ha += 1;
+      hb = simMix64(ha ^ 3);
+      hc = hb + 5;
+      ha = simMix64(hc ^ 7);
+      if (step % 10 == 9) {
+        SIM_CHECK(cu.cuStreamSynchronize(ps));
+        check.value("mixed", step, a, ha);
+        check.value("mixed", step, c, hc);
+      }
+    }
+    SIM_CHECK(cu.cuCtxSynchronize());
+    phases.push_back(checkTrace(traceFrom, simTraceSize(), primary, gctx, green));
+    phaseNames.push_back("mixed");
+  } else {  // destroy
+    Chain m;
+    for (int step = 0; step < 200; ++step) {
+      chainStep(gs);
+      m.step();
+      if (step % 10 == 9) readChain("destroy, before cuGreenCtxDestroy", step, m, gs);
+    }
+    // Six launches right before the end of the green context, no sync between.
+    chainStep(gs);
+    m.step();
+    SIM_CHECK(launch(cu, k.greenAdd1, b, d, 1, gs));
+    SIM_CHECK(launch(cu, k.greenMix2, c, b, 3, gs));
+    m.b = m.d + 1;
+    m.c = simMix64(m.b ^ 3);
+    const CUresult dr = ga.destroy(green);
+    if (dr != CUDA_SUCCESS && wrongCodes++ < 5)
+      std::printf("%s: cuGreenCtxDestroy returned %d, expected 0\n", kProgram, int(dr));
+    phases.push_back(checkTrace(traceFrom, simTraceSize(), primary, gctx, green));
+    phaseNames.push_back("destroy, the green context's loop");
+    // What was launched before the end ran (the read is on the primary
+    // context's legacy stream, which does not wait for the green stream:
+    // the destroy did).
+    check.value("destroy, after cuGreenCtxDestroy", 200, a, m.a);
+    check.value("destroy, after cuGreenCtxDestroy", 200, b, m.b);
+    check.value("destroy, after cuGreenCtxDestroy", 200, c, m.c);
+    check.value("destroy, after cuGreenCtxDestroy", 200, d, m.d);
+    const CUresult qr = cu.cuStreamQuery(gs);
+    if (qr != CUDA_ERROR_CONTEXT_IS_DESTROYED && wrongCodes++ < 5)
+      std::printf("%s: cuStreamQuery of the destroyed green context's stream returned %d, expected %d\n", kProgram,
+                  int(qr), int(CUDA_ERROR_CONTEXT_IS_DESTROYED));
+    // The program goes on in the primary context.
+    const size_t mainFrom = simTraceSize();
+    CUstream ps = nullptr;
+    SIM_CHECK(cu.cuStreamCreate(&ps, CU_STREAM_NON_BLOCKING));
+    uint64_t ha = m.a, hb = m.b;
+    for (int step = 0; step < 200; ++step) {
+      SIM_CHECK(launch(cu, k.mainAdd1, a, a, 1, ps));  // a = a + 1
+      SIM_CHECK(launch(cu, k.mainMix2, b, a, 3, ps));  // b = mix(a ^ 3)
+      SIM_CHECK(launch(cu, k.mainAdd1, a, b, 5, ps));  // a = b + 5
+      ha += 1;
+      hb = simMix64(ha ^ 3);
+      ha = hb + 5;
+      if (step % 10 == 9) {
+        SIM_CHECK(cu.cuStreamSynchronize(ps));
+        check.value("destroy, primary context after", step, a, ha);
+        check.value("destroy, primary context after", step, b, hb);
+      }
+    }
+    SIM_CHECK(cu.cuCtxSynchronize());
+    phases.push_back(checkTrace(mainFrom, simTraceSize(), primary, gctx, green));
+    phaseNames.push_back("destroy, the primary context's loop after");
+  }
+
+  int wrongContext = 0;
+  bool fewGraphs = false;
+  for (size_t i = 0; i < phases.size(); ++i) {
+    const TraceCheck& tc = phases[i];
+    wrongContext += tc.wrongContext;
+    std::printf("%s: %s: kernels on green-context streams %llu (%llu from graphs), on primary-context streams %llu "
+                "(%llu from graphs), %d in the wrong context\n",
+                kProgram, phaseNames[i], (unsigned long long)tc.kernels[1], (unsigned long long)tc.fromGraphs[1],
+                (unsigned long long)tc.kernels[0], (unsigned long long)tc.fromGraphs[0], tc.wrongContext);
+    if (expectGraphs && tooFewGraphs(phaseNames[i], tc)) fewGraphs = true;
+  }
+  std::printf("%s: %s: %d kernels in the wrong context, %d wrong values, %d wrong codes, %d failed calls\n", kProgram,
+              mode.c_str(), wrongContext, check.bad, wrongCodes, simtest::failedCalls());
+  return wrongContext || check.bad || wrongCodes || simtest::failedCalls() || fewGraphs ? 1 : 0;
+}
