@@ -42,6 +42,22 @@ struct Owned {
   uint32_t slot[4] = {};
 };
 thread_local Owned t_mine;
+// The last context this thread found to be a green context's (cuCtxFromGreenCtx),
+// whose per-thread default stream the driver refuses (CUDA_ERROR_INVALID_HANDLE
+// for every launch on an H100, driver 580: tests/gpu/traps_r21.cu,
+// green_per_thread): no proxy there, so the driver answers each op.
+thread_local CUcontext t_green = nullptr;
+
+// Whether `ctx`, current, is a green context's.
+bool isGreenContext(CUcontext ctx) {
+  if (ctx == t_green) return true;
+  auto getCtx2 = real<ApiId::k_cuStreamGetCtx_12050>();
+  CUcontext regular = nullptr;
+  CUgreenCtx green = nullptr;
+  if (!getCtx2 || getCtx2(CU_STREAM_LEGACY, &regular, &green) != CUDA_SUCCESS || !green) return false;
+  t_green = ctx;
+  return true;
+}
 
 // A handed-out proxy, live or retired.
 Proxy* proxyAt(core::StreamKey key) {
@@ -113,6 +129,7 @@ void PerThreadStreams::enable() { g_enabled.store(true, std::memory_order_relaxe
 core::StreamKey PerThreadStreams::keyFor(CUcontext ctx) {
   if (!ctx || !g_enabled.load(std::memory_order_relaxed)) return core::kPerThreadStream;
   if (Proxy* p = mineIn(ctx)) return core::perThreadKey(uint32_t(p - g_proxies));
+  if (isGreenContext(ctx)) return core::kPerThreadStream;
   // A place in this thread's list: a free one, or one whose proxy is dead.
   unsigned at = t_mine.count;
   for (unsigned i = 0; i < t_mine.count && at == t_mine.count; ++i)

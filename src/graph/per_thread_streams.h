@@ -35,7 +35,8 @@
 // process's life, so a graph learned on one stream never replays on another.
 // When the context ends (trait ENDS_CONTEXT in hook/driver_api.def) its
 // proxies are retired; the thread's next per-thread op there gets a new key.
-// Past kSlots pairs, or when the driver refuses a proxy, the op keeps the raw
+// Past kSlots pairs, when the driver refuses a proxy, or in a green context
+// (whose per-thread stream the driver refuses), the op keeps the raw
 // core::kPerThreadStream key and runs eagerly as before.
 //
 // Threading: keyFor, bridgeIfPending, beforeDriverCall and joinAllOwned run

@@ -21,6 +21,9 @@
 //   green_partition_alone    one green context's stream alone in the loop (the
 //                            primary context current), then the other's (its
 //                            green context pushed).
+//   green_per_thread         the per-thread default stream (runtime and driver
+//                            launches, its query and synchronize) while a green
+//                            context is current; every code digested.
 //   texref_rebind            a texture reference of a PTX module rebound
 //                            between two buffers on irregular steps and on
 //                            each of the last 40 (cuTexRefSetAddress), read
@@ -339,10 +342,73 @@ void texrefLoop(bool everyStep) {
 void texrefRebind() { texrefLoop(false); }
 void texrefEveryStep() { texrefLoop(true); }
 
+// The per-thread default stream while a green context is current (its
+// converted context pushed): runtime launches into cudaStreamPerThread, the
+// per-thread stream's query and synchronize, and a driver launch of the same
+// kernel into CU_STREAM_PER_THREAD; every code is digested (cuStreamGetCtx_v2
+// refuses the per-thread handle under a green context; whether launches do is
+// the driver's to say), with the data, and the partition flag for its kernels.
+void greenPerThread() {
+  Partitions p = makePartitions();
+  print("green_contexts", p.ok, 0);
+  if (!p.ok) {
+    std::printf("SKIP green contexts unavailable\n");
+    return;
+  }
+  CUcontext a = nullptr;
+  CKD(cuCtxFromGreenCtx(&a, p.green[0]));
+  uint32_t *x = deviceBuffer(251), *y = deviceBuffer(252);
+  uint32_t* masks = nullptr;
+  CK(cudaMalloc(&masks, 2 * kMaskWords * sizeof(uint32_t)));
+  CK(cudaMemset(masks, 0, 2 * kMaskWords * sizeof(uint32_t)));
+  CUfunction touch = nullptr;
+  CK(cudaGetFuncBySymbol(reinterpret_cast<cudaFunction_t*>(&touch), reinterpret_cast<const void*>(smTouch)));
+  Digest codes;
+  CKD(cuCtxPushCurrent(a));
+  for (int i = 0; i < g_iters; ++i) {
+    smTouch<<<kTouchGrid, kBlock, 0, cudaStreamPerThread>>>(masks, x, kN, uint32_t(i));
+    const cudaError_t first = cudaGetLastError();
+    fold<<<kGrid, kBlock, 0, cudaStreamPerThread>>>(y, x, x, kN, uint32_t(i));
+    const cudaError_t second = cudaGetLastError();
+    codes.add(uint64_t(first));
+    codes.add(uint64_t(second));
+    if (i < 2 || first || second)
+      std::fprintf(stderr, "green_per_thread step %d: runtime launches %d %d\n", i, int(first), int(second));
+    CUdeviceptr m = reinterpret_cast<CUdeviceptr>(masks), d = reinterpret_cast<CUdeviceptr>(x);
+    int n = kN;
+    uint32_t v = uint32_t(i) + 77u;
+    void* params[] = {&m, &d, &n, &v};
+    const CUresult driverLaunch =
+        cuLaunchKernel(touch, kTouchGrid, 1, 1, kBlock, 1, 1, 0, CU_STREAM_PER_THREAD, params, nullptr);
+    codes.add(uint64_t(driverLaunch));
+    if (i < 2 || driverLaunch != CUDA_SUCCESS)  // on stderr, which check_traps.py does not compare
+      std::fprintf(stderr, "green_per_thread step %d: driver launch %d\n", i, int(driverLaunch));
+    if (i % 50 == 49) {
+      const cudaError_t q = keep(cudaStreamQuery(cudaStreamPerThread));  // ready or not: timing
+      codes.add(uint64_t(q == cudaErrorNotReady ? cudaSuccess : q));
+      const cudaError_t sync = keep(cudaStreamSynchronize(cudaStreamPerThread));
+      codes.add(uint64_t(sync));
+      std::fprintf(stderr, "green_per_thread step %d: query %d, synchronize %d\n", i, int(q), int(sync));
+      print("codes", i, codes.h);
+    }
+  }
+  CK(cudaDeviceSynchronize());
+  CUcontext popped = nullptr;
+  CKD(cuCtxPopCurrent(&popped));
+  print("end", 0, deviceDigest(x, kN * 4) ^ deviceDigest(y, kN * 4));
+  uint32_t h[kMaskWords];
+  CK(cudaMemcpy(h, masks, sizeof h, cudaMemcpyDeviceToHost));
+  unsigned used = 0;
+  for (uint32_t w : h) used += unsigned(__builtin_popcount(w));
+  print("partition_a_within", 0, used <= p.smCount[0]);
+  destroyPartitions(p);
+}
+
 const Scenario kScenarios[] = {
     {"green_partition_runtime", greenPartitionRuntime},
     {"green_partition_current", greenPartitionCurrent},
     {"green_partition_alone", greenPartitionAlone},
+    {"green_per_thread", greenPerThread},
     {"texref_rebind", texrefRebind},
     {"texref_every_step", texrefEveryStep},
 };

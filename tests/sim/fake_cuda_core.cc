@@ -486,6 +486,11 @@ Stream* perThreadStreamOf(Context* ctx) {
 
 // NULL, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD name streams of the current
 // context; a created handle names its own stream, whichever context is current.
+// A green context's converted context has no usable per-thread stream: while
+// it is current, CU_STREAM_PER_THREAD (or NULL through a _ptsz/_ptds entry
+// point) is refused with CUDA_ERROR_INVALID_HANDLE, as measured on an H100
+// (driver 580: launches, cuStreamQuery, cuStreamSynchronize; cuda.h documents
+// it for cuStreamGetCtx_v2). Its legacy stream stays usable.
 Stream* resolveStream(CUstream h, bool perThreadVariant, CUresult* err) {
   SimState& st = state();
   *err = CUDA_SUCCESS;
@@ -496,6 +501,10 @@ Stream* resolveStream(CUstream h, bool perThreadVariant, CUresult* err) {
       return nullptr;
     }
     bool pt = h == CU_STREAM_PER_THREAD || (h == nullptr && perThreadVariant);
+    if (pt && ctx->green) {
+      *err = CUDA_ERROR_INVALID_HANDLE;
+      return nullptr;
+    }
     return pt ? threadPerThreadStream() : legacyStreamOf(ctx);
   }
   auto it = st.streamByHandle.find(h);

@@ -21,9 +21,13 @@
 //  - cuGreenCtxStreamCreate (CU_STREAM_NON_BLOCKING required) makes a stream of
 //    the green context whatever is current; so does cuStreamCreate while its
 //    converted context is current. The converted context has its own legacy
-//    and per-thread streams (NULL names them while it is current).
+//    stream (NULL names it while it is current) but no usable per-thread
+//    stream: while it is current, every call naming CU_STREAM_PER_THREAD (or
+//    NULL through a _ptsz/_ptds entry point) fails with
+//    CUDA_ERROR_INVALID_HANDLE (resolveStream), as measured on an H100
+//    (driver 580) and as cuda.h documents for cuStreamGetCtx_v2.
 //  - cuGreenCtxDestroy waits for the work already submitted to the green
-//    context's streams (its legacy and per-thread streams too), then ends it:
+//    context's streams (its legacy stream too), then ends it:
 //    its streams keep their handles (not given out again: cuda.h says the call
 //    does not destroy them) and every later call naming one fails with
 //    CUDA_ERROR_CONTEXT_IS_DESTROYED, cuStreamDestroy too; a capture a stream

@@ -1045,6 +1045,24 @@ TEST(SimGreenContexts, StreamsLaunchesGraphsAndEnd) {
   ASSERT_EQ(push(gc), CUDA_SUCCESS);
   ASSERT_EQ(launchAdd(k, ps, d + 8, d + 8, 1), CUDA_SUCCESS);  // green current, primary stream
   ASSERT_EQ(launchAdd(k, nullptr, d + 16, d + 16, 1), CUDA_SUCCESS);  // the green context's NULL stream
+  // Its per-thread default stream is refused (H100, driver 580), whichever
+  // way it is named; nothing of it runs.
+  {
+    const simtest::DriverApi& pt = drv().perThread;
+    uint64_t dst = d + 24, src = d + 24, add = 1, tag = 0;
+    void* args[] = {&dst, &src, &add, &tag};
+    EXPECT_EQ(launchAdd(k, CU_STREAM_PER_THREAD, d + 24, d + 24, 1), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_EQ(pt.cuLaunchKernel(k, 1, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_EQ(api().cuStreamQuery(CU_STREAM_PER_THREAD), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_EQ(pt.cuStreamQuery(nullptr), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_EQ(api().cuStreamSynchronize(CU_STREAM_PER_THREAD), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_EQ(pt.cuStreamSynchronize(nullptr), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_EQ(getCtx2(CU_STREAM_PER_THREAD, &sc, &sg), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_EQ(pt.cuMemsetD8Async(d + 24, 7, 8, nullptr), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_EQ(simStreamId(CU_STREAM_PER_THREAD, 0), 0u);
+    EXPECT_EQ(api().cuStreamSynchronize(nullptr), CUDA_SUCCESS);  // its legacy stream stays usable
+    EXPECT_EQ(api().cuStreamSynchronize(CU_STREAM_LEGACY), CUDA_SUCCESS);
+  }
   ASSERT_EQ(pop(&popped), CUDA_SUCCESS);
   // The primary context's synchronize waits for its green contexts' work too.
   ASSERT_EQ(api().cuCtxSynchronize(), CUDA_SUCCESS);

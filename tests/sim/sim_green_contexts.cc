@@ -29,14 +29,33 @@
 //                    with CUDA_ERROR_CONTEXT_IS_DESTROYED (cuda.h); the
 //                    program goes on with 200 steps on a primary-context
 //                    stream.
+//   per-thread       the green context's converted context pushed current;
+//                    400 steps of green-current's loop (the green stream and
+//                    the converted context's NULL stream), each with two
+//                    launches into the per-thread default stream: one by
+//                    cuLaunchKernel into CU_STREAM_PER_THREAD (mid-step in
+//                    the first 100 steps, at the step's end after them), one
+//                    by the _ptsz entry point with a NULL stream (the step's
+//                    end); every 10 steps cuStreamQuery and
+//                    cuStreamSynchronize of it both ways too. The driver
+//                    refuses the per-thread stream in a green context (H100,
+//                    driver 580: CUDA_ERROR_INVALID_HANDLE for every one of
+//                    these calls; fake_cuda_green.cc): every such call must
+//                    return it, none of those kernels may run (their buffer
+//                    stays 0, no sim_add_pt_* in the trace), and the green
+//                    stream's loop must still compute the host's values. A
+//                    tool that gives the per-thread stream a stream of its
+//                    own there turns the refusals into successes.
 //
 //   sim_green_contexts --mode MODE [--expect-graphs]
 // Exit 1 on a kernel that ran in another context than its stream's, a wrong
 // value (against the host's mirror of the loop), a failed call or a wrong
-// return code; --expect-graphs: also when under a quarter of the loop's
-// kernels on the streams of either context (in each phase, in destroy) ran
-// from graph launches, so a pass shows that the interposer replayed them and
-// not only passed them through.
+// return code (per-thread: any per-thread call not refused, or a sim_add_pt_*
+// kernel that ran); --expect-graphs: also when under a quarter of the loop's
+// kernels on the streams of either context (in each phase, in destroy; in
+// per-thread, of its last 300 steps: a per-thread op mid-step leaves nothing
+// to replay) ran from graph launches, so a pass shows that the interposer
+// replayed them and not only passed them through.
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -90,7 +109,20 @@ bool makeGreen(const GreenApi& g, CUgreenCtx* green, CUcontext* converted) {
 // (sim_mix*). Those named *_green_* are launched only on streams of the green
 // context, *_main_* only on streams of the primary context.
 struct Kernels {
-  CUfunction greenAdd1, greenMix2, greenAdd3, greenMix4, mainAdd1, mainMix2;
+  CUfunction greenAdd1, greenMix2, greenAdd3, greenMix4, mainAdd1, mainMix2, ptAdd;
+};
+
+// The return codes of one kind of call on the per-thread stream (per-thread
+// mode), every one expected to be CUDA_ERROR_INVALID_HANDLE.
+struct Codes {
+  const char* what;
+  uint64_t calls = 0, refused = 0;
+  int firstOther = -1;  // the first code that was not the refusal
+  void note(CUresult r) {
+    ++calls;
+    if (r == CUDA_ERROR_INVALID_HANDLE) ++refused;
+    else if (firstOther < 0) firstOther = int(r);
+  }
 };
 
 CUresult launch(const simtest::DriverApi& cu, CUfunction k, CUdeviceptr dst, CUdeviceptr src, uint64_t v,
@@ -121,6 +153,7 @@ struct Checker {
 // loop's kernels and those that ran from graphs.
 struct TraceCheck {
   int wrongContext = 0;
+  uint64_t perThreadKernels = 0;  // sim_add_pt_*: launched only where the driver refuses them
   uint64_t kernels[2] = {0, 0}, fromGraphs[2] = {0, 0};  // [0] *_main_*, [1] *_green_*
 };
 TraceCheck checkTrace(size_t from, size_t to, CUcontext primary, CUcontext green, CUgreenCtx greenHandle) {
@@ -128,6 +161,7 @@ TraceCheck checkTrace(size_t from, size_t to, CUcontext primary, CUcontext green
   for (size_t i = from; i < to; ++i) {
     SimEffect e{};
     if (simTraceGet(i, &e) != 0 || e.kind != SIM_EFFECT_KERNEL || !e.kernelName) continue;
+    if (std::strncmp(e.kernelName, "sim_add_pt_", 11) == 0) ++tc.perThreadKernels;
     const bool isGreen = std::strncmp(e.kernelName, "sim_add_green_", 14) == 0 ||
                          std::strncmp(e.kernelName, "sim_mix_green_", 14) == 0;
     const bool isMain = std::strncmp(e.kernelName, "sim_add_main_", 13) == 0 ||
@@ -189,8 +223,10 @@ int main(int argc, char** argv) {
       break;
     }
   }
-  if (mode != "primary-current" && mode != "green-current" && mode != "mixed" && mode != "destroy") {
-    std::printf("usage: %s --mode primary-current|green-current|mixed|destroy [--expect-graphs]\n", kProgram);
+  if (mode != "primary-current" && mode != "green-current" && mode != "mixed" && mode != "destroy" &&
+      mode != "per-thread") {
+    std::printf("usage: %s --mode primary-current|green-current|mixed|destroy|per-thread [--expect-graphs]\n",
+                kProgram);
     return 2;
   }
   simtest::Driver drv;
@@ -214,6 +250,7 @@ int main(int argc, char** argv) {
   k.greenMix4 = simtest::libraryKernel3("sim_mix_green_4");
   k.mainAdd1 = simtest::libraryKernel3("sim_add_main_1");
   k.mainMix2 = simtest::libraryKernel3("sim_mix_main_2");
+  k.ptAdd = simtest::libraryKernel3("sim_add_pt_1");
   const CUdeviceptr a = simtest::zeroedBuffer(cu), b = simtest::zeroedBuffer(cu), c = simtest::zeroedBuffer(cu),
                     d = simtest::zeroedBuffer(cu);
   Checker check{cu};
@@ -221,6 +258,8 @@ int main(int argc, char** argv) {
   const size_t traceFrom = simTraceSize();
   std::vector<TraceCheck> phases;
   std::vector<const char*> phaseNames;
+  int wrongContextAside = 0;  // of trace checked outside `phases` (no graphs asked for)
+  uint64_t perThreadRan = 0;  // per-thread: sim_add_pt_* kernels that ran
 
   // The four-kernel chain of one step on the green stream (green-current:
   // its fourth kernel on the green context's NULL stream, joined by events).
@@ -266,6 +305,82 @@ int main(int argc, char** argv) {
     SIM_CHECK(cu.cuCtxSynchronize());
     phases.push_back(checkTrace(traceFrom, simTraceSize(), primary, gctx, green));
     phaseNames.push_back(mode.c_str());
+  } else if (mode == "per-thread") {
+    const CUdeviceptr p = simtest::zeroedBuffer(cu);  // the refused kernels' target: stays 0
+    const auto& pt = drv.perThread;                    // NULL = the per-thread stream (_ptsz)
+    Codes launchPlain{"cuLaunchKernel into CU_STREAM_PER_THREAD"};
+    Codes launchPtsz{"cuLaunchKernel_ptsz into NULL"};
+    Codes queryPlain{"cuStreamQuery(CU_STREAM_PER_THREAD)"};
+    Codes queryPtsz{"cuStreamQuery_ptsz(NULL)"};
+    Codes syncPlain{"cuStreamSynchronize(CU_STREAM_PER_THREAD)"};
+    Codes syncPtsz{"cuStreamSynchronize_ptsz(NULL)"};
+    SIM_CHECK(ga.push(gctx));
+    SIM_CHECK(cu.cuEventCreate(&toNull, CU_EVENT_DISABLE_TIMING));
+    SIM_CHECK(cu.cuEventCreate(&fromNull, CU_EVENT_DISABLE_TIMING));
+    Chain m;
+    // Steps 0-99 launch into CU_STREAM_PER_THREAD mid-step (the per-thread
+    // op splits the green stream's work: a tool that holds the step must
+    // issue what it held, and it cannot replay the step); steps 100-399 at
+    // the step's end beside the _ptsz launch, so the green stream's eight
+    // ops between them are a step a tool can replay.
+    constexpr int kMidSteps = 100, kSteps = 400;
+    size_t phaseFrom = traceFrom;
+    for (int step = 0; step < kSteps; ++step) {
+      const bool midStep = step < kMidSteps;
+      SIM_CHECK(launch(cu, k.greenAdd1, b, d, 1, gs));
+      SIM_CHECK(launch(cu, k.greenMix2, c, b, 3, gs));
+      if (midStep) launchPlain.note(launch(cu, k.ptAdd, p, p, 1, CU_STREAM_PER_THREAD));
+      SIM_CHECK(launch(cu, k.greenAdd3, a, c, 5, gs));
+      SIM_CHECK(cu.cuEventRecord(toNull, gs));
+      SIM_CHECK(cu.cuStreamWaitEvent(nullptr, toNull, 0));
+      SIM_CHECK(launch(cu, k.greenMix4, d, a, 7, nullptr));  // the converted context's legacy stream
+      SIM_CHECK(cu.cuEventRecord(fromNull, nullptr));
+      SIM_CHECK(cu.cuStreamWaitEvent(gs, fromNull, 0));
+      if (!midStep) launchPlain.note(launch(cu, k.ptAdd, p, p, 1, CU_STREAM_PER_THREAD));
+      launchPtsz.note(launch(pt, k.ptAdd, p, p, 1, nullptr));
+      m.step();
+      if (step % 10 == 9) {
+        queryPlain.note(cu.cuStreamQuery(CU_STREAM_PER_THREAD));
+        queryPtsz.note(pt.cuStreamQuery(nullptr));
+        syncPlain.note(cu.cuStreamSynchronize(CU_STREAM_PER_THREAD));
+        syncPtsz.note(pt.cuStreamSynchronize(nullptr));
+        readChain("per-thread", step, m, gs);
+        check.value("per-thread, the refused kernels' buffer", step, p, 0);
+      }
+      if (step == kMidSteps - 1) {
+        // Mid-step per-thread ops leave nothing to replay: no graphs asked for.
+        const TraceCheck tc = checkTrace(phaseFrom, simTraceSize(), primary, gctx, green);
+        perThreadRan += tc.perThreadKernels;
+        wrongContextAside += tc.wrongContext;
+        std::printf("%s: per-thread, launches mid-step: kernels on green-context streams %llu (%llu from graphs), "
+                    "%d in the wrong context\n",
+                    kProgram, (unsigned long long)tc.kernels[1], (unsigned long long)tc.fromGraphs[1],
+                    tc.wrongContext);
+        phaseFrom = simTraceSize();
+      }
+    }
+    SIM_CHECK(cu.cuCtxSynchronize());
+    CUcontext popped = nullptr;
+    SIM_CHECK(ga.pop(&popped));
+    SIM_CHECK(cu.cuCtxSynchronize());
+    check.value("per-thread, the refused kernels' buffer at the end", kSteps, p, 0);
+    for (const Codes* cc : {&launchPlain, &launchPtsz, &queryPlain, &queryPtsz, &syncPlain, &syncPtsz}) {
+      std::printf("%s: per-thread: %s: %llu calls, %llu refused with %d\n", kProgram, cc->what,
+                  (unsigned long long)cc->calls, (unsigned long long)cc->refused, int(CUDA_ERROR_INVALID_HANDLE));
+      if (cc->refused == cc->calls) continue;
+      wrongCodes += int(cc->calls - cc->refused);
+      std::printf("%s: per-thread: %s: %llu calls not refused, the first returned %d, expected %d\n", kProgram,
+                  cc->what, (unsigned long long)(cc->calls - cc->refused), cc->firstOther,
+                  int(CUDA_ERROR_INVALID_HANDLE));
+    }
+    phases.push_back(checkTrace(phaseFrom, simTraceSize(), primary, gctx, green));
+    phaseNames.push_back("per-thread, launches at the step's end");
+    perThreadRan += phases.back().perThreadKernels;
+    if (perThreadRan) {
+      ++wrongCodes;
+      std::printf("%s: per-thread: %llu kernels launched into the refused per-thread stream ran\n", kProgram,
+                  (unsigned long long)perThreadRan);
+    }
   } else if (mode == "mixed") {
     CUstream ps = nullptr;
     CUevent e1 = nullptr, e2 = nullptr;
@@ -348,7 +463,7 @@ int main(int argc, char** argv) {
     phaseNames.push_back("destroy, the primary context's loop after");
   }
 
-  int wrongContext = 0;
+  int wrongContext = wrongContextAside;
   bool fewGraphs = false;
   for (size_t i = 0; i < phases.size(); ++i) {
     const TraceCheck& tc = phases[i];
