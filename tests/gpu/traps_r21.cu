@@ -60,8 +60,9 @@ struct Partitions {
   CUstream stream[2] = {};
 };
 
-// Two green contexts of at least 16 SMs each, a stream in each.
-Partitions makePartitions() {
+// Two green contexts of at least 16 SMs each, a stream in each (ok false where
+// the device or driver makes none).
+Partitions tryPartitions() {
   Partitions p;
   CK(cudaFree(nullptr));
   CUdevice device;
@@ -81,6 +82,22 @@ Partitions makePartitions() {
   }
   p.ok = true;
   return p;
+}
+
+// The same, printing whether they were made (and a SKIP line where not).
+Partitions makePartitions() {
+  Partitions p = tryPartitions();
+  print("green_contexts", p.ok, 0);
+  if (!p.ok) std::printf("SKIP green contexts unavailable\n");
+  return p;
+}
+
+// Each partition's SM bits (printPartitionFlags), zeroed.
+uint32_t* zeroedMasks() {
+  uint32_t* masks = nullptr;
+  CK(cudaMalloc(&masks, 2 * kMaskWords * sizeof(uint32_t)));
+  CK(cudaMemset(masks, 0, 2 * kMaskWords * sizeof(uint32_t)));
+  return masks;
 }
 
 void destroyPartitions(Partitions& p) {
@@ -109,11 +126,7 @@ void printPartitionFlags(const uint32_t* masks, const Partitions& p) {
 
 void greenPartitionRuntime() {
   Partitions p = makePartitions();
-  print("green_contexts", p.ok, 0);
-  if (!p.ok) {
-    std::printf("SKIP green contexts unavailable\n");
-    return;
-  }
+  if (!p.ok) return;
   cudaStream_t s = nonBlockingStream();
   auto* ga = reinterpret_cast<cudaStream_t>(p.stream[0]);
   auto* gb = reinterpret_cast<cudaStream_t>(p.stream[1]);
@@ -122,9 +135,7 @@ void greenPartitionRuntime() {
   CK(cudaEventCreateWithFlags(&doneA, cudaEventDisableTiming));
   CK(cudaEventCreateWithFlags(&doneB, cudaEventDisableTiming));
   uint32_t *x = deviceBuffer(211), *a = deviceBuffer(212), *b = deviceBuffer(213);
-  uint32_t* masks = nullptr;
-  CK(cudaMalloc(&masks, 2 * kMaskWords * sizeof(uint32_t)));
-  CK(cudaMemset(masks, 0, 2 * kMaskWords * sizeof(uint32_t)));
+  uint32_t* masks = zeroedMasks();
   for (int i = 0; i < g_iters; ++i) {
     fold<<<kGrid, kBlock, 0, s>>>(x, a, b, kN, uint32_t(i));
     CK(cudaEventRecord(fromMain, s));
@@ -149,11 +160,7 @@ void greenPartitionRuntime() {
 
 void greenPartitionCurrent() {
   Partitions p = makePartitions();
-  print("green_contexts", p.ok, 0);
-  if (!p.ok) {
-    std::printf("SKIP green contexts unavailable\n");
-    return;
-  }
+  if (!p.ok) return;
   CUcontext asCtx[2] = {};
   for (int g = 0; g < 2; ++g) CKD(cuCtxFromGreenCtx(&asCtx[g], p.green[g]));
   cudaStream_t s = nonBlockingStream();
@@ -161,9 +168,7 @@ void greenPartitionCurrent() {
   CK(cudaEventCreateWithFlags(&fromMain, cudaEventDisableTiming));
   for (auto& e : done) CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   uint32_t *x = deviceBuffer(221), *a = deviceBuffer(222), *b = deviceBuffer(223);
-  uint32_t* masks = nullptr;
-  CK(cudaMalloc(&masks, 2 * kMaskWords * sizeof(uint32_t)));
-  CK(cudaMemset(masks, 0, 2 * kMaskWords * sizeof(uint32_t)));
+  uint32_t* masks = zeroedMasks();
   uint32_t* data[2] = {a, b};
   for (int i = 0; i < g_iters; ++i) {
     fold<<<kGrid, kBlock, 0, s>>>(x, a, b, kN, uint32_t(i));
@@ -196,19 +201,13 @@ void greenPartitionCurrent() {
 // B pushed; each step's host wait is on B's stream.
 void greenPartitionAlone() {
   Partitions p = makePartitions();
-  print("green_contexts", p.ok, 0);
-  if (!p.ok) {
-    std::printf("SKIP green contexts unavailable\n");
-    return;
-  }
+  if (!p.ok) return;
   CUcontext b = nullptr;
   CKD(cuCtxFromGreenCtx(&b, p.green[1]));
   auto* ga = reinterpret_cast<cudaStream_t>(p.stream[0]);
   auto* gb = reinterpret_cast<cudaStream_t>(p.stream[1]);
   uint32_t *x = deviceBuffer(231), *y = deviceBuffer(232), *z = deviceBuffer(233);
-  uint32_t* masks = nullptr;
-  CK(cudaMalloc(&masks, 2 * kMaskWords * sizeof(uint32_t)));
-  CK(cudaMemset(masks, 0, 2 * kMaskWords * sizeof(uint32_t)));
+  uint32_t* masks = zeroedMasks();
   for (int i = 0; i < g_iters; ++i) {
     smTouch<<<kTouchGrid, kBlock, 0, ga>>>(masks, x, kN, uint32_t(i) * 3u);
     fold<<<kGrid, kBlock, 0, ga>>>(y, x, z, kN, uint32_t(i));
@@ -350,17 +349,11 @@ void texrefEveryStep() { texrefLoop(true); }
 // the driver's to say), with the data, and the partition flag for its kernels.
 void greenPerThread() {
   Partitions p = makePartitions();
-  print("green_contexts", p.ok, 0);
-  if (!p.ok) {
-    std::printf("SKIP green contexts unavailable\n");
-    return;
-  }
+  if (!p.ok) return;
   CUcontext a = nullptr;
   CKD(cuCtxFromGreenCtx(&a, p.green[0]));
   uint32_t *x = deviceBuffer(251), *y = deviceBuffer(252);
-  uint32_t* masks = nullptr;
-  CK(cudaMalloc(&masks, 2 * kMaskWords * sizeof(uint32_t)));
-  CK(cudaMemset(masks, 0, 2 * kMaskWords * sizeof(uint32_t)));
+  uint32_t* masks = zeroedMasks();
   CUfunction touch = nullptr;
   CK(cudaGetFuncBySymbol(reinterpret_cast<cudaFunction_t*>(&touch), reinterpret_cast<const void*>(smTouch)));
   Digest codes;
