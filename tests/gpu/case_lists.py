@@ -64,7 +64,16 @@ their own in training/.
 # launched through driver entry points PyTorch finds with dlsym, stochastic depth drawn by a
 # host RNG with an EMA teacher under inference_mode, TF32 and reduced-precision switches
 # flipped mid-run, and kernel arguments (scalars, an int, a pointer, the RNG seed) that stay
-# the same for over a hundred steps and then change once, two of them back again.
+# the same for over a hundred steps and then change once, two of them back again; then a
+# ninth round: an ensemble trained as one vmapped model (torch.func over stacked parameters,
+# dropout with randomness="different") whose worst members are overwritten by the best at
+# indices read back, autograd's anomaly mode on for windows of steps with NaN and inf
+# injected into a gradient by a hook (backward raises half-way, caught) under a loss scale
+# kept by hand, kernel scalars that change only in bits an equality test on values ignores
+# (+0.0 and -0.0, one ulp, the high word of an int64 and of a Philox seed), custom autograd
+# Functions with mark_dirty, needs_input_grad, set_materialize_grads(False) and
+# saved-tensor hooks that compress with a per-step scale, and views at host-chosen offsets
+# and strides into persistent buffers (interior pointers of any alignment).
 ISSUE_CASES = ["mlp", "mlp_item", "gpt", "amp", "sidestream", "lastbatch", "partgraph", "gemm"]
 OTHER_CASES = ["cnn", "lstm", "dynamic", "accum", "inductor_mlp", "inductor_gpt", "sdpa", "ddp",
                "vit", "diffusion", "gan", "expandable", "decode", "loader", "serve",
@@ -78,6 +87,7 @@ OTHER_CASES = ["cnn", "lstm", "dynamic", "accum", "inductor_mlp", "inductor_gpt"
                "legacysync", "recapture", "mallocasync", "fsdp", "optzoo",
                "asyncsnap", "sam", "mixup", "fp8", "pcgrad",
                "tritonop", "jiterator", "layerdrop", "tf32toggle", "latechange",
+               "ensemble", "anomaly", "signbits", "dirtyfn", "offsetview",
                "pipeline2", "ddp2"]
 # Cases that need two GPUs: with one, workloads.py exits 77 for them (check_losses.py
 # reports them skipped and goes on).
@@ -110,10 +120,12 @@ CASES = ISSUE_CASES + OTHER_CASES
 # range by reading them back, raising when they are outside). So does pcgrad (the signs of
 # dot products read back decide which projections it launches, and its boolean-mask
 # indexing reads back the counts that set its merge's shapes). So does latechange (its
-# weighted, label-smoothed cross-entropy sizes a masked_select by a count read back).
+# weighted, label-smoothed cross-entropy sizes a masked_select by a count read back). So does
+# anomaly (the gradients' finiteness, read back, decides whether the optimizer steps, and
+# inside its anomaly windows a NaN read back raises mid-backward).
 GARBAGE_SENSITIVE_CASES = ("dynamic", "moe", "condstep", "linalg", "lbfgs", "plateau", "swa",
                            "parametrize", "sparse", "gnn", "ppo", "reentrant", "beam", "encpad",
-                           "packed", "bncma", "qat", "pcgrad", "latechange")
+                           "packed", "bncma", "qat", "pcgrad", "latechange", "anomaly")
 HANDGRAPH_CASES = ("mlp", "mlp_item", "gpt")
 # What graft must reach on the issue's cases besides equal losses (check_losses.py fails a
 # case below them): the share of ops through graphs, in percent, and graph node updates

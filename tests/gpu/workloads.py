@@ -19,6 +19,7 @@ CASE: mlp mlp_item gpt amp sidestream lastbatch partgraph gemm cnn lstm dynamic 
       legacysync recapture mallocasync fsdp optzoo
       asyncsnap sam mixup fp8 pcgrad
       tritonop jiterator layerdrop tf32toggle latechange
+      ensemble anomaly signbits dirtyfn offsetview
       pipeline2 ddp2 (or "list")
 
 --steps N is the total number of training steps; the first W (--warmup) are untimed.
@@ -87,7 +88,15 @@ batch's rows, the first layer's mean reciprocal RMS), jiterator " l=d|b|c g=<hex
 inputs' layout: dense, broadcast, cast; the first activation's mean gradient by b), layerdrop
 " k=<bits> t=<hex>" (the blocks kept, the teacher's cross-entropy), tf32toggle
 " p=i|t|h|m|n|x" (the precision state) and latechange " c=<n> e=<hex>" (changes made so
-far, the largest renormalised embedding row norm) on every line. ppo's loss is the mean of
+far, the largest renormalised embedding row norm) on every line; ensemble " x=<dst><<src>,..."
+(the members overwritten by better ones) every 25th step and " ev=<hex>" (the ensemble's
+eval loss) every 10th, anomaly " r=s|k|a j=-|n|i w=0|1 s=<hex>" (stepped, skipped on
+non-finite gradients or aborted by anomaly mode; the gradient injection; anomaly mode on;
+the loss scale after the step), signbits " z=+|- t=0|1 s=<k> g=<k>" (the clamp bound's
+sign, the temperature one ulp up, the salt's and the seed's high word), dirtyfn
+" f=<bits> a=0|1 r=<hex> m=<hex>" (frozen layers, the auxiliary term, the retained
+gradient's norm, the multi-grad hook's sum) and offsetview
+" o=<n> s=<n> b=<n> t=<n> m=<n> w=<n>" (the step's offsets and row stride) on every line. ppo's loss is the mean of
 its 8 minibatch losses, wgangp's the critic's. decode is inference, not training: its "loss" is the sum of the chosen
 tokens' logits.
 No-sync cases keep the losses in a preallocated GPU tensor and read them after the loop.
@@ -6516,6 +6525,545 @@ class LateChangeWorkload(Workload):
         return super().loss_lines()
 
 
+# --------------------------------------------------------------------------- ninth red-team round
+# Patterns the rounds before leave out, each chosen for what a tool that holds launches back
+# and replays them as graphs could get wrong: an ensemble trained as one vmapped model
+# (torch.func over stacked parameters, dropout with randomness="different") whose worst
+# members are overwritten by the best at member indices read back (population-based
+# training); autograd's anomaly mode switched on for windows of steps (a NaN check read back
+# after every backward node, from the autograd thread) with NaN and inf injected into a
+# gradient by a tensor hook, so that backward raises half-way and the loop catches it, under
+# a loss scale kept by hand; kernel scalars that change only in bits that an equality test on
+# values ignores (+0.0 and -0.0, one ulp, the high word of an int64 and of a Philox seed);
+# custom autograd Functions that modify their input in place (mark_dirty), branch on
+# needs_input_grad while layers are frozen in a rhythm and take None gradients
+# (set_materialize_grads(False)), under saved-tensor hooks that compress what autograd saves
+# with a scale that changes every step; and views at host-chosen offsets and strides into
+# persistent buffers (interior pointers whose alignment changes every step, strides that
+# live in kernels' by-value structs, device-to-device copies to unaligned addresses).
+
+class EnsembleWorkload(TaskWorkload):
+    """Population-based training of an ensemble trained as one model with torch.func, as
+    ensembling and PBT scripts do it: 8 MLPs (256-256-256-10, ReLU, dropout 0.1) stacked by
+    torch.func.stack_module_state into one leaf tensor per parameter ([8, ...]), run by
+    vmap(functional_call) over a meta-device copy of the model with randomness="different"
+    (each member's dropout mask differs: one Philox draw over the stacked activations), every
+    member on a batch of its own ([8, 64, 256] drawn at once; labels from a fixed projection),
+    a label-smoothed soft-target cross-entropy written out (log_softmax times targets made by
+    comparison, so no nll_loss or scatter under vmap); the vmapped linear layers are batched
+    GEMMs and backward runs through autograd over them. Each member has its own learning rate,
+    an [8] CUDA tensor that scales its gradients (broadcast) before SGD (Nesterov momentum,
+    foreach, lr 1). Every 25th step (at step 24 of 25) the members' losses are read back with
+    .tolist() (a sync), ranked on the host, and the two worst members are overwritten by the
+    two best (exploit): each stacked parameter's and each momentum buffer's slice [dst]
+    copied from [src], device-to-device copies at interior offsets that the losses pick, and
+    the learning rate at [dst] set by fill_ on that element to the source's times 0.8 or 1.25
+    from a seeded host random.Random (explore). Every 10th step the ensemble is evaluated in
+    eval mode under no_grad (vmap with the held-out batch shared: in_dims None), the mean of
+    the members' logits scored. A tool that replays a step recorded with other member indices
+    copies the wrong slices; one that replays the random draw of another step gives members
+    other masks. The replacements end the line of every exploit step (" x=<dst><<src>,...")
+    and the ensemble's eval loss every 10th (" ev=<hex>"). One sync every 25 steps."""
+
+    members, hidden, smooth = 8, 256, 0.1
+    exploit_every, n_replace = 25, 2
+    lr0, lr_min, lr_max, momentum = 0.05, 0.005, 0.2, 0.9
+
+    def setup(self, mode="eager"):
+        import copy
+        import random
+        from torch.func import functional_call, stack_module_state, vmap
+        E = self.members
+        nets = [MLP(self.din, self.hidden, self.nout, layers=3, dropout=0.1).to(self.dev) for _ in range(E)]
+        self.pdict, self.bdict = stack_module_state(nets)   # leaves [E, ...]; no buffers
+        self.params = list(self.pdict.values())
+        self.skel = copy.deepcopy(nets[0]).to("meta")
+        skel = self.skel
+
+        def member_loss(p, b, x, t):
+            logp = F.log_softmax(functional_call(skel, (p, b), (x,)), dim=-1)
+            return -(logp * t).sum(dim=-1).mean()
+
+        def member_logits(p, b, x):
+            return functional_call(skel, (p, b), (x,))
+
+        self.train_fn = vmap(member_loss, in_dims=(0, 0, 0, 0), randomness="different")
+        self.eval_fn = vmap(member_logits, in_dims=(0, 0, None))
+        self.opt = torch.optim.SGD(self.params, lr=1.0, momentum=self.momentum, nesterov=True, foreach=True)
+        self.rng = random.Random(5150)
+        self.lr_host = [self.lr0 * (0.5 + e / (E - 1)) for e in range(E)]
+        self.lrs = torch.tensor(self.lr_host, dtype=torch.float32, device=self.dev)
+        self.label_setup()
+        self.classes = torch.arange(self.nout, device=self.dev)
+        self.ev_x = torch.randn(256, self.din, device=self.dev, generator=self.gen)
+        self.ev_y = (self.ev_x @ self.label_proj).argmax(dim=-1)
+        self.ev_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.notes = {}
+
+    def exploit(self, losses):
+        ls = losses.tolist()                                           # the sync
+        order = sorted(range(self.members), key=lambda e: (ls[e], e))
+        pairs = list(zip(order[::-1][:self.n_replace], order[:self.n_replace]))   # (worst, best)
+        with torch.no_grad():
+            for dst, src in pairs:
+                for p in self.params:
+                    p[dst].copy_(p[src])
+                    buf = self.opt.state[p].get("momentum_buffer")
+                    if buf is not None:
+                        buf[dst].copy_(buf[src])
+                lr = self.lr_host[src] * self.rng.choice((0.8, 1.25))
+                self.lr_host[dst] = min(self.lr_max, max(self.lr_min, lr))
+                self.lrs[dst].fill_(self.lr_host[dst])
+        return "x=" + ",".join("%d<%d" % pr for pr in pairs)
+
+    def step(self, i):
+        E, B = self.members, self.batch
+        x = torch.randn(E, B, self.din, device=self.dev, generator=self.gen)
+        y = (x @ self.label_proj).argmax(dim=-1)
+        t = (y.unsqueeze(-1) == self.classes).float() * (1.0 - self.smooth) + self.smooth / self.nout
+        self.opt.zero_grad(set_to_none=True)
+        losses = self.train_fn(self.pdict, self.bdict, x, t)      # [E]
+        losses.sum().backward()
+        with torch.no_grad():
+            for p in self.params:
+                p.grad.mul_(self.lrs.view((E,) + (1,) * (p.dim() - 1)))
+        self.opt.step()
+        notes = []
+        if i % self.exploit_every == self.exploit_every - 1:
+            notes.append(self.exploit(losses.detach()))
+        if i % 10 == 0:
+            with torch.no_grad():
+                self.skel.eval()
+                logits = self.eval_fn(self.pdict, self.bdict, self.ev_x)
+                self.skel.train()
+                self.ev_buf[i].copy_(F.cross_entropy(logits.mean(dim=0), self.ev_y))
+            notes.append("ev")
+        self.notes[i] = notes
+        return losses.detach().mean()
+
+    def loss_lines(self):
+        ev = tensor_hexes(self.ev_buf)
+        for i, notes in self.notes.items():
+            parts = [("ev=" + ev[i]) if n == "ev" else n for n in notes]
+            if parts:
+                self.extra[i] = " ".join(parts)
+        return super().loss_lines()
+
+
+class AnomalyWorkload(TaskWorkload):
+    """Autograd's anomaly mode switched on for windows of steps, as one debugs a run whose
+    loss went NaN, with NaN and inf injected into a gradient and a loss scale kept by hand
+    (no GradScaler): the MLP (6 layers, 512 wide, dropout 0.1) with a tensor hook
+    (register_hook, run on the autograd thread) on the output of its third Linear that
+    multiplies the gradient by a host float: 1.0, or on about 10 % of the steps from step 8 on
+    (a seeded host random.Random) NaN or inf (inf times the exact zeros ReLU and dropout leave
+    in the gradient makes NaN too). The loss is multiplied by the scale (a power of two, a
+    host float, starting at 2**12) before backward. Steps 70-109 and 190-224 run forward and
+    backward under torch.autograd.detect_anomaly(check_nan=True): the engine checks every
+    backward node's outputs with isnan().any() read back (a sync from the autograd thread
+    after each node), so on an injected step the node after the hook (the third Linear's
+    AddmmBackward0) raises "returned nan values" half-way through backward, after the upper
+    layers' gradients were accumulated and the rest of backward's launches never come; the loop
+    catches the RuntimeError, drops the gradients and halves the scale ("a"). Outside the
+    windows backward finishes; the gradients are unscaled by _foreach_mul_ with 1/scale, their
+    norms (_foreach_norm) stacked and torch.isfinite(...).all() read back with .item(): not
+    finite, the step is skipped and the scale halved ("k"); finite, clip_grad_norm_ (foreach)
+    and AdamW (foreach) step ("s"), and after 15 such steps in a row the scale doubles
+    (clamped to [2**-4, 2**20]). A tool that holds launches back must have issued everything
+    before each NaN check and must not replay, after an aborted backward, the part of it that
+    never ran; one that replays a step recorded with another scale, or with the hook's 1.0
+    where it was NaN (NaN compares unequal to itself), trains on other gradients. The
+    outcome, the injection, whether anomaly mode was on and the scale after the step end every
+    line (" r=s|k|a j=-|n|i w=0|1 s=<hex>"). A sync every step (the finiteness), more inside
+    the windows."""
+
+    syncs = True
+    hidden = 512
+    windows = ((70, 110), (190, 225))
+    p_bad, first_bad = 0.1, 8
+    scale0, growth_every, scale_min, scale_max = 2.0 ** 12, 15, 2.0 ** -4, 2.0 ** 20
+
+    def setup(self, mode="eager"):
+        import random
+        self.model = MLP(self.din, self.hidden, self.nout, layers=6, dropout=0.1).to(self.dev)
+        self.params = list(self.model.parameters())
+        self.opt = torch.optim.AdamW(self.params, lr=1e-3, weight_decay=0.01, foreach=True)
+        self.label_setup()
+        self.rng = random.Random(4711)
+        self.scale, self.good = self.scale0, 0
+        self.gmul = 1.0
+        self.outcomes = {}
+
+    def grad_hook(self, g):
+        return g * self.gmul
+
+    def step(self, i):
+        import contextlib
+        import warnings
+        x, y = self.batch_for(i)
+        kind = "-"
+        if i >= self.first_bad and self.rng.random() < self.p_bad:
+            kind = self.rng.choice("ni")
+        self.gmul = {"-": 1.0, "n": float("nan"), "i": float("inf")}[kind]
+        watch = any(a <= i < b for a, b in self.windows)
+        self.opt.zero_grad(set_to_none=True)
+        outcome = None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")     # anomaly mode's own warnings and tracebacks
+            guard = torch.autograd.detect_anomaly(check_nan=True) if watch else contextlib.nullcontext()
+            with guard:
+                net = self.model.net
+                h = net[:7](x)                  # up to and with the third Linear
+                h.register_hook(self.grad_hook)
+                loss = F.cross_entropy(net[7:](h), y)
+                try:
+                    (loss * self.scale).backward()
+                except RuntimeError as e:
+                    if not watch or "returned nan values" not in str(e):
+                        raise
+                    outcome = "a"
+        if outcome is None:
+            grads = [p.grad for p in self.params]
+            torch._foreach_mul_(grads, 1.0 / self.scale)
+            finite = bool(torch.isfinite(torch.stack(torch._foreach_norm(grads))).all().item())
+            outcome = "s" if finite else "k"
+        if outcome == "s":
+            torch.nn.utils.clip_grad_norm_(self.params, 1.0, foreach=True)
+            self.opt.step()
+            self.good += 1
+            if self.good == self.growth_every:
+                self.scale, self.good = min(self.scale * 2.0, self.scale_max), 0
+        else:
+            self.opt.zero_grad(set_to_none=True)
+            self.scale, self.good = max(self.scale * 0.5, self.scale_min), 0
+        self.outcomes[i] = "r=%s j=%s w=%d s=%s" % (outcome, kind, int(watch), f32_hex(self.scale))
+        return loss.detach()
+
+    def loss_lines(self):
+        for i, o in self.outcomes.items():
+            self.extra[i] = o
+        return super().loss_lines()
+
+
+class SignBitsWorkload(Workload):
+    """Kernel arguments that change only in bits an equality test on values ignores, or that
+    a 32-bit comparison misses: a classifier over 128 dense features and a bag of 16 hashed
+    token ids (nn.Embedding(4093, 32) over (id * 2654435761 + salt) % 4093, int64, mean over
+    the bag; labels from a fixed projection of the features plus a fixed table of the raw
+    ids), Linear 160-256, clamped from below, a fixed offset of +0.05 or -0.05 by the sign
+    bit of each clamped value (torch.signbit), a keep mask from a CUDA generator of its own
+    (torch.rand(generator=...) < 0.9, divided by 0.9), Linear 256-256, ReLU, a 10-way head
+    whose logits are multiplied by a temperature, cross-entropy, AdamW (foreach). The values:
+    the clamp's lower bound is 0.0 or -0.0 (a scalar argument of the clamp kernel, the same
+    value to ==, other bits; the clamped entries then carry that sign, which the signbit
+    offset turns into +0.05 or -0.05), switched every 3 to 15 steps; the temperature 1.0 or
+    the next float32 above it (1 + 2**-23, a scalar one ulp away), switched every 4 to 20
+    steps; the hash's salt 0x2545F491 plus k * 2**32 for k among 0, 1, 2, 5 (an int64 scalar of
+    the add kernel whose low 32 bits never change, while the remainder by 4093 changes every
+    bucket), switched every 8 to 30 steps; and the keep mask's generator re-seeded every 20
+    steps with 0x5EED plus k * 2**32, k cycling through 0, 1, 0, 3, 2**30, 1 (the Philox seed
+    in the kernels' by-value PhiloxCudaState changes in its high word only, which Philox
+    uses as the second key word, its offset goes back to 0 at each re-seed, and every block
+    of 20 steps seeded with k = 0, at steps 0, 40, 120, 160, 240 and 280, draws the same
+    masks, as do those with k = 1).
+    Run lengths and choices come from a seeded host random.Random. A tool that compares
+    kernel arguments as numbers (-0.0 == 0.0), with a tolerance, or in 32-bit words, replays
+    a step recorded with the other value and trains on other activations. The state ends
+    every line (" z=+|- t=0|1 s=<k> g=<k>"). No sync in the loop."""
+
+    batch, din, vocab, buckets, d_emb, bag, hidden, nout = 64, 128, 5000, 4093, 32, 16, 256, 10
+    salt_lo, seed_lo = 0x2545F491, 0x5EED
+    salt_ks = (0, 1, 2, 5)
+    seed_ks = (0, 1, 0, 3, 1 << 30, 1)
+    reseed_every, keep = 20, 0.9
+
+    def setup(self, mode="eager"):
+        import random
+        import struct
+        self.tau_up = struct.unpack("<f", struct.pack("<I", 0x3F800001))[0]   # 1 + 2**-23
+        self.emb = nn.Embedding(self.buckets, self.d_emb)
+        self.fc1 = nn.Linear(self.din + self.d_emb, self.hidden)
+        self.fc2 = nn.Linear(self.hidden, self.hidden)
+        self.head = nn.Linear(self.hidden, self.nout)
+        self.model = nn.ModuleList([self.emb, self.fc1, self.fc2, self.head]).to(self.dev)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
+        self.proj = torch.randn(self.din, self.nout, device=self.dev, generator=self.gen)
+        self.tok_tab = torch.randn(self.vocab, self.nout, device=self.dev, generator=self.gen) * 0.25
+        self.noise_gen = torch.Generator(device=self.dev)
+        self.rng = random.Random(2323)
+        self.zneg, self.tau1, self.salt_k, self.seed_k = False, False, 0, 0
+        self.z_until = self.t_until = self.s_until = 0
+        self.states = {}
+
+    def step(self, i):
+        r = self.rng
+        if i >= self.z_until:
+            if i:
+                self.zneg = not self.zneg
+            self.z_until = i + r.randint(3, 15)
+        if i >= self.t_until:
+            if i:
+                self.tau1 = not self.tau1
+            self.t_until = i + r.randint(4, 20)
+        if i >= self.s_until:
+            if i:
+                self.salt_k = r.choice([k for k in self.salt_ks if k != self.salt_k])
+            self.s_until = i + r.randint(8, 30)
+        if i % self.reseed_every == 0:
+            self.seed_k = self.seed_ks[(i // self.reseed_every) % len(self.seed_ks)]
+            self.noise_gen.manual_seed(self.seed_lo + (self.seed_k << 32))
+        z = -0.0 if self.zneg else 0.0
+        tau = self.tau_up if self.tau1 else 1.0
+        salt = self.salt_lo + (self.salt_k << 32)
+        x = torch.randn(self.batch, self.din, device=self.dev, generator=self.gen)
+        tok = torch.randint(0, self.vocab, (self.batch, self.bag), device=self.dev, generator=self.gen)
+        with torch.no_grad():
+            y = (x @ self.proj + F.embedding(tok, self.tok_tab).sum(dim=1)).argmax(dim=-1)
+        hashed = (tok * 2654435761 + salt) % self.buckets
+        self.opt.zero_grad(set_to_none=True)
+        e = self.emb(hashed).mean(dim=1)
+        h = torch.clamp(self.fc1(torch.cat([x, e], dim=1)), min=z)
+        h = h + 0.05 * (1.0 - 2.0 * torch.signbit(h).float())
+        keep = torch.rand(h.shape, device=self.dev, generator=self.noise_gen) < self.keep
+        h = F.relu(self.fc2(h * keep / self.keep))
+        loss = F.cross_entropy(self.head(h) * tau, y)
+        loss.backward()
+        self.opt.step()
+        self.states[i] = "z=%s t=%d s=%d g=%d" % ("-" if self.zneg else "+", int(self.tau1), self.salt_k,
+                                                  self.seed_k)
+        return loss
+
+    def loss_lines(self):
+        for i, s in self.states.items():
+            self.extra[i] = s
+        return super().loss_lines()
+
+
+class DirtyFnWorkload(TaskWorkload):
+    """Custom autograd Functions with the parts of the API the other cases leave out, under
+    saved-tensor hooks, as memory-saving and fused-layer code writes them: each of the MLP's
+    two hidden layers (256 to 512, 512 to 512; a 10-way head) is a GatedLinearFn (F.linear
+    times sigmoid(gate), a learnable per-feature gate; two outputs, the gated one and the
+    pre-gate one, with ctx.set_materialize_grads(False) so that backward gets None for the
+    pre-gate output on the steps that do not use it, and ctx.needs_input_grad deciding
+    which of the input, weight, bias and gate gradients backward computes) followed by an
+    InPlaceLeakyFn (F.leaky_relu_ on its input, ctx.mark_dirty, the output saved and
+    backward by aten.leaky_relu_backward with self_is_result, as in-place activations save
+    memory) whose slope is a host float that changes every step (a cosine between 0.02 and
+    0.10). The layers are frozen in a rhythm: every 10 steps a layer's weight, bias and gate
+    get requires_grad_(False) or back (the first layer on 10 steps of 30, the second on
+    another 10), so backward skips those gradients (the first layer's Function then has no
+    input needing a gradient at all, and the activation after it none either) and AdamW
+    (foreach, grads set to None) steps other tensor lists. Forward runs under
+    torch.autograd.graph.saved_tensors_hooks whose pack hook stores every saved float32
+    [64, N] tensor (inputs, pre-gate activations, the dirty outputs, the head's input, the
+    log-probabilities) as bfloat16 times a scale, 1 + 0.25 sin(0.37 step), and whose unpack
+    hook divides by it again (a host float in the pack and unpack kernels, new every step);
+    every third step adds 1e-4 times the second layer's mean squared pre-gate activation to
+    the loss. The first activation's gradient is multiplied by 1 + 0.5 cos(step / 7) by a
+    tensor hook (on the autograd thread), the second's is kept by retain_grad(), and
+    register_multi_grad_hook(mode="all") over both writes the sum of their norms into a GPU
+    buffer at the step's index from the autograd thread. A tool that replays a backward
+    recorded with other layers frozen, another slope, pack scale or hook factor, or without
+    the auxiliary term's gradient, computes other gradients. The frozen layers, the
+    auxiliary term, the retained gradient's norm and the multi-grad hook's sum end every line
+    (" f=<bits> a=0|1 r=<hex> m=<hex>"). No sync in the loop."""
+
+    hidden = 512
+    freeze_every, aux_every = 10, 3
+
+    def setup(self, mode="eager"):
+        class GatedLinearFn(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, w, b, gate):
+                ctx.set_materialize_grads(False)
+                pre = F.linear(x, w, b)
+                out = pre * gate
+                ctx.save_for_backward(x, w, gate, pre)
+                return out, pre
+
+            @staticmethod
+            def backward(ctx, g_out, g_pre):
+                x, w, gate, pre = ctx.saved_tensors
+                gx = gw = gb = gg = None
+                g = None
+                if g_out is not None:
+                    g = g_out * gate
+                    if ctx.needs_input_grad[3]:
+                        gg = (g_out * pre).sum(dim=0)
+                if g_pre is not None:
+                    g = g_pre if g is None else g + g_pre
+                if g is None:
+                    return None, None, None, None
+                if ctx.needs_input_grad[0]:
+                    gx = g @ w
+                if ctx.needs_input_grad[1]:
+                    gw = g.t() @ x
+                if ctx.needs_input_grad[2]:
+                    gb = g.sum(dim=0)
+                return gx, gw, gb, gg
+
+        class InPlaceLeakyFn(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, slope):
+                F.leaky_relu_(x, slope)
+                ctx.mark_dirty(x)
+                ctx.save_for_backward(x)
+                ctx.slope = slope
+                return x
+
+            @staticmethod
+            def backward(ctx, g):
+                y, = ctx.saved_tensors
+                return torch.ops.aten.leaky_relu_backward(g, y, ctx.slope, True), None
+
+        self.gated, self.leaky = GatedLinearFn, InPlaceLeakyFn
+        h = self.hidden
+        self.fc1, self.fc2, self.head = nn.Linear(self.din, h), nn.Linear(h, h), nn.Linear(h, self.nout)
+        self.model = nn.ModuleList([self.fc1, self.fc2, self.head]).to(self.dev)
+        self.gate1 = nn.Parameter(torch.zeros(h, device=self.dev))
+        self.gate2 = nn.Parameter(torch.zeros(h, device=self.dev))
+        self.layers = ((self.fc1, self.gate1), (self.fc2, self.gate2))
+        self.opt = torch.optim.AdamW(list(self.model.parameters()) + [self.gate1, self.gate2], lr=1e-3,
+                                     weight_decay=0.01, foreach=True)
+        self.label_setup()
+        self.pack_scale = 1.0
+        self.r_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.m_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.notes = {}
+
+    def pack(self, t):
+        if t.dtype == torch.float32 and t.dim() == 2 and t.shape[0] == self.batch:
+            s = self.pack_scale
+            with torch.no_grad():
+                return (s, (t.detach() * s).to(torch.bfloat16))
+        return (None, t)
+
+    def unpack(self, packed):
+        s, t = packed
+        return t if s is None else t.float() / s
+
+    def multi_hook(self, i):
+        def fn(grads):
+            with torch.no_grad():
+                self.m_buf[i].copy_(torch.stack([g.norm() for g in grads if g is not None]).sum())
+        return fn
+
+    def step(self, i):
+        x, y = self.batch_for(i)
+        k = i // self.freeze_every
+        frozen = [(k + l) % 3 == 0 for l in range(2)]
+        for (fc, gate), fz in zip(self.layers, frozen):
+            for p in (fc.weight, fc.bias, gate):
+                p.requires_grad_(not fz)
+        slope = 0.02 + 0.04 * (1.0 + math.cos(i / 9.0))
+        gs = 1.0 + 0.5 * math.cos(i / 7.0)
+        self.pack_scale = 1.0 + 0.25 * math.sin(0.37 * i)
+        aux = i % self.aux_every == 0
+        self.opt.zero_grad(set_to_none=True)
+        with torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack):
+            out1, _ = self.gated.apply(x, self.fc1.weight, self.fc1.bias, torch.sigmoid(self.gate1))
+            h1 = self.leaky.apply(out1, slope)
+            out2, pre2 = self.gated.apply(h1, self.fc2.weight, self.fc2.bias, torch.sigmoid(self.gate2))
+            h2 = self.leaky.apply(out2, slope)
+            loss = F.cross_entropy(self.head(h2), y)
+            if aux:
+                loss = loss + 1e-4 * pre2.pow(2).mean()
+        if h1.requires_grad:
+            h1.register_hook(lambda g: g * gs)
+        h2.retain_grad()
+        tracked = tuple(t for t in (h1, h2) if t.requires_grad)
+        torch.autograd.graph.register_multi_grad_hook(tracked, self.multi_hook(i), mode="all")
+        loss.backward()
+        self.opt.step()
+        self.r_buf[i].copy_(h2.grad.norm())
+        self.notes[i] = "f=%d%d a=%d" % (int(frozen[0]), int(frozen[1]), int(aux))
+        return loss.detach()
+
+    def loss_lines(self):
+        r, m = tensor_hexes(self.r_buf), tensor_hexes(self.m_buf)
+        for i, n in self.notes.items():
+            self.extra[i] = "%s r=%s m=%s" % (n, r[i], m[i])
+        return super().loss_lines()
+
+
+class OffsetViewWorkload(TaskWorkload):
+    """Views at host-chosen offsets and strides into persistent buffers, as loops that read
+    a GPU-resident stream in windows do: every step a seeded host random.Random picks a row
+    stride s among 256 (the feature width), 257, 259, 253, 131 and 512 and an offset o
+    anywhere in a 4 MiB float32 stream, and the batch is feats.as_strided((64, 256), (s, 1),
+    o): a contiguous view (s = 256) whose address is 16-byte aligned only when o is a
+    multiple of 4, or rows that overlap (s < 256) or leave gaps; its labels come from a fixed projection of it (a
+    cuBLAS GEMM straight on the view where the stride allows, with an odd leading dimension
+    and an unaligned pointer, else after a copy kernel whose strides are by-value kernel
+    arguments). The model: LayerNorm on the view (PyTorch's vectorised one-kernel path
+    where the address allows, its two-kernel path where it does not, a strided copy first
+    when the view is not contiguous), Linear 256-512 plus a 512-slice of a learnable 8192
+    bias bank at an offset picked every step (an interior pointer into a parameter, whose
+    gradient is a slice_backward into a fresh zeroed 8192 buffer), GELU, plus a projected
+    mean embedding of 64 x 8 token ids viewed from an int64 token stream at a picked offset;
+    Linear 512-512, ReLU, a 10-way head; cross-entropy plus 0.01 times the mean squared
+    distance of the 512-wide activation to a window of a 1 MiB float32 memory at a picked
+    offset, and after the optimizer step the activation is written into that memory at
+    another picked offset (a device-to-device copy to an address of any alignment, read by a
+    later step's window). AdamW (foreach). A tool that patches a pointer into a node recorded
+    for a kernel chosen for another alignment, or keeps the strides of another step's copy,
+    or replays a copy to the memory at an old offset, reads and writes the wrong elements.
+    The step's offsets and stride end every line (" o=<n> s=<n> b=<n> t=<n> m=<n> w=<n>").
+    No sync in the loop."""
+
+    hidden, d_tok, vocab, bag = 512, 64, 1000, 8
+    n_feats, n_bank, n_mem, n_toks = 1 << 20, 8192, 1 << 18, 1 << 16
+    strides = (256, 257, 259, 253, 131, 512)
+
+    def setup(self, mode="eager"):
+        import random
+        D, H = self.din, self.hidden
+        self.ln = nn.LayerNorm(D)
+        self.fc1, self.fc2, self.head = nn.Linear(D, H), nn.Linear(H, H), nn.Linear(H, self.nout)
+        self.emb = nn.Embedding(self.vocab, self.d_tok)
+        self.ftok = nn.Linear(self.d_tok, H)
+        self.model = nn.ModuleList([self.ln, self.fc1, self.fc2, self.head, self.emb, self.ftok]).to(self.dev)
+        self.bank = nn.Parameter(torch.zeros(self.n_bank, device=self.dev))
+        self.opt = torch.optim.AdamW(list(self.model.parameters()) + [self.bank], lr=1e-3, weight_decay=0.01,
+                                     foreach=True)
+        self.label_setup()
+        self.feats = torch.randn(self.n_feats, device=self.dev, generator=self.gen)
+        self.toks = torch.randint(0, self.vocab, (self.n_toks,), device=self.dev, generator=self.gen)
+        self.mem = torch.zeros(self.n_mem, device=self.dev)
+        self.rng = random.Random(9091)
+        self.offs = {}
+
+    def step(self, i):
+        r = self.rng
+        B, D, H, T = self.batch, self.din, self.hidden, self.bag
+        s = r.choice(self.strides)
+        o = r.randrange(0, self.n_feats - (B - 1) * s - D + 1)
+        ob = r.randrange(0, self.n_bank - H + 1)
+        ot = r.randrange(0, self.n_toks - B * T + 1)
+        om = r.randrange(0, self.n_mem - B * H + 1)
+        ow = r.randrange(0, self.n_mem - B * H + 1)
+        x = self.feats.as_strided((B, D), (s, 1), o)
+        y = (x @ self.label_proj).argmax(dim=-1)
+        tok = self.toks[ot:ot + B * T].view(B, T)
+        past = self.mem[om:om + B * H].view(B, H)
+        self.opt.zero_grad(set_to_none=True)
+        h1 = F.gelu(self.fc1(self.ln(x)) + self.bank[ob:ob + H])
+        h1 = h1 + self.ftok(self.emb(tok).mean(dim=1))
+        loss = F.cross_entropy(self.head(F.relu(self.fc2(h1))), y) + 0.01 * F.mse_loss(h1, past)
+        loss.backward()
+        self.opt.step()
+        with torch.no_grad():
+            self.mem[ow:ow + B * H].copy_(h1.detach().reshape(-1))
+        self.offs[i] = "o=%d s=%d b=%d t=%d m=%d w=%d" % (o, s, ob, ot, om, ow)
+        return loss.detach()
+
+    def loss_lines(self):
+        for i, s in self.offs.items():
+            self.extra[i] = s
+        return super().loss_lines()
+
+
 WORKLOADS = {
     "mlp": ClassifierWorkload,
     "mlp_item": MLPItem,
@@ -6610,6 +7158,11 @@ WORKLOADS = {
     "layerdrop": LayerDropWorkload,
     "tf32toggle": TF32ToggleWorkload,
     "latechange": LateChangeWorkload,
+    "ensemble": EnsembleWorkload,
+    "anomaly": AnomalyWorkload,
+    "signbits": SignBitsWorkload,
+    "dirtyfn": DirtyFnWorkload,
+    "offsetview": OffsetViewWorkload,
     "pipeline2": Pipeline2Workload,
     "ddp2": DDP2Workload,
 }
