@@ -255,6 +255,13 @@ PerThreadStreams::Proxies PerThreadStreams::proxiesOfPrimary(int device) {
   return found;
 }
 
+PerThreadStreams::Proxies PerThreadStreams::proxiesOfAnyPrimary() {
+  Proxies found;
+  for (uint32_t s = 1; s < g_used.load(std::memory_order_acquire); ++s)
+    if (g_proxies[s].primaryOf >= 0) found.set(s);
+  return found;
+}
+
 void PerThreadStreams::retireIfEnded(const Proxies& proxies, int device, bool surely) {
   auto primaryActive = [](int dev) {
     unsigned flags = 0;

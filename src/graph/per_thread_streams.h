@@ -115,10 +115,12 @@ class PerThreadStreams {
   static void joinAllOwned();
   // The proxies a call that may end a context concerns, taken before the
   // call (a context created meanwhile may get the same handle): those of
-  // context `ctx`, or of device `device`'s primary context.
+  // context `ctx`, of device `device`'s primary context, or of any primary
+  // context.
   using Proxies = std::bitset<kSlots>;
   static Proxies proxiesOf(CUcontext ctx);
   static Proxies proxiesOfPrimary(int device);
+  static Proxies proxiesOfAnyPrimary();  // those of every device's primary context
   // After such a call succeeded: `proxies` are retired (their work ended with
   // the context; nothing is left to join) if the context is gone: always when
   // `surely`, else when the device's primary context is no longer active

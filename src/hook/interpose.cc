@@ -955,8 +955,9 @@ UnloadedCode unloadedCode(A... a) {
 }
 
 // A call that may end a context (trait ENDS_CONTEXT) names it by handle
-// (cuCtxDestroy) or as a device's primary one (cuDevicePrimaryCtxReset,
-// cuDevicePrimaryCtxRelease): the per-thread streams' proxies in it, taken
+// (cuCtxDestroy), as a device's primary one (cuDevicePrimaryCtxReset,
+// cuDevicePrimaryCtxRelease) or through a green context made from a primary
+// one (cuGreenCtxDestroy): the per-thread streams' proxies in it, taken
 // before the call, and the device (-1: a handle, which may also be a primary
 // context's, whose end the call's UNLOADS trait does not promise then).
 inline std::pair<graph::PerThreadStreams::Proxies, int> proxiesEndedBy(CUcontext ctx) {
@@ -964,6 +965,13 @@ inline std::pair<graph::PerThreadStreams::Proxies, int> proxiesEndedBy(CUcontext
 }
 inline std::pair<graph::PerThreadStreams::Proxies, int> proxiesEndedBy(CUdevice device) {
   return {graph::PerThreadStreams::proxiesOfPrimary(device), device};
+}
+// cuGreenCtxDestroy: the primary context the green context was made from may
+// end with it (its last reference); which device's is not asked here, so every
+// primary context's proxies are candidates, each retired only if its primary
+// context is no longer active afterwards.
+inline std::pair<graph::PerThreadStreams::Proxies, int> proxiesEndedBy(CUgreenCtx) {
+  return {graph::PerThreadStreams::proxiesOfAnyPrimary(), -1};
 }
 
 CUresult getProcAddress(const char* symbol, void** pfn, int version, cuuint64_t flags,
@@ -1050,13 +1058,14 @@ template <ApiId Id, int PT, typename Real, typename... A>
       beforePerThreadCall<PT>(info.klass == ApiClass::Copy || info.klass == ApiClass::Set, a...);
       if constexpr (info.traits & trait::ENDS_CONTEXT) {
         // A reset or a destroy ends the context (UNLOADS); a release (or a
-        // detach) ends it only if it was the last reference.
+        // detach, or a green context's destroy, which releases its primary
+        // context) ends it only if it was the last reference.
         // (A release is taken for an unload, but whether it ended the context
         // is asked.)
         const auto [proxies, device] = proxiesEndedBy(a...);
         const CUresult r = realFn(a...);
         constexpr bool surelyEnds = (info.traits & trait::UNLOADS) && info.base != "cuDevicePrimaryCtxRelease" &&
-                                    info.base != "cuCtxDetach";
+                                    info.base != "cuCtxDetach" && info.base != "cuGreenCtxDestroy";
         if (r == CUDA_SUCCESS) {
           graph::PerThreadStreams::retireIfEnded(proxies, device, surelyEnds);
           if (pool::DevicePool* pool = rt.pool()) pool->contextsMayHaveEnded();

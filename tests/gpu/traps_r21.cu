@@ -29,6 +29,9 @@
 //                            each of the last 40 (cuTexRefSetAddress), read
 //                            by a kernel launched twice a step.
 //   texref_every_step        the same, rebound on every step.
+//   green_destroy_last_ref   driver API only: the primary context's per-thread
+//                            stream before and after a green context holds its
+//                            last reference, and after cuGreenCtxDestroy ends it.
 #include "trap_common.cuh"
 
 // texref_rebind calls the texture reference API, which CUDA 13 still has but
@@ -397,6 +400,175 @@ void greenPerThread() {
   destroyPartitions(p);
 }
 
+// --- green_destroy_last_ref
+
+// A kernel of a module loaded from PTX (the driver compiles it), for
+// green_destroy_last_ref, which makes no runtime call: x[k] = x[k] * 3 + v.
+const char kTriplePtx[] = R"(
+.version 7.0
+.target sm_52
+.address_size 64
+.visible .entry triple(.param .u64 x, .param .u32 n, .param .u32 v)
+{
+  .reg .pred %p<2>;
+  .reg .b32 %r<9>;
+  .reg .b64 %rd<5>;
+  ld.param.u64 %rd1, [x];
+  ld.param.u32 %r1, [n];
+  ld.param.u32 %r2, [v];
+  mov.u32 %r3, %ctaid.x;
+  mov.u32 %r4, %ntid.x;
+  mov.u32 %r5, %tid.x;
+  mad.lo.s32 %r6, %r3, %r4, %r5;
+  setp.ge.s32 %p1, %r6, %r1;
+  @%p1 bra DONE;
+  cvta.to.global.u64 %rd2, %rd1;
+  mul.wide.s32 %rd3, %r6, 4;
+  add.s64 %rd4, %rd2, %rd3;
+  ld.global.u32 %r7, [%rd4];
+  mad.lo.s32 %r8, %r7, 3, %r2;
+  st.global.u32 [%rd4], %r8;
+DONE:
+  ret;
+}
+)";
+
+// Driver API only (the runtime retains the primary context when it makes its
+// own, which would keep it alive): the primary context P retained and made
+// current, a loop of launches into its per-thread default stream
+// (CU_STREAM_PER_THREAD), checked against a host mirror every 10 steps, for
+// a third of the steps; then a green context made (it retains P) and the
+// program's own reference released, so that the green context holds the
+// last; the loop again with P current; then the buffer and the module freed
+// and cuGreenCtxDestroy, which releases P: the primary context ends. The
+// primary context retained again (a new one, perhaps under the same handle),
+// the module and the buffer made again, and the loop for the remaining steps,
+// every code of which is digested. Eagerly every launch succeeds; a tool that
+// keeps a stream of its own for the thread's per-thread stream of P, and goes
+// on using it after P ended, launches into a destroyed stream.
+void greenDestroyLastRef() {
+  CKD(cuInit(0));
+  CUdevice dev = 0;
+  CKD(cuDeviceGet(&dev, 0));
+  unsigned flags = 0;
+  int active = 0;
+  CKD(cuDevicePrimaryCtxGetState(dev, &flags, &active));
+  print("primary_active_at_start", active, 0);
+  CUcontext primary = nullptr;
+  CKD(cuDevicePrimaryCtxRetain(&primary, dev));
+  CKD(cuCtxSetCurrent(primary));
+  constexpr int n = kN;
+  CUmodule module = nullptr;
+  CUfunction triple = nullptr;
+  CUdeviceptr x = 0;
+  std::vector<uint32_t> mirror(n), got(n);
+  // The module and the buffer in the current context, the buffer and its
+  // mirror set from `seed`.
+  auto setUp = [&](uint32_t seed) {
+    CKD(cuModuleLoadData(&module, kTriplePtx));
+    CKD(cuModuleGetFunction(&triple, module, "triple"));
+    CKD(cuMemAlloc(&x, n * 4));
+    for (int k = 0; k < n; ++k) mirror[k] = seed * 2654435761u + uint32_t(k) * 40503u;
+    CKD(cuMemcpyHtoD(x, mirror.data(), n * 4));
+  };
+  // Phase C's codes (launches and synchronizes), and how many were not
+  // CUDA_SUCCESS.
+  Digest codes;
+  int failed = 0;
+  auto record = [&](CUresult r, int i, const char* what) {
+    codes.add(uint64_t(r));
+    if (r != CUDA_SUCCESS) {
+      if (failed++ < 4)  // on stderr, which check_traps.py does not compare
+        std::fprintf(stderr, "green_destroy_last_ref step %d: %s -> %d\n", i, what, int(r));
+    }
+  };
+  // Waits for the per-thread stream and compares the buffer with its mirror
+  // (FAIL and exit 1 on a mismatch); prints the mirror's digest if `show`.
+  auto check = [&](int i, bool show, bool phaseC) {
+    const CUresult sync = cuStreamSynchronize(CU_STREAM_PER_THREAD);
+    if (phaseC)
+      record(sync, i, "cuStreamSynchronize");
+    else
+      CKD(sync);
+    CKD(cuMemcpyDtoH(got.data(), x, n * 4));
+    for (int k = 0; k < n; ++k)
+      if (got[k] != mirror[k]) {
+        std::printf("FAIL step %d: word %d is %x, the host mirror says %x (%d codes not CUDA_SUCCESS)\n", i, k,
+                    got[k], mirror[k], failed);
+        std::exit(1);
+      }
+    if (show) print("x", i, hostDigest(mirror.data(), n * 4));
+  };
+  // Steps [from, to): 4 launches each into the per-thread stream; a check
+  // every 10 steps, a printed digest every 25, and a check at the end.
+  auto loop = [&](int from, int to, bool phaseC) {
+    for (int i = from; i < to; ++i) {
+      for (int r = 0; r < 4; ++r) {
+        int count = n;
+        uint32_t v = uint32_t(i) + uint32_t(r);
+        void* params[] = {&x, &count, &v};
+        const CUresult launch =
+            cuLaunchKernel(triple, kGrid, 1, 1, kBlock, 1, 1, 0, CU_STREAM_PER_THREAD, params, nullptr);
+        if (phaseC)
+          record(launch, i, "cuLaunchKernel");
+        else
+          CKD(launch);
+        for (int k = 0; k < n; ++k) mirror[k] = mirror[k] * 3u + v;
+      }
+      if (i % 10 == 9 || i % 25 == 24) check(i, i % 25 == 24, phaseC);
+    }
+    check(to - 1, false, phaseC);
+  };
+  const int third = g_iters / 3;
+  setUp(261);
+  loop(0, third, false);
+
+  // The green context: one group of at least 16 SMs of the device's.
+  CUdevResource all = {}, part = {}, rest = {};
+  unsigned groups = 1;
+  CUdevResourceDesc desc = nullptr;
+  CUgreenCtx green = nullptr;
+  const bool ok = cuDeviceGetDevResource(dev, &all, CU_DEV_RESOURCE_TYPE_SM) == CUDA_SUCCESS &&
+                  cuDevSmResourceSplitByCount(&part, &groups, &all, &rest, 0, 16) == CUDA_SUCCESS && groups >= 1 &&
+                  cuDevResourceGenerateDesc(&desc, &part, 1) == CUDA_SUCCESS &&
+                  cuGreenCtxCreate(&green, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM) == CUDA_SUCCESS;
+  print("green_contexts", ok, 0);
+  if (!ok) {
+    std::printf("SKIP green contexts unavailable\n");
+    CKD(cuMemFree(x));
+    CKD(cuModuleUnload(module));
+    CKD(cuCtxSetCurrent(nullptr));
+    CKD(cuDevicePrimaryCtxRelease(dev));
+    return;
+  }
+  CKD(cuDevicePrimaryCtxRelease(dev));  // the green context holds the last reference
+  CKD(cuDevicePrimaryCtxGetState(dev, &flags, &active));
+  print("primary_active_after_release", active, 0);
+
+  loop(third, 2 * third, false);  // P still current, and alive
+  CKD(cuMemFree(x));
+  CKD(cuModuleUnload(module));
+  const CUresult destroyed = cuGreenCtxDestroy(green);
+  print("green_ctx_destroy", int(destroyed), 0);
+  CKD(cuDevicePrimaryCtxGetState(dev, &flags, &active));
+  print("primary_active_after_destroy", active, 0);  // 0: the primary context ended
+
+  CUcontext again = nullptr;
+  CKD(cuDevicePrimaryCtxRetain(&again, dev));
+  CKD(cuCtxSetCurrent(again));
+  // (on stderr: whether the driver reuses the handle is its own business)
+  std::fprintf(stderr, "green_destroy_last_ref: the primary context retained again has the old handle: %d\n",
+               int(again == primary));
+  setUp(262);
+  loop(2 * third, g_iters, true);
+  print("launch_codes", failed, codes.h);
+  print("end", 0, hostDigest(mirror.data(), n * 4));
+  CKD(cuMemFree(x));
+  CKD(cuModuleUnload(module));
+  CKD(cuCtxSetCurrent(nullptr));
+  CKD(cuDevicePrimaryCtxRelease(dev));
+}
+
 const Scenario kScenarios[] = {
     {"green_partition_runtime", greenPartitionRuntime},
     {"green_partition_current", greenPartitionCurrent},
@@ -404,6 +576,7 @@ const Scenario kScenarios[] = {
     {"green_per_thread", greenPerThread},
     {"texref_rebind", texrefRebind},
     {"texref_every_step", texrefEveryStep},
+    {"green_destroy_last_ref", greenDestroyLastRef},
 };
 
 }  // namespace

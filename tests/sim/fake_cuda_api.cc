@@ -267,7 +267,12 @@ CUresult launchImpl(const char* api, bool pt, CUfunction f, const unsigned grid[
   // memset or host function may use one and runs in that stream's context);
   // a primary context and the green contexts made from it are one family
   // (familyOf): a launch on a stream of any of them runs in that stream's.
-  if (!sameFamily(s->ctx, currentCtx())) return CUDA_ERROR_INVALID_HANDLE;
+  // SimState::kernelStreamContext: a CUkernel into a created stream takes
+  // the stream's context.
+  const KernelObj* named = lookupKernel(f);
+  const bool fromStream = state().kernelStreamContext && named && named->family == SIM_KERNEL_LIBRARY &&
+                          h != nullptr && h != CU_STREAM_LEGACY && h != CU_STREAM_PER_THREAD;
+  if (!fromStream && !sameFamily(s->ctx, currentCtx())) return CUDA_ERROR_INVALID_HANDLE;
   Op op{ItemKind::Kernel, {}, {}, {}, {}};
   if (CUresult r = buildLaunch(f, grid, block, shmem, kernelParams, extra, attrs, numAttrs, &op.kernel);
       r != CUDA_SUCCESS) {

@@ -310,6 +310,7 @@ void parseEnvLocked() {
   if (const char* s = std::getenv("SIM_GRAPH_LAUNCH_US")) st.graphLaunchMicros = static_cast<unsigned>(std::atoi(s));
   if (const char* s = std::getenv("SIM_ASYNC_POOL_BYTES")) st.asyncPoolBytes = std::strtoull(s, nullptr, 0);
   if (const char* s = std::getenv("SIM_STRICT_HANDLES")) st.strictHandles = std::strcmp(s, "0") != 0;
+  if (const char* s = std::getenv("SIM_KERNEL_STREAM_CONTEXT")) st.kernelStreamContext = std::strcmp(s, "1") == 0;
   // SIM_ASYNC_US=N: a "GPU" thread also makes progress every N microseconds,
   // so work runs even while the host makes no driver call (not deterministic).
   if (const char* s = std::getenv("SIM_ASYNC_US")) {

@@ -431,6 +431,15 @@ struct SimState {
   // cuStreamGetCtx on an H100). SIM_STRICT_HANDLES=0: it fails with
   // CUDA_ERROR_INVALID_HANDLE instead.
   bool strictHandles = true;
+  // SIM_KERNEL_STREAM_CONTEXT=1: a library kernel (CUkernel, SIM_KERNEL_LIBRARY)
+  // launched into a created stream runs in that stream's context whatever
+  // context is current, as cuda.h documents for cuLaunchKernel(Ex) ("the
+  // context to launch the kernel on will either be taken from the specified
+  // stream hStream or the current context in case of NULL stream"); by
+  // default the simulator refuses a launch into an unrelated context's
+  // stream for every kernel (CUDA_ERROR_INVALID_HANDLE), as the CUDA
+  // programming guide says of runtime launches. Not measured on a GPU.
+  bool kernelStreamContext = false;
   std::deque<TraceEntry> trace;
   SimCounters counters{};
 };
