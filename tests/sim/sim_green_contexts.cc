@@ -64,46 +64,15 @@
 
 #include "sim_api.h"
 #include "sim_driver_loader.h"
+#include "sim_green_api.h"
 
 namespace {
 
 const char* kProgram = "sim_green_contexts";
 
-struct GreenApi {
-  decltype(&::cuDeviceGetDevResource) devResource = nullptr;
-  decltype(&::cuDevSmResourceSplitByCount) split = nullptr;
-  decltype(&::cuDevResourceGenerateDesc) generateDesc = nullptr;
-  decltype(&::cuGreenCtxCreate) create = nullptr;
-  decltype(&::cuGreenCtxDestroy) destroy = nullptr;
-  decltype(&::cuCtxFromGreenCtx) fromGreen = nullptr;
-  decltype(&::cuGreenCtxStreamCreate) streamCreate = nullptr;
-  CUresult (*push)(CUcontext) = nullptr;
-  CUresult (*pop)(CUcontext*) = nullptr;
-};
-
-bool loadGreenApi(const simtest::Driver& drv, GreenApi* g) {
-  return simtest::lookupProc(drv, "cuDeviceGetDevResource", &g->devResource) &&
-         simtest::lookupProc(drv, "cuDevSmResourceSplitByCount", &g->split) &&
-         simtest::lookupProc(drv, "cuDevResourceGenerateDesc", &g->generateDesc) &&
-         simtest::lookupProc(drv, "cuGreenCtxCreate", &g->create) &&
-         simtest::lookupProc(drv, "cuGreenCtxDestroy", &g->destroy) &&
-         simtest::lookupProc(drv, "cuCtxFromGreenCtx", &g->fromGreen) &&
-         simtest::lookupProc(drv, "cuGreenCtxStreamCreate", &g->streamCreate) &&
-         simtest::lookupProc(drv, "cuCtxPushCurrent", &g->push) &&
-         simtest::lookupProc(drv, "cuCtxPopCurrent", &g->pop);
-}
-
-// A green context of 16 SMs of device 0, as cuda.h's four steps make one.
-bool makeGreen(const GreenApi& g, CUgreenCtx* green, CUcontext* converted) {
-  CUdevResource dev{}, group{}, rest{};
-  unsigned n = 1;
-  CUdevResourceDesc desc = nullptr;
-  return g.devResource(0, &dev, CU_DEV_RESOURCE_TYPE_SM) == CUDA_SUCCESS &&
-         g.split(&group, &n, &dev, &rest, 0, 16) == CUDA_SUCCESS && n == 1 &&
-         g.generateDesc(&desc, &group, 1) == CUDA_SUCCESS &&
-         g.create(green, desc, 0, CU_GREEN_CTX_DEFAULT_STREAM) == CUDA_SUCCESS &&
-         g.fromGreen(converted, *green) == CUDA_SUCCESS;
-}
+using simtest::GreenApi;
+using simtest::loadGreenApi;
+using simtest::makeGreen;
 
 // The loop's kernels: *dst = *src + k (sim_add*) or simMix64(*src ^ k)
 // (sim_mix*). Those named *_green_* are launched only on streams of the green
