@@ -2,6 +2,9 @@
 # the build dependencies. Sourced, not run.
 GRAFT_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 GRAFT_BUILD=${GRAFT_BUILD_DIR:-$GRAFT_ROOT/build}
+# Absolute, so LD_PRELOAD=$LIBGRAFT still names the library in a child that
+# changed directory (GRAFT_BUILD_DIR=build scripts/graft bash -c 'cd /tmp; ...').
+case "$GRAFT_BUILD" in /*) ;; *) GRAFT_BUILD=$PWD/$GRAFT_BUILD ;; esac
 LIBGRAFT=$GRAFT_BUILD/src/libgraft.so
 
 # Installs what the build needs, from Debian packages, if something is missing.

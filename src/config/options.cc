@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 namespace graft::config {
 namespace {
@@ -37,10 +38,23 @@ std::string lower(std::string_view s) {
   return r;
 }
 
-// Case-insensitive, as booleans are (GRAFT_MODE=Passthrough).
+// Blanks around a value (GRAFT_WARMUP=" 5", a trailing newline from a
+// shell's $(...)) are not part of it.
+std::string_view trimmed(std::string_view v) {
+  const auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+  while (!v.empty() && blank(v.front())) v.remove_prefix(1);
+  while (!v.empty() && blank(v.back())) v.remove_suffix(1);
+  return v;
+}
+
+// Case-insensitive, as booleans are (GRAFT_MODE=Passthrough); GRAFT_LOG_LEVEL
+// also takes `warning`, the word the log itself prints.
 template <typename E>
 bool parseEnumValue(std::string_view text, E* out) {
-  const std::string t = lower(text);
+  const std::string t = lower(trimmed(text));
+  if constexpr (std::is_same_v<E, LogLevel>) {
+    if (t == "warning") return *out = LogLevel::Warn, true;
+  }
   for (size_t i = 0; i < countOf<E>(); ++i) {
     if (lower(namesOf(E{})[i]) == t) {
       *out = static_cast<E>(i);
@@ -51,13 +65,14 @@ bool parseEnumValue(std::string_view text, E* out) {
 }
 
 bool parseBool(std::string_view text, bool* out) {
-  const std::string t = lower(text);
+  const std::string t = lower(trimmed(text));
   if (t == "1" || t == "true" || t == "yes" || t == "on") return *out = true, true;
   if (t == "0" || t == "false" || t == "no" || t == "off") return *out = false, true;
   return false;
 }
 
 bool parseInt(std::string_view text, long long lo, long long hi, long long* out) {
+  text = trimmed(text);
   long long v = 0;
   const char* end = text.data() + text.size();
   auto [p, ec] = std::from_chars(text.data(), end, v);
@@ -156,7 +171,20 @@ ParsedOptions parseOptions(const char* const* envp) {
   if (!envp) return parsed;
   for (const char* const* e = envp; *e; ++e) {
     std::string_view entry(*e);
-    if (entry.substr(0, 6) != "GRAFT_") continue;
+    if (entry.substr(0, 6) != "GRAFT_") {
+      // graft_mode=...: names are case-sensitive, so this one is not read.
+      if (entry.size() > 6 && lower(entry.substr(0, 6)) == "graft_") {
+        const std::string_view name = entry.substr(0, entry.find('='));
+        for (std::string_view candidate : optionNames()) {
+          if (lower(candidate) == lower(name)) {
+            parsed.problems.push_back("unknown option " + std::string(name) + " (did you mean " +
+                                      std::string(candidate) + "? names are case-sensitive); ignored");
+            break;
+          }
+        }
+      }
+      continue;
+    }
     const size_t eq = entry.find('=');
     if (eq == std::string_view::npos) continue;
     const std::string_view name = entry.substr(0, eq);
@@ -165,9 +193,13 @@ ParsedOptions parseOptions(const char* const* envp) {
 #define GRAFT_OPT_BOOL(field, env, def, doc)                                            \
   if (name == #env) {                                                                   \
     known = true;                                                                       \
-    if (!parseBool(value, &o.field))                                                    \
+    if (!parseBool(value, &o.field)) {                                                  \
+      /* The kill switch fails closed: whoever set it wanted graft off. */              \
+      const bool killSwitch = &o.field == &o.disable;                                   \
+      if (killSwitch) o.field = true;                                                   \
       parsed.problems.push_back(invalid(name, value, "1, 0, true, false, yes, no, on or off", \
-                                        boolText(def)));                                \
+                                        killSwitch ? "1 (graft off)" : boolText(def)));  \
+    }                                                                                   \
   }
 #define GRAFT_OPT_INT(field, env, def, lo, hi, doc)                                    \
   if (name == #env) {                                                                  \
@@ -211,6 +243,9 @@ ParsedOptions parseOptions(const char* const* envp) {
       parsed.problems.push_back(std::move(line));
     }
   }
+  if (o.minSegmentOps > o.maxPeriod)
+    parsed.problems.push_back("GRAFT_MIN_SEGMENT_OPS=" + intText(o.minSegmentOps) + " is above GRAFT_MAX_PERIOD=" +
+                              intText(o.maxPeriod) + ": no repeating sequence can be long enough for a graph");
   return parsed;
 }
 

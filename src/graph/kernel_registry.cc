@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "core/hot_path.h"
+#include "graph/driver_log.h"
 #include "hook/driver_api.h"
 #include "log/log.h"
 
@@ -41,8 +42,8 @@ bool matchesEagerPrefix(const std::string& name, const std::vector<std::string>&
   return false;
 }
 
-void KernelRegistry::setEagerPrefixes(const std::string& list) {
-  entries_->eagerPrefixes.clear();
+std::vector<std::string> eagerPrefixList(const std::string& list) {
+  std::vector<std::string> prefixes = {"nccl"};
   size_t start = 0;
   while (start <= list.size()) {
     size_t end = list.find(',', start);
@@ -50,29 +51,41 @@ void KernelRegistry::setEagerPrefixes(const std::string& list) {
     std::string item = list.substr(start, end - start);
     item.erase(0, item.find_first_not_of(" \t"));
     item.erase(item.find_last_not_of(" \t") + 1);
-    if (!item.empty()) entries_->eagerPrefixes.push_back(item);
+    if (!item.empty() && std::find(prefixes.begin(), prefixes.end(), item) == prefixes.end())
+      prefixes.push_back(item);
     start = end + 1;
   }
+  return prefixes;
 }
+
+void KernelRegistry::setEagerPrefixes(const std::string& list) { entries_->eagerPrefixes = eagerPrefixList(list); }
 
 GRAFT_COLD KernelInfo* KernelRegistry::resolve(CUfunction f) {
   auto info = core::makeHot<KernelInfo>();
   info->handle = reinterpret_cast<uint64_t>(f);
 
+  // The probes below fail by design (a handle of the other kind, the
+  // parameter past the last): kept out of the program's view of the driver's
+  // log (graph/driver_log.h).
+  OwnDriverCalls ownProbes;
+  // Its kind: a function (what the runtime launches) answers cuFuncGetName,
+  // a library kernel (CUkernel) cuKernelGetName; each refuses the other's.
   const char* name = nullptr;
   auto kernelName = real<ApiId::k_cuKernelGetName_12030>();
   auto funcName = real<ApiId::k_cuFuncGetName_12030>();
-  const bool libraryKernel = kernelName && kernelName(&name, reinterpret_cast<CUkernel>(f)) == CUDA_SUCCESS && name;
-  if (!libraryKernel) {
+  bool libraryKernel = false;
+  if (!(funcName && funcName(&name, f) == CUDA_SUCCESS && name)) {
     name = nullptr;
-    if (!(funcName && funcName(&name, f) == CUDA_SUCCESS && name)) name = nullptr;
+    libraryKernel = kernelName && kernelName(&name, reinterpret_cast<CUkernel>(f)) == CUDA_SUCCESS && name;
+    if (!libraryKernel) name = nullptr;
   }
   info->name = name ? name : "kernel@" + std::to_string(info->handle);
 
-  // Parameter layout: try the library-kernel family, then the function family.
+  // Parameter layout: the family of its kind first, then the other.
   auto kernelParam = real<ApiId::k_cuKernelGetParamInfo_12040>();
   auto funcParam = real<ApiId::k_cuFuncGetParamInfo_12040>();
-  for (int family = 0; family < 2 && !info->layoutKnown; ++family) {
+  for (int attempt = 0; attempt < 2 && !info->layoutKnown; ++attempt) {
+    const int family = libraryKernel ? attempt : 1 - attempt;  // 0: library kernel, 1: function
     info->offsets.clear();
     info->sizes.clear();
     // A kernel's parameters take at most 32764 bytes, so at most that many
@@ -253,14 +266,15 @@ std::vector<uint64_t> KernelRegistry::handlesOfKernel(uint64_t handle) const {
     name = info->name;
     library = info->ownerIsLibrary || info->function;
   } else {
+    OwnDriverCalls ownProbes;  // one of the two fails (graph/driver_log.h)
     const char* n = nullptr;
-    if (auto kernelName = real<ApiId::k_cuKernelGetName_12030>();
-        kernelName && kernelName(&n, reinterpret_cast<CUkernel>(handle)) == CUDA_SUCCESS && n) {
+    if (auto funcName = real<ApiId::k_cuFuncGetName_12030>();
+        funcName && funcName(&n, reinterpret_cast<CUfunction>(handle)) == CUDA_SUCCESS && n) {
+      name = n;
+    } else if (auto kernelName = real<ApiId::k_cuKernelGetName_12030>();
+               kernelName && kernelName(&n, reinterpret_cast<CUkernel>(handle)) == CUDA_SUCCESS && n) {
       name = n;
       library = true;
-    } else if (auto funcName = real<ApiId::k_cuFuncGetName_12030>();
-               funcName && funcName(&n, reinterpret_cast<CUfunction>(handle)) == CUDA_SUCCESS && n) {
-      name = n;
     }
   }
   std::vector<uint64_t> kernels;  // the library kernels `handle` is or is a function of

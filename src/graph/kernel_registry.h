@@ -84,10 +84,14 @@ std::string kernelBaseName(const std::string& name);
 // True when the kernel's symbol or its base name (above) starts with one of
 // `prefixes`: NCCL's kernels are C++ functions, so their symbols start "_Z".
 bool matchesEagerPrefix(const std::string& name, const std::vector<std::string>& prefixes);
+// The prefixes of kernels that always run eagerly: NCCL's ("nccl"), whose
+// kernels read state NCCL's host threads change, then those of `userList`
+// (GRAFT_EAGER_KERNELS, comma-separated; blanks around items ignored).
+std::vector<std::string> eagerPrefixList(const std::string& userList);
 
 class KernelRegistry {
  public:
-  // Comma-separated kernel-name prefixes that always run eagerly (GRAFT_EAGER_KERNELS).
+  // Kernels that always run eagerly: eagerPrefixList(GRAFT_EAGER_KERNELS).
   void setEagerPrefixes(const std::string& commaSeparated);
 
   // One line of the index, then the entry's first line (no "last kernel"

@@ -17,12 +17,12 @@ namespace graft::hook {
 
 enum class ApiClass : uint8_t {
   Launch, Copy, Set, EventRecord, StreamWait, Barrier, Query, Alloc, Free, HostFunc,
-  Capture, GraphLaunch, StreamOrdered, Lifecycle, Setting, Resolver, Internal, Count
+  Capture, GraphLaunch, StreamOrdered, Lifecycle, Setting, DriverLog, Resolver, Internal, Count
 };
 // Report names of the classes, in ApiClass order (the exit report's by_class keys).
 inline constexpr std::string_view kApiClassNames[] = {
   "launch", "copy", "set", "event_record", "stream_wait", "barrier", "query", "alloc", "free",
-  "host_func", "capture", "graph_launch", "stream_ordered", "lifecycle", "setting", "resolver", "internal"};
+  "host_func", "capture", "graph_launch", "stream_ordered", "lifecycle", "setting", "driver_log", "resolver", "internal"};
 static_assert(std::size(kApiClassNames) == size_t(ApiClass::Count));
 
 enum class Variant : uint8_t { NONE, PTSZ, PTDS };

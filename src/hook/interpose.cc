@@ -22,6 +22,7 @@
 #include "hook/driver_api.h"
 #include "hook/generic_forward.h"
 #include "hook/runtime.h"
+#include "graph/driver_log.h"
 #include "graph/context_scope.h"
 #include "graph/per_thread_streams.h"
 #include "log/log.h"
@@ -989,7 +990,18 @@ template <ApiId Id, int PT, typename Real, typename... A>
   } else {
     Runtime& rt = Runtime::get();
     rt.countClass(info.klass);
-    if constexpr (info.traits & trait::ORDERED) {
+    if constexpr (info.klass == ApiClass::DriverLog) {
+      if constexpr (Id == ApiId::k_cuLogsRegisterCallback_12090) {
+        return graph::registerProgramLogCallback(realFn, a...);
+      } else if constexpr (Id == ApiId::k_cuLogsCurrent_12090) {
+        return graph::currentLogIndex(realFn, a...);
+      } else if constexpr (Id == ApiId::k_cuLogsDumpToMemory_12090) {
+        return graph::dumpLogsToMemory(realFn, a...);
+      } else {
+        static_assert(Id == ApiId::k_cuLogsDumpToFile_12090);
+        return graph::dumpLogsToFile(realFn, a...);
+      }
+    } else if constexpr (info.traits & trait::ORDERED) {
       return submitOp<Id, PT>(rt, realFn, a...);
     } else if constexpr (info.traits & trait::ASYNC_ALLOC) {
       if constexpr (Id == ApiId::k_cuMemAllocAsync_11020) {
@@ -1515,6 +1527,7 @@ extern "C" __attribute__((visibility("default"))) void* dlsym(void* handle, cons
 #define GRAFT_EXPORTED_StreamOrdered 1
 #define GRAFT_EXPORTED_Lifecycle 1
 #define GRAFT_EXPORTED_Setting 1
+#define GRAFT_EXPORTED_DriverLog 1
 #define GRAFT_EXPORTED_Resolver 1
 #define GRAFT_EXPORTED_Internal 0
 

@@ -12,7 +12,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <thread>
 
@@ -56,25 +58,30 @@ const config::ParsedOptions& parsedOptions() {
   return loadTimeOptions();
 }
 
-// The first process of a run (the first to load graft: no marker in its
-// environment) exports a marker at load; the processes it starts inherit it.
-// Only the first process empties GRAFT_LOG_FILE (at load, or at start for a
-// file the program named itself); the others append to it, so a helper
-// process (a compiler worker, a DataLoader, `system()`) or a rank never erases
-// what another wrote. (Not GRAFT_*: the options warn of unknown GRAFT_* names.)
+// A run: the first process to load graft (no marker in its environment) and
+// the processes it starts, which inherit the marker it exports at load: its
+// pid and the time it loaded. GRAFT_LOG_FILE is emptied by the first process
+// of the run to start graft (its first CUDA call) if the file was last
+// written before the run began (an earlier run's log), and appended to
+// otherwise, so a helper process (a compiler worker, a DataLoader, `system()`)
+// or a rank never erases what another process of the run wrote, and a process
+// that never uses CUDA (`cat` of the log with LD_PRELOAD exported) never
+// touches the file. (Not GRAFT_*: the options warn of unknown GRAFT_* names.)
 constexpr const char* kRunRootVariable = "LIBGRAFT_RUN_ROOT_PID";
-constinit bool g_runRoot = false;
-constinit bool g_logEmptiedAtLoad = false;  // the load-time GRAFT_LOG_FILE
 
-void markRunRoot(const std::string& logFile) {
+void markRunRoot() {
   if (std::getenv(kRunRootVariable)) return;
-  g_runRoot = true;
   // At load: no thread of the program's runs yet (setenv is not thread-safe).
-  setenv(kRunRootVariable, std::to_string(getpid()).c_str(), 0);
-  if (!logFile.empty()) {
-    log::emptyFile(logFile);
-    g_logEmptiedAtLoad = true;
-  }
+  setenv(kRunRootVariable, fmt::format("{} {}", getpid(), log::coarseRealtimeNs()).c_str(), 0);
+}
+
+// When the run began (CLOCK_REALTIME_COARSE, ns), from the marker; 0 where
+// the marker has none (an older graft's: then the file is only appended to).
+int64_t runStartNs() {
+  const char* marker = std::getenv(kRunRootVariable);
+  if (!marker) return 0;
+  const char* space = std::strchr(marker, ' ');
+  return space ? std::strtoll(space + 1, nullptr, 10) : 0;
 }
 
 // Once, as graft starts: the options as the program left them, and the log.
@@ -87,9 +94,7 @@ void takeOptionsAtStart() {
     if (loadTimeOptions().options.disable) p->options.disable = true;
     g_startOptions.store(p, std::memory_order_release);
     if (p->options.disable) return;
-    // A file the first process names only now (set by the program) is emptied now.
-    if (g_runRoot && !(g_logEmptiedAtLoad && p->options.logFile == loadTimeOptions().options.logFile))
-      log::emptyFile(p->options.logFile);
+    log::claimRunFile(p->options.logFile, runStartNs());
     log::init(p->options.logLevel, p->options.logFile, p->problems);
   });
 }
@@ -108,10 +113,16 @@ void loadOnce() {
   static std::once_flag once;
   std::call_once(once, [] {
     const config::ParsedOptions& p = loadTimeOptions();
-    if (p.options.disable) return;
+    if (p.options.disable) {
+      // Off, so no log; but a kill switch taken from a value it did not
+      // understand (GRAFT_DISABLE=2) says so once.
+      for (const std::string& problem : p.problems)
+        if (problem.rfind("GRAFT_DISABLE=", 0) == 0) std::fprintf(stderr, "[graft] warning: %s\n", problem.c_str());
+      return;
+    }
     // The log opens when graft starts (takeOptionsAtStart): a process that
     // never uses CUDA neither writes it nor repeats the options' problems.
-    markRunRoot(p.options.logFile);
+    markRunRoot();
     // A child forked once graft began to start gets none of graft: the ops
     // graft holds, its threads and its lock states are the parent's, and its
     // exit must not issue, log or report anything. Its calls go straight to the
@@ -275,6 +286,10 @@ Runtime::Runtime(config::Mode startMode) : mode_(startMode), start_mode_(startMo
   engine_ = core::makeHot<core::Engine>(c, *executor_);
   executor_->setDryRun(start_mode_ == config::Mode::Match);
   GRAFT_DEBUG("graft started in {} mode (pid {})", config::toString(mode_), getpid());
+  if (start_mode_ == config::Mode::Swallow || start_mode_ == config::Mode::Match)
+    GRAFT_WARN("GRAFT_MODE={} is for benchmarks only: kernels, memsets and device copies are dropped, so the "
+               "program's results are garbage",
+               config::toString(start_mode_));
 }
 
 void Runtime::settleStart() {
@@ -433,6 +448,7 @@ void Runtime::writeExitReport() {
         r.cpuTime.stages.push_back({std::string(core::kStageNames[i]), t.calls[i], t.micros[i]});
     }
   }
+  r.pid = int64_t(getpid());
   r.mode = std::string(config::toString(start_mode_));  // as started (a benchmark switch may change it)
   for (size_t c = 0; c < size_t(ApiClass::Resolver); ++c) {
     const uint64_t n = class_counts_[c].load(std::memory_order_relaxed);

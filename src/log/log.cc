@@ -4,6 +4,10 @@
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -53,12 +57,34 @@ std::string expandPath(const std::string& path) {
   return r;
 }
 
-void emptyFile(const std::string& file) {
+bool isStreamPath(const std::string& path) {
+  if (path.rfind("/dev/", 0) == 0 || path.rfind("/proc/", 0) == 0) return true;
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+}
+
+int64_t coarseRealtimeNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+void claimRunFile(const std::string& file, int64_t runStartNs) {
   if (file.empty()) return;
-  const std::filesystem::path p(expandPath(file));
+  const std::string path = expandPath(file);
+  if (isStreamPath(path)) return;
+  const std::filesystem::path p(path);
   std::error_code ec;
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
-  if (FILE* f = std::fopen(p.c_str(), "w")) std::fclose(f);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
+  if (fd < 0) return;
+  ::flock(fd, LOCK_EX);
+  struct stat st;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
+      int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec < runStartNs)
+    (void)::ftruncate(fd, 0);
+  ::flock(fd, LOCK_UN);
+  ::close(fd);
 }
 
 void init(Level level, const std::string& file, const std::vector<std::string>& problems) {

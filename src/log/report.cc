@@ -6,7 +6,9 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 namespace graft::log {
@@ -55,6 +57,7 @@ std::string reportJson(const Report& r) {
   const auto& p = r.replay;
   std::string j = "{\n";
   j += fmt::format("  \"graft_version\": \"{}\",\n", GRAFT_VERSION);
+  j += fmt::format("  \"pid\": {},\n", r.pid);
   j += fmt::format("  \"mode\": {},\n", jsonString(r.mode));
   j += fmt::format("  \"ops\": {{\"total\": {}, \"by_class\": {}}},\n", r.opsTotal,
                    jsonObject(r.opsByClass));
@@ -119,7 +122,7 @@ std::string counted(uint64_t n, std::string_view noun, std::string_view plural =
 
 std::string reportSummary(const Report& r) {
   const auto& p = r.replay;
-  std::string s = fmt::format("exit report (mode {}): {} ops", r.mode, r.opsTotal);
+  std::string s = fmt::format("exit report (pid {}, mode {}): {} ops", r.pid, r.mode, r.opsTotal);
   std::string classes;
   for (const auto& [name, n] : r.opsByClass) {
     if (n) classes += fmt::format(" {}={}", name, n);
@@ -205,8 +208,10 @@ std::string writeReportFile(const Report& r, const std::string& named) {
     std::error_code ec;
     if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
   }
-  FILE* f = std::fopen(path.c_str(), "w");
-  if (!f) return "GRAFT_STATS=" + path + " cannot be written; no JSON report";
+  // A stream (GRAFT_STATS=/dev/stdout with stdout redirected to a file) is
+  // appended to: opening it for writing would empty that file.
+  FILE* f = std::fopen(path.c_str(), isStreamPath(path) ? "a" : "w");
+  if (!f) return "GRAFT_STATS=" + path + " cannot be written (" + std::strerror(errno) + "); no JSON report";
   const std::string j = reportJson(r);
   const bool ok = std::fwrite(j.data(), 1, j.size(), f) == j.size();
   const bool closed = std::fclose(f) == 0;

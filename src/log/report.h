@@ -15,6 +15,7 @@ namespace graft::log {
 using NamedCount = std::pair<std::string, uint64_t>;
 
 struct Report {
+  int64_t pid = 0;  // the process the report is of (several may share a log)
   std::string mode;
   uint64_t opsTotal = 0;
   std::vector<NamedCount> opsByClass;   // every class, in table order

@@ -24,6 +24,25 @@ check "unwritable log file" "GRAFT_LOG_FILE=/dev/null/graft.log cannot be opened
 n=$(grep -c "graft" "$tmp/err")
 [ "$n" -le 8 ] && echo "ok: $n lines from graft" || { echo "FAIL: $n lines from graft (one per problem expected)"; fail=1; }
 
+# Blanks around a value are not part of it; `warning` is a log level; a
+# lower-case name is pointed at; a minimum segment longer than any period is flagged.
+env LD_LIBRARY_PATH="$simdir" LD_PRELOAD="$lib" GRAFT_WARMUP=" 5 " GRAFT_LOG_LEVEL=warning graft_mode=swallow \
+  GRAFT_MIN_SEGMENT_OPS=20000 GRAFT_MAX_PERIOD=1000 "$prog" >"$tmp/out3" 2>"$tmp/err3"
+rc=$?
+[ $rc -eq 0 ] && echo "ok: the program succeeded" || { echo "FAIL: the program exited $rc"; fail=1; }
+grep -q "GRAFT_WARMUP\|GRAFT_LOG_LEVEL" "$tmp/err3" && { echo "FAIL: a blank-padded or 'warning' value was refused"; sed 's/^/  | /' "$tmp/err3" | head; fail=1; } || echo "ok: blanks and 'warning' accepted"
+check "lower-case name" "unknown option graft_mode (did you mean GRAFT_MODE? names are case-sensitive); ignored" "$tmp/err3"
+check "impossible segment length" "GRAFT_MIN_SEGMENT_OPS=20000 is above GRAFT_MAX_PERIOD=1000" "$tmp/err3"
+
+# A kill switch the parser does not understand turns graft off, and says so.
+rm -f "$tmp/report.json"
+env LD_LIBRARY_PATH="$simdir" LD_PRELOAD="$lib" GRAFT_DISABLE=2 GRAFT_STATS="$tmp/report.json" \
+  "$prog" >"$tmp/out4" 2>"$tmp/err4"
+rc=$?
+[ $rc -eq 0 ] && echo "ok: GRAFT_DISABLE=2 program succeeded" || { echo "FAIL: GRAFT_DISABLE=2 program exited $rc"; fail=1; }
+[ ! -e "$tmp/report.json" ] && echo "ok: GRAFT_DISABLE=2 leaves graft off" || { echo "FAIL: GRAFT_DISABLE=2 left graft on"; fail=1; }
+check "kill switch value" "GRAFT_DISABLE=2 is not valid (expected 1, 0, true, false, yes, no, on or off); using 1 (graft off)" "$tmp/err4"
+
 rm -f "$tmp/report.json"
 env LD_LIBRARY_PATH="$simdir" LD_PRELOAD="$lib" GRAFT_DISABLE=1 GRAFT_STATS="$tmp/report.json" \
   "$prog" >"$tmp/out2" 2>"$tmp/err2"

@@ -30,4 +30,13 @@ expect "a command runs with libgraft preloaded" 0 "$build/src/libgraft.so" \
   "$root/scripts/graft" bash -c 'echo "$LD_PRELOAD"'
 expect "the command's exit code is passed through" 3 "" "$root/scripts/graft" bash -c 'exit 3'
 expect "-- ends graft's options" 4 "" "$root/scripts/graft" -- bash -c 'exit 4'
+expect "a missing command is one line and exit 127" 127 "graft: no-such-command-here: command not found" \
+  "$root/scripts/graft" no-such-command-here
+[ "$(wc -l <"$tmp/out")" -eq 1 ] || { echo "FAIL: more than one line for a missing command"; fail=1; }
+# A relative GRAFT_BUILD_DIR still preloads graft in a child that changes directory.
+(cd "$build/.." && GRAFT_BUILD_DIR=$(basename "$build") "$root/scripts/graft" bash -c 'cd /; echo "$LD_PRELOAD"') >"$tmp/out" 2>&1
+case "$(head -1 "$tmp/out")" in
+  /*libgraft.so) echo "ok: a relative build directory gives an absolute LD_PRELOAD" ;;
+  *) echo "FAIL: LD_PRELOAD is not absolute with a relative GRAFT_BUILD_DIR"; sed 's/^/  | /' "$tmp/out" | head -5; fail=1 ;;
+esac
 exit $fail

@@ -32,7 +32,8 @@ import sys
 import tempfile
 
 CLASSES = ["launch", "copy", "set", "event_record", "stream_wait", "barrier", "query", "alloc",
-           "free", "host_func", "capture", "graph_launch", "stream_ordered", "lifecycle", "setting"]
+           "free", "host_func", "capture", "graph_launch", "stream_ordered", "lifecycle", "setting",
+           "driver_log"]
 
 _C = {
     "launch": ["cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel"],
@@ -69,6 +70,7 @@ _C = {
     "lifecycle": ["cuStreamCreate", "cuStreamCreateWithPriority", "cuStreamDestroy", "cuEventCreate", "cuEventDestroy", "cuCtxDestroy",
                   "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxReset", "cuModuleUnload", "cuLibraryUnload"],
     "setting": ["cuFuncSetAttribute", "cuKernelSetAttribute"],
+    "driver_log": ["cuLogsRegisterCallback", "cuLogsCurrent", "cuLogsDumpToMemory", "cuLogsDumpToFile"],
 }
 CLASS_OF = {fn: cls for cls, fns in _C.items() for fn in fns}
 

@@ -12,8 +12,14 @@
 //  - Synchronous copies/memsets are enqueued on the legacy (or per-thread) stream
 //    and drained before returning; async copies touching pageable host memory
 //    stage the source at the call (H2D) or block until done (D2H), like CUDA.
+#include <pthread.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
 
 #include "fake_cuda_internal.h"
 
@@ -1196,6 +1202,112 @@ CUresult CUDAAPI cuGetErrorString(CUresult error, const char** pStr) {
   return CUDA_ERROR_INVALID_VALUE;
 }
 
+// ---------------------------------------------------------------- the driver's error log
+// CUDA 12.9's, as on the H100 (driver 580): a failing call logs a line
+// "[HH:MM:SS.mmm][pthread_self][CUDA][E] message", callbacks run on the
+// failing call's thread (here after the simulator's lock is released), an
+// iterator counts lines, cuLogsDumpToFile replaces the file's contents. Only
+// the kernel-handle queries log here (one line per failure), which is what
+// graft's own probes call.
+
+namespace {
+struct DriverLog {
+  std::mutex m;
+  std::vector<std::string> lines;
+  std::vector<std::pair<CUlogsCallback, void*>> callbacks;
+};
+DriverLog& driverLog() {
+  static auto* l = new DriverLog;
+  return *l;
+}
+}  // namespace
+
+// Logs the failure `r` of `api` and calls the callbacks, after releasing `lk`.
+static CUresult logFailure(Lock& lk, const char* api, CUresult r) {
+  if (r == CUDA_SUCCESS) return r;
+  const std::string message = "Returning " + std::to_string(int(r)) + " from " + api;
+  std::vector<std::pair<CUlogsCallback, void*>> callbacks;
+  {
+    DriverLog& log = driverLog();
+    std::lock_guard<std::mutex> g(log.m);
+    log.lines.push_back("[00:00:00.000][" + std::to_string(uint64_t(pthread_self())) + "][CUDA][E] " + message);
+    callbacks = log.callbacks;
+  }
+  if (lk.owns_lock()) lk.unlock();
+  for (const auto& [fn, data] : callbacks) {
+    if (!fn) continue;
+    std::string copy = message;
+    fn(data, CU_LOG_LEVEL_ERROR, copy.data(), copy.size());
+  }
+  return r;
+}
+
+CUresult CUDAAPI cuLogsRegisterCallback(CUlogsCallback callbackFunc, void* userData,
+                                        CUlogsCallbackHandle* callback_out) {
+  SIM_ENTRY("cuLogsRegisterCallback", kNoInit | kNoSticky);
+  if (!callbackFunc) return CUDA_ERROR_INVALID_VALUE;
+  DriverLog& log = driverLog();
+  std::lock_guard<std::mutex> g(log.m);
+  log.callbacks.emplace_back(callbackFunc, userData);
+  if (callback_out) *callback_out = reinterpret_cast<CUlogsCallbackHandle>(uintptr_t(log.callbacks.size()));
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuLogsUnregisterCallback(CUlogsCallbackHandle callback) {
+  SIM_ENTRY("cuLogsUnregisterCallback", kNoInit | kNoSticky);
+  DriverLog& log = driverLog();
+  std::lock_guard<std::mutex> g(log.m);
+  const uintptr_t k = reinterpret_cast<uintptr_t>(callback);
+  if (k == 0 || k > log.callbacks.size() || !log.callbacks[k - 1].first) return CUDA_ERROR_INVALID_VALUE;
+  log.callbacks[k - 1] = {nullptr, nullptr};  // handles stay indices
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuLogsCurrent(CUlogIterator* iterator_out, unsigned int flags) {
+  SIM_ENTRY("cuLogsCurrent", kNoInit | kNoSticky);
+  if (!iterator_out || flags) return CUDA_ERROR_INVALID_VALUE;
+  DriverLog& log = driverLog();
+  std::lock_guard<std::mutex> g(log.m);
+  *iterator_out = CUlogIterator(log.lines.size());
+  return CUDA_SUCCESS;
+}
+
+static std::string dumpFrom(CUlogIterator* iterator) {
+  DriverLog& log = driverLog();
+  std::lock_guard<std::mutex> g(log.m);
+  std::string text;
+  for (size_t k = iterator ? *iterator : 0; k < log.lines.size(); ++k) text += log.lines[k] + "\n";
+  if (iterator) *iterator = CUlogIterator(log.lines.size());
+  return text;
+}
+
+CUresult CUDAAPI cuLogsDumpToMemory(CUlogIterator* iterator, char* buffer, size_t* size, unsigned int flags) {
+  SIM_ENTRY("cuLogsDumpToMemory", kNoInit | kNoSticky);
+  if (!buffer || !size || flags) return CUDA_ERROR_INVALID_VALUE;
+  CUlogIterator probe = iterator ? *iterator : 0;
+  const std::string text = dumpFrom(&probe);
+  if (text.size() + 1 > *size) {
+    *size = 0;
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  std::memcpy(buffer, text.data(), text.size());
+  buffer[text.size()] = '\0';
+  *size = text.size();
+  if (iterator) *iterator = probe;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuLogsDumpToFile(CUlogIterator* iterator, const char* pathToFile, unsigned int flags) {
+  SIM_ENTRY("cuLogsDumpToFile", kNoInit | kNoSticky);
+  if (!pathToFile || flags) return CUDA_ERROR_INVALID_VALUE;
+  const std::string text = dumpFrom(iterator);
+  FILE* f = std::fopen(pathToFile, "w");
+  if (!f) return CUDA_ERROR_INVALID_VALUE;
+  std::fwrite(text.data(), 1, text.size(), f);
+  std::fclose(f);
+  return CUDA_SUCCESS;
+}
+
 // ---------------------------------------------------------------- kernel handles
 
 static CUresult paramInfo(void* h, SimKernelFamily family, size_t index, size_t* offset, size_t* size) {
@@ -1217,22 +1329,24 @@ static CUresult kernelName(void* h, SimKernelFamily family, const char** name) {
 
 CUresult CUDAAPI cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t* paramOffset, size_t* paramSize) {
   SIM_ENTRY("cuKernelGetParamInfo", kNoSticky);
-  return paramInfo(kernel, SIM_KERNEL_LIBRARY, paramIndex, paramOffset, paramSize);
+  return logFailure(SIM_LOCK, "cuKernelGetParamInfo",
+                    paramInfo(kernel, SIM_KERNEL_LIBRARY, paramIndex, paramOffset, paramSize));
 }
 
 CUresult CUDAAPI cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t* paramOffset, size_t* paramSize) {
   SIM_ENTRY("cuFuncGetParamInfo", kNoSticky);
-  return paramInfo(func, SIM_KERNEL_FUNCTION, paramIndex, paramOffset, paramSize);
+  return logFailure(SIM_LOCK, "cuFuncGetParamInfo",
+                    paramInfo(func, SIM_KERNEL_FUNCTION, paramIndex, paramOffset, paramSize));
 }
 
 CUresult CUDAAPI cuKernelGetName(const char** name, CUkernel hfunc) {
   SIM_ENTRY("cuKernelGetName", kNoSticky);
-  return kernelName(hfunc, SIM_KERNEL_LIBRARY, name);
+  return logFailure(SIM_LOCK, "cuKernelGetName", kernelName(hfunc, SIM_KERNEL_LIBRARY, name));
 }
 
 CUresult CUDAAPI cuFuncGetName(const char** name, CUfunction hfunc) {
   SIM_ENTRY("cuFuncGetName", kNoSticky);
-  return kernelName(hfunc, SIM_KERNEL_FUNCTION, name);
+  return logFailure(SIM_LOCK, "cuFuncGetName", kernelName(hfunc, SIM_KERNEL_FUNCTION, name));
 }
 
 static int functionAttribute(CUfunction_attribute a) {

@@ -94,5 +94,17 @@ TEST(KernelRegistry, EagerPrefixesMatchMangledKernelNames) {
   EXPECT_EQ(kernelBaseName("_Znot_a_symbol"), "_Znot_a_symbol");
 }
 
+// GRAFT_EAGER_KERNELS adds to NCCL's kernels: naming a kernel of one's own
+// must not let NCCL's kernels (host-managed state) be captured.
+TEST(KernelRegistry, EagerKernelsAddToNcclsOwn) {
+  const std::string ncclSymbol = "_Z21ncclDevKernel_Generic19ncclDevKernelArgs4K";
+  EXPECT_EQ(eagerPrefixList(""), std::vector<std::string>{"nccl"});
+  const auto mine = eagerPrefixList(" mykernel , other,,nccl ");
+  EXPECT_EQ(mine, (std::vector<std::string>{"nccl", "mykernel", "other"}));
+  EXPECT_TRUE(matchesEagerPrefix(ncclSymbol, mine));
+  EXPECT_TRUE(matchesEagerPrefix("mykernel_v2", mine));
+  EXPECT_FALSE(matchesEagerPrefix("sim_add", mine));
+}
+
 }  // namespace
 }  // namespace graft::graph

@@ -21,19 +21,19 @@ TEST(Options, DefaultsWithEmptyEnvironment) {
   EXPECT_EQ(p.options.mode, Mode::Graph);
   EXPECT_EQ(p.options.logLevel, LogLevel::Info);
   EXPECT_EQ(p.options.warmup, 3);
-  EXPECT_EQ(p.options.eagerKernels, "nccl");
+  EXPECT_EQ(p.options.eagerKernels, "");
 }
 
 TEST(Options, ValidValuesAreTaken) {
   const ParsedOptions p = parse({"GRAFT_DISABLE=1", "GRAFT_MODE=passthrough", "GRAFT_LOG_LEVEL=debug",
-                                 "GRAFT_WARMUP=5", "GRAFT_STATS=/tmp/x.json", "GRAFT_EAGER_KERNELS="});
+                                 "GRAFT_WARMUP=5", "GRAFT_STATS=/tmp/x.json", "GRAFT_EAGER_KERNELS=mine"});
   EXPECT_TRUE(p.problems.empty());
   EXPECT_TRUE(p.options.disable);
   EXPECT_EQ(p.options.mode, Mode::Passthrough);
   EXPECT_EQ(p.options.logLevel, LogLevel::Debug);
   EXPECT_EQ(p.options.warmup, 5);
   EXPECT_EQ(p.options.statsFile, "/tmp/x.json");
-  EXPECT_EQ(p.options.eagerKernels, "");
+  EXPECT_EQ(p.options.eagerKernels, "mine");
 }
 
 TEST(Options, ChoicesAreCaseInsensitiveAsBooleansAre) {
@@ -96,13 +96,45 @@ INSTANTIATE_TEST_SUITE_P(
                     BadCase{"GRAFT_WARMUP=-3", "GRAFT_WARMUP=-3 is not valid (expected an integer from 1 to 1000); using 3"},
                     BadCase{"GRAFT_WARMUP=abc", "GRAFT_WARMUP=abc"},
                     BadCase{"GRAFT_WARMUP=", "GRAFT_WARMUP=\"\" is not valid (expected an integer"},
-                    BadCase{"GRAFT_MODE=graph ", "GRAFT_MODE=\"graph \" is not valid"},
+                    BadCase{"GRAFT_MODE=gra ph", "GRAFT_MODE=\"gra ph\" is not valid"},
                     BadCase{"GRAFT_MODE=gra\nph", "GRAFT_MODE=\"gra\\nph\" is not valid"},
                     BadCase{"GRAFT_WARMUP=3x", "GRAFT_WARMUP=3x"},
                     BadCase{"GRAFT_MODE=fast", "one of passthrough, graph, swallow"},
-                    BadCase{"GRAFT_DISABLE=maybe", "GRAFT_DISABLE=maybe"},
                     BadCase{"GRAFT_WARMUPS=2", "unknown option GRAFT_WARMUPS (did you mean GRAFT_WARMUP?)"},
-                    BadCase{"GRAFT_FOO=1", "unknown option GRAFT_FOO"}));
+                    BadCase{"GRAFT_FOO=1", "unknown option GRAFT_FOO"},
+                    BadCase{"graft_warmup=5", "unknown option graft_warmup (did you mean GRAFT_WARMUP? names are case-sensitive)"}));
+
+// Blanks around a value (a shell's $(...) keeps a newline) are not part of it,
+// and GRAFT_LOG_LEVEL takes the word the log prints, `warning`.
+TEST(Options, BlanksAroundValuesAndTheWordWarning) {
+  const ParsedOptions p = parse({"GRAFT_WARMUP= 5\n", "GRAFT_MODE=\tpassthrough ", "GRAFT_ASYNC_LAUNCH=0 ",
+                                 "GRAFT_LOG_LEVEL=Warning"});
+  EXPECT_TRUE(p.problems.empty()) << p.problems[0];
+  EXPECT_EQ(p.options.warmup, 5);
+  EXPECT_EQ(p.options.mode, Mode::Passthrough);
+  EXPECT_FALSE(p.options.asyncLaunch);
+  EXPECT_EQ(p.options.logLevel, LogLevel::Warn);
+}
+
+// GRAFT_DISABLE is a kill switch: a value graft does not understand turns it
+// off rather than leaving it on, with one line saying so.
+TEST(Options, AKillSwitchItCannotReadTurnsGraftOff) {
+  for (const char* entry : {"GRAFT_DISABLE=maybe", "GRAFT_DISABLE=2", "GRAFT_DISABLE="}) {
+    const ParsedOptions p = parse({entry});
+    EXPECT_TRUE(p.options.disable) << entry;
+    ASSERT_EQ(p.problems.size(), 1u) << entry;
+    EXPECT_NE(p.problems[0].find("using 1 (graft off)"), std::string::npos) << p.problems[0];
+  }
+  EXPECT_FALSE(parse({"GRAFT_DISABLE=off"}).options.disable);
+}
+
+// A shortest segment longer than the longest period can never give a graph.
+TEST(Options, ASegmentLongerThanAnyPeriodIsFlagged) {
+  const ParsedOptions p = parse({"GRAFT_MIN_SEGMENT_OPS=2000", "GRAFT_MAX_PERIOD=1000"});
+  ASSERT_EQ(p.problems.size(), 1u);
+  EXPECT_NE(p.problems[0].find("GRAFT_MIN_SEGMENT_OPS=2000 is above GRAFT_MAX_PERIOD=1000"), std::string::npos);
+  EXPECT_TRUE(parse({"GRAFT_MIN_SEGMENT_OPS=1000", "GRAFT_MAX_PERIOD=1000"}).problems.empty());
+}
 
 TEST(Options, MarkdownTableListsEveryOption) {
   const std::string table = optionsMarkdownTable();
