@@ -73,7 +73,16 @@ their own in training/.
 # (+0.0 and -0.0, one ulp, the high word of an int64 and of a Philox seed), custom autograd
 # Functions with mark_dirty, needs_input_grad, set_materialize_grads(False) and
 # saved-tensor hooks that compress with a per-step scale, and views at host-chosen offsets
-# and strides into persistent buffers (interior pointers of any alignment).
+# and strides into persistent buffers (interior pointers of any alignment); then a tenth
+# round: device-to-device copies of odd byte lengths to odd addresses on two streams at once
+# into one buffer (edge words shared with the other stream's bytes), a data prefetcher that
+# never waits for the compute stream and a teacher stream forked and joined (fully or at an
+# event mid-way) whose work after the join, a copy from pinned memory over a buffer the
+# forked part read, is ordered by stream order alone, three models on three streams in an
+# order a host RNG picks with double-buffered publications whose event waits bind to the
+# step before, pinned host memory used as CUDA tensors (zero-copy kernels, a
+# host that spins on a flag a kernel writes with no CUDA call), and Triton's autotuner
+# timing its configurations mid-run at every new batch size.
 ISSUE_CASES = ["mlp", "mlp_item", "gpt", "amp", "sidestream", "lastbatch", "partgraph", "gemm"]
 OTHER_CASES = ["cnn", "lstm", "dynamic", "accum", "inductor_mlp", "inductor_gpt", "sdpa", "ddp",
                "vit", "diffusion", "gan", "expandable", "decode", "loader", "serve",
@@ -88,6 +97,7 @@ OTHER_CASES = ["cnn", "lstm", "dynamic", "accum", "inductor_mlp", "inductor_gpt"
                "asyncsnap", "sam", "mixup", "fp8", "pcgrad",
                "tritonop", "jiterator", "layerdrop", "tf32toggle", "latechange",
                "ensemble", "anomaly", "signbits", "dirtyfn", "offsetview",
+               "oddbytes", "prefetch", "evring", "zerocopy", "autotune",
                "pipeline2", "ddp2"]
 # Cases that need two GPUs: with one, workloads.py exits 77 for them (check_losses.py
 # reports them skipped and goes on).
@@ -122,10 +132,14 @@ CASES = ISSUE_CASES + OTHER_CASES
 # indexing reads back the counts that set its merge's shapes). So does latechange (its
 # weighted, label-smoothed cross-entropy sizes a masked_select by a count read back). So does
 # anomaly (the gradients' finiteness, read back, decides whether the optimizer steps, and
-# inside its anomaly windows a NaN read back raises mid-backward).
+# inside its anomaly windows a NaN read back raises mid-backward). So do zerocopy (the host
+# spins until a kernel the floor drops writes a flag into host memory, and raises at its
+# deadline) and autotune (Triton's benchmarker sets its launch counts from timings read
+# back, which a floor makes near zero).
 GARBAGE_SENSITIVE_CASES = ("dynamic", "moe", "condstep", "linalg", "lbfgs", "plateau", "swa",
                            "parametrize", "sparse", "gnn", "ppo", "reentrant", "beam", "encpad",
-                           "packed", "bncma", "qat", "pcgrad", "latechange", "anomaly")
+                           "packed", "bncma", "qat", "pcgrad", "latechange", "anomaly", "zerocopy",
+                           "autotune")
 HANDGRAPH_CASES = ("mlp", "mlp_item", "gpt")
 # What graft must reach on the issue's cases besides equal losses (check_losses.py fails a
 # case below them): the share of ops through graphs, in percent, and graph node updates

@@ -20,6 +20,7 @@ CASE: mlp mlp_item gpt amp sidestream lastbatch partgraph gemm cnn lstm dynamic 
       asyncsnap sam mixup fp8 pcgrad
       tritonop jiterator layerdrop tf32toggle latechange
       ensemble anomaly signbits dirtyfn offsetview
+      oddbytes prefetch evring zerocopy autotune
       pipeline2 ddp2 (or "list")
 
 --steps N is the total number of training steps; the first W (--warmup) are untimed.
@@ -96,7 +97,14 @@ the loss scale after the step), signbits " z=+|- t=0|1 s=<k> g=<k>" (the clamp b
 sign, the temperature one ulp up, the salt's and the seed's high word), dirtyfn
 " f=<bits> a=0|1 r=<hex> m=<hex>" (frozen layers, the auxiliary term, the retained
 gradient's norm, the multi-grad hook's sum) and offsetview
-" o=<n> s=<n> b=<n> t=<n> m=<n> w=<n>" (the step's offsets and row stride) on every line. ppo's loss is the mean of
+" o=<n> s=<n> b=<n> t=<n> m=<n> w=<n>" (the step's offsets and row stride) on every line; oddbytes
+" c=<n>" (the packed buffer's weighted byte checksum), prefetch " j=f|p t=h<k>|d<k>|- p=<hex>"
+(full or partial join; the teacher stream's tail after the join: a probe copied from pinned
+memory or the GPU, or none; the probe's mean square logit), evring
+" l=<hex>,<hex>,<hex> o=<order> h=<hints>" (each model's loss, the order the models ran in,
+whose features each took as its hint), zerocopy " h=<hex> s=<float.hex>" (the loss as the
+host read it from mapped memory, the input scale) and autotune " M=<n> k=<n>" (the batch rows,
+the batch sizes tuned so far) on every line. ppo's loss is the mean of
 its 8 minibatch losses, wgangp's the critic's. decode is inference, not training: its "loss" is the sum of the chosen
 tokens' logits.
 No-sync cases keep the losses in a preallocated GPU tensor and read them after the loop.
@@ -7064,6 +7072,542 @@ class OffsetViewWorkload(TaskWorkload):
         return super().loss_lines()
 
 
+# --------------------------------------------------------------------------- tenth red-team round
+# Patterns the rounds before leave out, each chosen for what a tool that holds launches back
+# and replays them as graphs could get wrong: device-to-device copies of odd byte lengths to
+# odd addresses issued on two streams at once into one buffer, each copy's first and last
+# bytes sharing machine words with bytes the other stream writes at the same moment (a copy
+# done as wider stores, or as a read-modify-write of the edge words, loses the other
+# stream's bytes); a data prefetcher on a stream that never waits for the compute stream,
+# and a teacher stream forked from and joined back into the compute stream, whose work after
+# the join (a copy from pinned memory over a buffer the forked part read, more kernels)
+# is ordered after the forked part by stream order alone, joined by an event recorded in
+# the middle of the forked part on some runs of steps; three models on three streams
+# in an order a host RNG picks, exchanging features through double-buffered publications
+# whose event waits bind to records of the step before; pinned host memory used as CUDA
+# tensors (zero-copy: kernels read inputs and a weight straight from host memory and
+# write results into it, the host rewrites it after an event says its readers are done,
+# and spins on a flag a kernel writes, with no CUDA call); and Triton's autotuner timing
+# its configurations mid-run whenever a new batch size comes (timing events, a 256 MB
+# cache flush, the argument cloned and restored around every timed launch, synchronize
+# from the autograd thread), the kernels' results the same whichever configuration wins.
+
+class OddBytesWorkload(TaskWorkload):
+    """Byte-granular device-to-device copies on two streams into one buffer, as loaders that
+    assemble packed or quantised records do: the batch is 64 rows of 256 uint8 features,
+    one 16 KiB buffer P, cut once (a seeded host random.Random) into about 100 segments of
+    1 to 320 bytes, so nearly every boundary falls inside a machine word. Every step two
+    side streams forked from the compute stream (wait_stream) fill the segments in turn,
+    issued interleaved (segment k on stream k % 2): P[a:a+L].copy_(src[o:o+L]) from a 1 MiB
+    bank of random bytes at an offset o the host draws anew every step (a cudaMemcpyAsync of
+    L bytes from and to addresses of any alignment; graft holds such copies as copy kernels
+    of its own), every third segment of the second stream written instead by an
+    elementwise kernel (bitwise_xor of the source with 0x5A, out= the segment). The two
+    streams write disjoint bytes, so eagerly the result does not depend on how their work
+    interleaves; but each boundary word is written by both at about the same moment. The
+    compute stream joins both, then overwrites 8 short runs (1 to 7 bytes) at host-drawn
+    positions by more copies, sums P's bytes weighted by a fixed int64 vector (a checksum
+    on the GPU), and trains the MLP on (P - 127.5) / 73.9 with labels from a fixed
+    projection of it; AdamW (foreach). A copy that writes a byte outside [a, a+L) (a wider
+    store, or a read-modify-write of an edge word racing the other stream's write of its
+    neighbour) changes P. The checksum ends every line (" c=<n>"). No sync in the loop."""
+
+    nbank, min_len, max_len = 1 << 20, 1, 320
+    patch_lens = (1, 2, 3, 5, 7, 1, 3, 2)
+
+    def setup(self, mode="eager"):
+        import random
+        B, D = self.batch, self.din
+        self.model = MLP(D, self.hidden, self.nout, layers=4).to(self.dev)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
+        self.label_setup()
+        self.n = B * D
+        self.bank = torch.randint(0, 256, (self.nbank,), dtype=torch.uint8, device=self.dev, generator=self.gen)
+        self.P = torch.zeros(self.n, dtype=torch.uint8, device=self.dev)
+        self.mix = torch.randint(1, 1 << 20, (self.n,), dtype=torch.int64, device=self.dev, generator=self.gen)
+        self.ck = torch.zeros(self.steps, dtype=torch.int64, device=self.dev)
+        layout = random.Random(2718)
+        self.segs, pos = [], 0
+        while pos < self.n:
+            L = min(layout.randint(self.min_len, self.max_len), self.n - pos)
+            self.segs.append((pos, L))
+            pos += L
+        self.side = (torch.cuda.Stream(), torch.cuda.Stream())
+        self.rng = random.Random(1618)
+
+    def step(self, i):
+        main = torch.cuda.current_stream()
+        B, D = self.batch, self.din
+        r = self.rng
+        for s in self.side:
+            s.wait_stream(main)
+        for k, (a, L) in enumerate(self.segs):
+            o = r.randrange(0, self.nbank - L + 1)
+            with torch.cuda.stream(self.side[k % 2]):
+                if k % 6 == 5:
+                    torch.bitwise_xor(self.bank[o:o + L], 0x5A, out=self.P[a:a + L])
+                else:
+                    self.P[a:a + L].copy_(self.bank[o:o + L])
+        for s in self.side:
+            main.wait_stream(s)
+        for L in self.patch_lens:
+            q = r.randrange(0, self.n - L + 1)
+            o = r.randrange(0, self.nbank - L + 1)
+            self.P[q:q + L].copy_(self.bank[o:o + L])
+        self.ck[i].copy_((self.P.long() * self.mix).sum())
+        x = (self.P.view(B, D).float() - 127.5) * (1.0 / 73.9)
+        y = (x @ self.label_proj).argmax(dim=-1)
+        self.opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(self.model(x), y)
+        loss.backward()
+        self.opt.step()
+        return loss
+
+    def loss_lines(self):
+        for i, c in enumerate(self.ck.tolist()):
+            self.extra[i] = "c=%d" % c
+        return super().loss_lines()
+
+
+class PrefetchWorkload(TaskWorkload):
+    """A data prefetcher and a teacher on two side streams, ordered by stream order where
+    scripts rely on it: the prefetcher (apex's data_prefetcher) copies the next batch from
+    one of 16 pinned host batches to the GPU on a loader stream that never waits for the
+    compute stream (non_blocking, then normalised and labelled by a fixed projection
+    there); the compute stream waits for the loader (wait_stream), takes the batch with
+    record_stream and starts the next prefetch at once. The teacher (a frozen MLP) runs on a
+    teacher stream forked from the compute stream (wait_stream): it copies the batch into a
+    persistent input buffer, writes its logits into a persistent buffer, records an event,
+    and then updates a persistent running mean of its logits. The compute stream runs the
+    student, joins the teacher either fully (wait_stream) or only at the event in the middle
+    (wait_event: the running mean's update is left running beside the student, which then
+    leaves it alone), adds a KL term to the teacher's logits and, when fully joined, a term
+    pulling the student's mean logits to the running mean; backward, AdamW (foreach). After
+    the compute stream's optimizer step the teacher stream gets more work with no new fork:
+    a probe batch copied over the teacher's input buffer, from pinned memory (a host-memory
+    copy: eager under graft, which splits segments) or from the GPU, the teacher run on it
+    and its mean square logit written to a per-step buffer; or no such tail. That copy may
+    overwrite the buffer only after the teacher's forward of the same step read it, an order
+    only the teacher stream's own order gives. The join (f, p) and the tail (h, d, -) change
+    together every 4 to 12 steps (a seeded host random.Random), so each pattern repeats long
+    enough to be graphed. A tool that launches the forked part on the compute stream
+    without holding the teacher stream behind it lets the tail's copy overtake the forward
+    that reads the buffer (the student trains on the wrong logits), or the running mean's
+    update race the next step's fork. The join, the tail and the probe end every line
+    (" j=f|p t=h<k>|d<k>|- p=<hex>"). No sync in the loop."""
+
+    nslots, nprobe = 16, 4
+    run_min, run_max = 4, 12
+
+    def setup(self, mode="eager"):
+        import random
+        B, D = self.batch, self.din
+        self.model = MLP(D, self.hidden, self.nout, layers=4).to(self.dev)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
+        self.teacher = MLP(D, self.hidden, self.nout, layers=3).to(self.dev)
+        self.teacher.requires_grad_(False)
+        self.teacher.eval()
+        self.label_setup()
+        g = torch.Generator().manual_seed(2024)
+        xs = torch.randn(self.nslots, B, D, generator=g) * 1.5 + 0.25
+        self.xs = xs.pin_memory()
+        self.px = torch.randn(self.nprobe, B, D, generator=g).pin_memory()
+        self.px_dev = self.px.to(self.dev)
+        self.mean = xs.mean(dim=(0, 1)).to(self.dev)
+        self.std = xs.std(dim=(0, 1)).to(self.dev)
+        self.loader, self.tstream = torch.cuda.Stream(), torch.cuda.Stream()
+        self.tin = torch.zeros(B, D, device=self.dev)
+        self.tout = torch.zeros(B, self.nout, device=self.dev)
+        self.tstat = torch.zeros(self.nout, device=self.dev)
+        self.probe = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.ev_mid = torch.cuda.Event()
+        self.rng = random.Random(777)
+        self.run_left, self.cfg = 0, None
+        self.next = None
+        self.notes = {}
+
+    def preload(self, k):
+        with torch.cuda.stream(self.loader):
+            xr = self.xs[k % self.nslots].to(self.dev, non_blocking=True)
+            x = (xr - self.mean) / self.std
+            y = (x @ self.label_proj).argmax(dim=-1)
+        self.next = (x, y)
+
+    def step(self, i):
+        main = torch.cuda.current_stream()
+        T = self.tstream
+        if self.next is None:
+            self.preload(i)
+        main.wait_stream(self.loader)
+        x, y = self.next
+        x.record_stream(main)
+        y.record_stream(main)
+        self.preload(i + 1)
+        if self.run_left == 0:
+            self.cfg = (self.rng.choice("fp"), self.rng.choice("hd-"))
+            self.run_left = self.rng.randint(self.run_min, self.run_max)
+        self.run_left -= 1
+        join, tail = self.cfg
+        T.wait_stream(main)                                   # fork
+        with torch.cuda.stream(T):
+            self.tin.copy_(x)
+            with torch.no_grad():
+                self.tout.copy_(self.teacher(self.tin))
+            self.ev_mid.record(T)
+            self.tstat.mul_(0.9).add_(self.tout.mean(dim=0), alpha=0.1)
+        x.record_stream(T)
+        self.opt.zero_grad(set_to_none=True)
+        logits = self.model(x)
+        if join == "f":
+            main.wait_stream(T)                               # full join
+        else:
+            main.wait_event(self.ev_mid)                      # partial join: tstat's update runs on
+        loss = F.cross_entropy(logits, y) + 0.5 * F.kl_div(F.log_softmax(logits, dim=-1),
+                                                           F.softmax(self.tout, dim=-1), reduction="batchmean")
+        if join == "f":
+            loss = loss + 0.01 * (logits.mean(dim=0) - self.tstat).pow(2).sum()
+        loss.backward()
+        self.opt.step()
+        note = "j=%s t=-" % join
+        if tail != "-":
+            k = self.rng.randrange(self.nprobe)
+            with torch.cuda.stream(T):                        # no new fork: stream order only
+                if tail == "h":
+                    self.tin.copy_(self.px[k], non_blocking=True)
+                else:
+                    self.tin.copy_(self.px_dev[k])
+                with torch.no_grad():
+                    self.probe[i].copy_(self.teacher(self.tin).pow(2).mean())
+            note = "j=%s t=%s%d" % (join, tail, k)
+        self.notes[i] = note
+        return loss
+
+    def loss_lines(self):
+        p = tensor_hexes(self.probe)
+        for i, n in self.notes.items():
+            self.extra[i] = "%s p=%s" % (n, p[i])
+        return super().loss_lines()
+
+
+class EvRingWorkload(Workload):
+    """Three models trained in one process on three streams of their own, in an order a host
+    RNG picks, exchanging features through events that bind to the step before, as
+    co-training and mutual-distillation scripts overlap their members: each model (Linear
+    256-384, ReLU, Linear 384-384, ReLU, a 10-way head over its features plus 0.1 times a
+    hint) draws its batch from a CUDA generator of its own and labels it by a projection of
+    its own, and steps its own AdamW (foreach), all on its stream (the first and third of high
+    priority). Its hint is the features another model published in the step before
+    (double-buffered by the step's parity in persistent buffers): before reading it the
+    model's stream waits on that publication's event (recorded the step before, whatever the
+    order of this step, since this step records the other parity), and after its forward it
+    records a read event; before publishing its own features into this parity's buffer it
+    waits on every other model's read event of the step before (whose readers read the
+    buffer it is about to overwrite). The order of the three models (four permutations) and
+    whose hint each takes change together every 6 to 20 steps (a seeded host random.Random),
+    so a pattern repeats with period two steps long enough to be graphed. At the end of the
+    step the default stream waits on the three streams (wait_stream) and sums the three
+    losses. A tool that binds a wait to the record of another step, replays a step recorded
+    in another order or with other hints, or drops a wait it thinks covered by its graph's
+    own ordering, trains on features of the wrong step. Each model's loss, the order and
+    the hints end every line (" l=<hex>,<hex>,<hex> o=<order> h=<hints>"). No sync in the
+    loop."""
+
+    batch, din, hidden, nout, members = 64, 256, 384, 10, 3
+    orders = ((0, 1, 2), (2, 0, 1), (1, 2, 0), (0, 2, 1))
+    run_min, run_max = 6, 20
+
+    def setup(self, mode="eager"):
+        import random
+        n, B, D, H = self.members, self.batch, self.din, self.hidden
+        self.bodies = [nn.Sequential(nn.Linear(D, H), nn.ReLU(), nn.Linear(H, H), nn.ReLU()).to(self.dev)
+                       for _ in range(n)]
+        self.heads = [nn.Linear(H, self.nout).to(self.dev) for _ in range(n)]
+        self.opts = [torch.optim.AdamW(list(b.parameters()) + list(h.parameters()), lr=1e-3, weight_decay=0.01,
+                                       foreach=True) for b, h in zip(self.bodies, self.heads)]
+        self.projs = torch.randn(n, D, self.nout, device=self.dev, generator=self.gen)
+        self.gens = []
+        for j in range(n):
+            g = torch.Generator(device=self.dev)
+            g.manual_seed(100 + j)
+            self.gens.append(g)
+        self.streams = [torch.cuda.Stream(priority=-1), torch.cuda.Stream(), torch.cuda.Stream(priority=-1)]
+        self.pub = torch.zeros(n, 2, B, H, device=self.dev)
+        self.E = [[torch.cuda.Event(), torch.cuda.Event()] for _ in range(n)]
+        self.R = [[torch.cuda.Event(), torch.cuda.Event()] for _ in range(n)]
+        self.recorded = set()          # ("E" or "R", model, parity) recorded at least once
+        self.lb = torch.zeros(n, self.steps, dtype=torch.float32, device=self.dev)
+        self.rng = random.Random(31337)
+        self.run_left, self.order, self.src = 0, None, None
+        self.notes = {}
+
+    def step(self, i):
+        n, p, q = self.members, i % 2, 1 - i % 2
+        if self.run_left == 0:
+            self.order = self.rng.choice(self.orders)
+            self.src = [self.rng.choice([k for k in range(n) if k != j]) for j in range(n)]
+            self.run_left = self.rng.randint(self.run_min, self.run_max)
+        self.run_left -= 1
+        main = torch.cuda.current_stream()
+        for j in self.order:
+            s = self.streams[j]
+            k = self.src[j]
+            with torch.cuda.stream(s):
+                x = torch.randn(self.batch, self.din, device=self.dev, generator=self.gens[j])
+                y = (x @ self.projs[j]).argmax(dim=-1)
+                if ("E", k, q) in self.recorded:
+                    s.wait_event(self.E[k][q])                # k's publication of the step before
+                self.opts[j].zero_grad(set_to_none=True)
+                h = self.bodies[j](x)
+                loss = F.cross_entropy(self.heads[j](h + 0.1 * self.pub[k, q]), y)
+                self.R[j][p].record(s)                        # done reading pub[k, q]
+                loss.backward()
+                self.opts[j].step()
+                for r in range(n):
+                    if r != j and ("R", r, q) in self.recorded:
+                        s.wait_event(self.R[r][q])            # readers of pub[j, p] a step ago
+                self.pub[j, p].copy_(h.detach())
+                self.E[j][p].record(s)
+                self.lb[j, i].copy_(loss.detach())
+            self.recorded.add(("R", j, p))
+            self.recorded.add(("E", j, p))
+        for s in self.streams:
+            main.wait_stream(s)
+        self.notes[i] = "o=%s h=%s" % ("".join(map(str, self.order)), "".join(map(str, self.src)))
+        return self.lb[:, i].sum()
+
+    def loss_lines(self):
+        per = [tensor_hexes(self.lb[j]) for j in range(self.members)]
+        for i, note in self.notes.items():
+            self.extra[i] = "l=%s %s" % (",".join(per[j][i] for j in range(self.members)), note)
+        return super().loss_lines()
+
+
+class ZeroCopyWorkload(TaskWorkload):
+    """Pinned host memory used as CUDA tensors (zero-copy), as inference servers and
+    RL actors share buffers with the host: pinned CPU tensors from PyTorch's host allocator
+    are viewed as CUDA tensors over the same addresses (by
+    torch._C._construct_storage_from_data_pointer: under unified addressing pinned memory is
+    mapped into the device's address space). Two input slots, written by the host (normal_ from a seeded CPU generator) and
+    read by a kernel straight from host memory (times a host scalar); a frozen 256x64
+    projection in host memory that a kernel reads every step (the GEMM then runs on its
+    device copy: cuBLAS's kernels are not asked to read host memory); the per-step loss and a
+    feature statistic written by kernels into host memory (torch.mul(..., 1.0, out=view)), no
+    copy engine involved. The host rewrites a slot only after synchronizing the event
+    recorded right after the kernel that last read it (two steps before); it reads the step
+    before's loss and statistic from host memory after synchronizing that step's event, and
+    the statistic sets the next step's input scale (1 + 0.25 tanh(stat - 0.5)), so the host
+    closes a loop through mapped memory. Every 10th step a fill kernel writes the step's
+    number into a host-memory flag and the host spins on it with no CUDA call at all (30 s
+    deadline, then an error), then synchronizes an event recorded after it and reads the
+    step's loss. The MLP trains on the input and tanh of the projection; AdamW (foreach).
+    A tool that holds the flag's kernel with nothing to make it issue it hangs the host;
+    one that issues a held kernel reading a slot after the host rewrote it, or answers an
+    event before the kernels that write host memory ran, gives other values. The loss as the
+    host read it from mapped memory and the input scale end every line (" h=<hex>
+    s=<float.hex>"). A sync every step (the step before's event)."""
+
+    syncs = True
+    nproj, flag_every, deadline_s = 64, 10, 30.0
+
+    def setup(self, mode="eager"):
+        if not hasattr(torch._C, "_construct_storage_from_data_pointer"):
+            raise RuntimeError("zerocopy: this torch has no torch._C._construct_storage_from_data_pointer")
+        B, D = self.batch, self.din
+        self.model = MLP(D + self.nproj, self.hidden, self.nout, layers=4).to(self.dev)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
+        self.label_setup()
+        self.cpu_gen = torch.Generator().manual_seed(6174)
+        self.hx = torch.zeros(2, B, D, pin_memory=True)
+        self.hw = (torch.randn(D, self.nproj, generator=self.cpu_gen) / 16.0).pin_memory()
+        self.hloss = torch.zeros(self.steps, pin_memory=True)
+        self.hstat = torch.zeros(self.steps, pin_memory=True)
+        self.hflag = torch.zeros(4, dtype=torch.int32, pin_memory=True)
+        self.dx, self.dw, self.dloss, self.dstat, self.dflag = [
+            self.mapped(t) for t in (self.hx, self.hw, self.hloss, self.hstat, self.hflag)]
+        self.ev_in = [torch.cuda.Event(), torch.cuda.Event()]
+        self.ev_out = [torch.cuda.Event(), torch.cuda.Event()]
+        self.ev_flag = torch.cuda.Event()
+        self.scale = 1.0
+        self.scales = {}
+        self.seen = {}
+
+    def mapped(self, t):
+        """A CUDA tensor over the pinned CPU tensor t's memory (not owning it)."""
+        st = torch._C._construct_storage_from_data_pointer(t.data_ptr(), self.dev, t.numel() * t.element_size())
+        return torch.empty(0, dtype=t.dtype, device=self.dev).set_(st).view(t.shape)
+
+    def step(self, i):
+        slot = i % 2
+        if i >= 2:
+            self.ev_in[slot].synchronize()                   # step i-2's reader of this slot is done
+        self.hx[slot].normal_(generator=self.cpu_gen)         # the host writes the slot in place
+        self.scales[i] = self.scale
+        x = self.dx[slot] * self.scale                        # a kernel reads host memory
+        self.ev_in[slot].record()
+        f = torch.tanh(x @ (self.dw * 1.0))                   # a kernel reads host memory
+        y = (x @ self.label_proj).argmax(dim=-1)
+        self.opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(self.model(torch.cat([x, f], dim=1)), y)
+        loss.backward()
+        self.opt.step()
+        torch.mul(loss.detach().view(1), 1.0, out=self.dloss[i:i + 1])         # kernels write host memory
+        torch.mul(f.detach().abs().mean().view(1), 1.0, out=self.dstat[i:i + 1])
+        self.ev_out[slot].record()
+        if i >= 1:
+            self.ev_out[1 - slot].synchronize()              # the step before's writes
+            self.seen[i - 1] = f32_hex(float(self.hloss[i - 1]))
+            self.scale = 1.0 + 0.25 * math.tanh(float(self.hstat[i - 1]) - 0.5)
+        if i % self.flag_every == self.flag_every - 1:
+            self.dflag[0:1].fill_(i + 1)
+            self.ev_flag.record()
+            t0 = time.perf_counter()
+            while int(self.hflag[0]) != i + 1:               # no CUDA call while spinning
+                if time.perf_counter() - t0 > self.deadline_s:
+                    raise RuntimeError("zerocopy: the flag of step %d did not arrive in %.0f s" % (i, self.deadline_s))
+            self.ev_flag.synchronize()
+        return loss
+
+    def loss_lines(self):
+        torch.cuda.synchronize()
+        last = self.steps - 1
+        if last in self.scales and last not in self.seen:
+            self.seen[last] = f32_hex(float(self.hloss[last]))
+        for i, s in self.scales.items():
+            self.extra[i] = "h=%s s=%s" % (self.seen.get(i, "-"), float.hex(s))
+        return super().loss_lines()
+
+
+_AUTOTUNED = None    # the autotune case's Function and kernels, once built
+
+
+def build_autotuned():
+    """The autotune case's kernels (a bias add with a leaky ReLU, in place, and its backward)
+    under triton.autotune, and the autograd Function around them, built once per process:
+    Triton is imported here, so that this module loads without it. Returns (Function,
+    forward autotuner, backward autotuner)."""
+    global _AUTOTUNED, triton, tl
+    if _AUTOTUNED is not None:
+        return _AUTOTUNED
+    import triton
+    import triton.language as tl
+
+    configs = [triton.Config({"BLOCK": 256}, num_warps=2), triton.Config({"BLOCK": 1024}, num_warps=4),
+               triton.Config({"BLOCK": 4096}, num_warps=8)]
+
+    # Elementwise, one add, one compare and one multiply per element: the same bits
+    # whichever configuration the timings pick.
+    @triton.autotune(configs=configs, key=["n"], restore_value=["X"])
+    @triton.jit
+    def bias_leaky_fwd(X, BIAS, n, ncol, slope, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        v = tl.load(X + offs, mask=m, other=0.0) + tl.load(BIAS + offs % ncol, mask=m, other=0.0)
+        tl.store(X + offs, tl.where(v > 0, v, v * slope), mask=m)
+
+    @triton.autotune(configs=configs, key=["n"], reset_to_zero=["GX"])
+    @triton.jit
+    def leaky_bwd(Y, G, GX, n, slope, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        yv = tl.load(Y + offs, mask=m, other=0.0)
+        g = tl.load(G + offs, mask=m, other=0.0)
+        tl.store(GX + offs, tl.where(yv > 0, g, g * slope), mask=m)
+
+    class BiasLeaky(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, h, bias, slope):
+            y = h.contiguous().clone()
+            n = y.numel()
+            bias_leaky_fwd[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](y, bias, n, bias.numel(), slope)
+            ctx.save_for_backward(y)
+            ctx.slope = slope
+            return y
+
+        @staticmethod
+        def backward(ctx, g):
+            y, = ctx.saved_tensors
+            g = g.contiguous()
+            gx = torch.empty_like(y)
+            n = y.numel()
+            leaky_bwd[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](y, g, gx, n, ctx.slope)
+            return gx, gx.sum(dim=0), None
+
+    _AUTOTUNED = (BiasLeaky, bias_leaky_fwd, leaky_bwd)
+    return _AUTOTUNED
+
+
+class AutotuneWorkload(TaskWorkload):
+    """Triton's autotuner timing kernel configurations in the middle of training, as
+    libraries of hand-written Triton kernels do: the MLP's two hidden layers are Linear
+    without bias followed by a Triton kernel that adds the bias and applies a leaky ReLU in
+    place on a clone of the GEMM's output (@triton.autotune over three (BLOCK, num_warps)
+    configurations, key on the element count, restore_value on the buffer, so the autotuner
+    clones it before and copies it back after every timed launch), its backward another
+    autotuned Triton kernel (reset_to_zero on its output); both behind a
+    torch.autograd.Function, the bias gradient summed by PyTorch. The autotuner times the
+    configurations (Triton's default benchmarker: timing events around every launch, a
+    256 MB buffer zeroed before each to flush L2, torch.cuda.synchronize, launch counts
+    that follow the measured times) at the first launch of each batch size: rows drawn by a
+    seeded host random.Random from 48, 64 and 96, then 80 from step 120 and 112 from step
+    210 (which those steps use first), so timing bursts come in the first steps and again
+    mid-run, the backward's on the autograd thread. The slope, a float kernel argument,
+    steps through 0.01, 0.02, 0.05 every 40 steps. AdamW (foreach). Each element is one add,
+    one compare and one multiply in every configuration, so the results do not depend on
+    which wins (which may differ between runs). A tool that holds launches across the
+    autotuner's synchronizations and timing events, or replays a clone, launch and restore
+    of the timing loop where training resumes, trains on other activations. The batch rows
+    and the number of sizes tuned so far end every line (" M=<n> k=<n>"). No sync in the
+    loop but the autotuner's."""
+
+    hidden = 512
+    rows_choices = (48, 64, 96)
+    rows_late = ((120, 80), (210, 112))
+    slopes, slope_every = (0.01, 0.02, 0.05), 40
+
+    def setup(self, mode="eager"):
+        import random
+        try:
+            fn, self.kfwd, self.kbwd = build_autotuned()
+        except ImportError as e:
+            raise RuntimeError("autotune: Triton is not importable here (%s)" % e)
+        self.act = fn.apply
+        h = self.hidden
+        self.fc1 = nn.Linear(self.din, h, bias=False)
+        self.fc2 = nn.Linear(h, h, bias=False)
+        self.head = nn.Linear(h, self.nout)
+        self.model = nn.ModuleList([self.fc1, self.fc2, self.head]).to(self.dev)
+        self.b1 = nn.Parameter(torch.zeros(h, device=self.dev))
+        self.b2 = nn.Parameter(torch.zeros(h, device=self.dev))
+        self.opt = torch.optim.AdamW(list(self.model.parameters()) + [self.b1, self.b2], lr=1e-3,
+                                     weight_decay=0.01, foreach=True)
+        self.label_setup()
+        self.draws = random.Random(4242)
+        self.info = {}
+
+    def step(self, i):
+        choices = list(self.rows_choices) + [r for at, r in self.rows_late if i >= at]
+        M = self.draws.choice(choices)
+        for at, r in self.rows_late:
+            if i == at:
+                M = r
+        slope = self.slopes[(i // self.slope_every) % len(self.slopes)]
+        x = torch.randn(M, self.din, device=self.dev, generator=self.gen)
+        y = (x @ self.label_proj).argmax(dim=-1)
+        self.opt.zero_grad(set_to_none=True)
+        h = self.act(self.fc1(x), self.b1, slope)
+        h = self.act(self.fc2(h), self.b2, slope)
+        loss = F.cross_entropy(self.head(h), y)
+        loss.backward()
+        self.opt.step()
+        self.info[i] = (M, len(self.kfwd.cache))
+        return loss
+
+    def loss_lines(self):
+        for i, (M, k) in self.info.items():
+            self.extra[i] = "M=%d k=%d" % (M, k)
+        return super().loss_lines()
+
+
 WORKLOADS = {
     "mlp": ClassifierWorkload,
     "mlp_item": MLPItem,
@@ -7163,6 +7707,11 @@ WORKLOADS = {
     "signbits": SignBitsWorkload,
     "dirtyfn": DirtyFnWorkload,
     "offsetview": OffsetViewWorkload,
+    "oddbytes": OddBytesWorkload,
+    "prefetch": PrefetchWorkload,
+    "evring": EvRingWorkload,
+    "zerocopy": ZeroCopyWorkload,
+    "autotune": AutotuneWorkload,
     "pipeline2": Pipeline2Workload,
     "ddp2": DDP2Workload,
 }
