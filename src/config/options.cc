@@ -196,6 +196,7 @@ ParsedOptions parseOptions(const char* const* envp) {
     if (!parseBool(value, &o.field)) {                                                  \
       /* The kill switch fails closed: whoever set it wanted graft off. */              \
       const bool killSwitch = &o.field == &o.disable;                                   \
+      if (killSwitch && trimmed(value).empty()) continue; /* GRAFT_DISABLE= : unset */   \
       if (killSwitch) o.field = true;                                                   \
       parsed.problems.push_back(invalid(name, value, "1, 0, true, false, yes, no, on or off", \
                                         killSwitch ? "1 (graft off)" : boolText(def)));  \

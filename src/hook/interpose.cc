@@ -1243,6 +1243,12 @@ template <ApiId Id, int PT, typename Fn, typename... A>
   }
   if constexpr (apiInfo(Id).klass == ApiClass::Resolver) {
     if (Runtime::options().disable || Runtime::forkedChild()) return realFn(a...);
+  } else if constexpr (apiInfo(Id).klass == ApiClass::DriverLog) {
+    // Also from inside graft (t_inGraft): a callback of the program's runs
+    // inside the failing call graft forwarded, or on graft's launch thread,
+    // and reads the log as the program sees it. Takes no lock of graft's.
+    if (!Runtime::active()) return realFn(a...);
+    return dispatch<Id, PT>(realFn, a...);
   } else {
     if (t_inGraft || !Runtime::active()) [[unlikely]] return realFn(a...);
   }

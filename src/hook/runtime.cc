@@ -60,28 +60,30 @@ const config::ParsedOptions& parsedOptions() {
 
 // A run: the first process to load graft (no marker in its environment) and
 // the processes it starts, which inherit the marker it exports at load: its
-// pid and the time it loaded. GRAFT_LOG_FILE is emptied by the first process
-// of the run to start graft (its first CUDA call) if the file was last
-// written before the run began (an earlier run's log), and appended to
-// otherwise, so a helper process (a compiler worker, a DataLoader, `system()`)
-// or a rank never erases what another process of the run wrote, and a process
-// that never uses CUDA (`cat` of the log with LD_PRELOAD exported) never
-// touches the file. (Not GRAFT_*: the options warn of unknown GRAFT_* names.)
+// pid and the time it loaded. GRAFT_LOG_FILE is claimed by each process of
+// the run that starts graft (its first CUDA call): the file's first line names
+// the run whose log it is, and a file another run wrote is emptied first. So
+// a helper process (a compiler worker, a DataLoader, `system()`) or a rank
+// never erases what another process of the run wrote, and a process that never
+// uses CUDA (`cat` of the log with LD_PRELOAD exported) never touches the file.
+// (Not GRAFT_*: the options warn of unknown GRAFT_* names.)
 constexpr const char* kRunRootVariable = "LIBGRAFT_RUN_ROOT_PID";
 
-void markRunRoot() {
-  if (std::getenv(kRunRootVariable)) return;
+// True for the first process of a run (it exports the marker).
+bool markRunRoot() {
+  if (std::getenv(kRunRootVariable)) return false;
   // At load: no thread of the program's runs yet (setenv is not thread-safe).
-  setenv(kRunRootVariable, fmt::format("{} {}", getpid(), log::coarseRealtimeNs()).c_str(), 0);
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  setenv(kRunRootVariable,
+         fmt::format("{} {}", getpid(), std::chrono::duration_cast<std::chrono::nanoseconds>(now).count()).c_str(),
+         0);
+  return true;
 }
 
-// When the run began (CLOCK_REALTIME_COARSE, ns), from the marker; 0 where
-// the marker has none (an older graft's: then the file is only appended to).
-int64_t runStartNs() {
+// The run's marker (an older graft's holds the pid alone).
+std::string runMarker() {
   const char* marker = std::getenv(kRunRootVariable);
-  if (!marker) return 0;
-  const char* space = std::strchr(marker, ' ');
-  return space ? std::strtoll(space + 1, nullptr, 10) : 0;
+  return marker ? marker : std::to_string(getpid());
 }
 
 // Once, as graft starts: the options as the program left them, and the log.
@@ -94,7 +96,7 @@ void takeOptionsAtStart() {
     if (loadTimeOptions().options.disable) p->options.disable = true;
     g_startOptions.store(p, std::memory_order_release);
     if (p->options.disable) return;
-    log::claimRunFile(p->options.logFile, runStartNs());
+    log::claimRunFile(p->options.logFile, runMarker());
     log::init(p->options.logLevel, p->options.logFile, p->problems);
   });
 }
@@ -115,9 +117,21 @@ void loadOnce() {
     const config::ParsedOptions& p = loadTimeOptions();
     if (p.options.disable) {
       // Off, so no log; but a kill switch taken from a value it did not
-      // understand (GRAFT_DISABLE=2) says so once.
-      for (const std::string& problem : p.problems)
-        if (problem.rfind("GRAFT_DISABLE=", 0) == 0) std::fprintf(stderr, "[graft] warning: %s\n", problem.c_str());
+      // understand (GRAFT_DISABLE=2) says so, once in a run (its first
+      // process), where the log would go, unless the log is off.
+      if (!markRunRoot() || p.options.logLevel == config::LogLevel::Off) return;
+      for (const std::string& problem : p.problems) {
+        if (problem.rfind("GRAFT_DISABLE=", 0) != 0) continue;
+        const std::string line = "[graft] warning: " + problem + "\n";
+        const std::string path = log::expandPath(p.options.logFile);
+        const int fd = p.options.logFile.empty() ? 2 : log::streamDescriptor(path);
+        if (fd >= 0) {
+          (void)!::write(fd, line.data(), line.size());
+        } else if (FILE* f = std::fopen(path.c_str(), "a")) {
+          std::fputs(line.c_str(), f);
+          std::fclose(f);
+        }
+      }
       return;
     }
     // The log opens when graft starts (takeOptionsAtStart): a process that

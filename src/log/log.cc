@@ -57,32 +57,46 @@ std::string expandPath(const std::string& path) {
   return r;
 }
 
-bool isStreamPath(const std::string& path) {
-  if (path.rfind("/dev/", 0) == 0 || path.rfind("/proc/", 0) == 0) return true;
+int streamDescriptor(const std::string& path) {
+  if (path == "/dev/stdout") return 1;
+  if (path == "/dev/stderr") return 2;
+  const std::string self = "/proc/" + std::to_string(getpid()) + "/fd/";
+  for (const std::string prefix : {std::string("/dev/fd/"), std::string("/proc/self/fd/"), self}) {
+    if (path.rfind(prefix, 0) != 0 || path.size() == prefix.size()) continue;
+    int fd = 0;
+    for (size_t k = prefix.size(); k < path.size(); ++k) {
+      if (path[k] < '0' || path[k] > '9' || fd > 100000000) return -1;
+      fd = fd * 10 + (path[k] - '0');
+    }
+    return fd;
+  }
+  return -1;
+}
+
+bool isSpecialFile(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
 }
 
-int64_t coarseRealtimeNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME_COARSE, &ts);
-  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
-void claimRunFile(const std::string& file, int64_t runStartNs) {
+void claimRunFile(const std::string& file, const std::string& run) {
   if (file.empty()) return;
   const std::string path = expandPath(file);
-  if (isStreamPath(path)) return;
+  if (streamDescriptor(path) >= 0 || isSpecialFile(path)) return;
   const std::filesystem::path p(path);
   std::error_code ec;
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
   if (fd < 0) return;
   ::flock(fd, LOCK_EX);
+  const std::string header = "[graft] log of run " + run + " (its processes append; the next run empties it)\n";
+  std::string head(header.size(), '\0');
   struct stat st;
-  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
-      int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec < runStartNs)
-    (void)::ftruncate(fd, 0);
+  const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  const ssize_t got = regular ? ::pread(fd, head.data(), head.size(), 0) : -1;
+  if (regular && (got != ssize_t(head.size()) || head != header)) {
+    // Another run's log (or none): emptied, and marked as this run's.
+    if (::ftruncate(fd, 0) == 0) (void)!::pwrite(fd, header.data(), header.size(), 0);
+  }
   ::flock(fd, LOCK_UN);
   ::close(fd);
 }
@@ -92,8 +106,18 @@ void init(Level level, const std::string& file, const std::vector<std::string>& 
   if (g_logger) return;  // once
   if (!file.empty()) {
     try {
-      auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(expandPath(file), /*truncate=*/false);
-      g_logger = new spdlog::logger("graft", std::move(sink));
+      // stdout and stderr by their streams (a reopened /dev/stderr would
+      // write at an offset of its own over what the program writes there).
+      const std::string path = expandPath(file);
+      const int fd = streamDescriptor(path);
+      if (fd == 1) {
+        g_logger = new spdlog::logger("graft", std::make_shared<spdlog::sinks::stdout_sink_mt>());
+      } else if (fd == 2) {
+        g_logger = stderrLogger();
+      } else {
+        auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, /*truncate=*/false);
+        g_logger = new spdlog::logger("graft", std::move(sink));
+      }
     } catch (const std::exception& e) {
       fileProblem = "GRAFT_LOG_FILE=" + file + " cannot be opened (" + e.what() +
                     "); logging to stderr";

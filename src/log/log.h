@@ -24,20 +24,21 @@ using Level = config::LogLevel;
 // If the file cannot be opened, logs one line saying so and uses stderr.
 // Each of `problems` (option parsing) is logged as a warning.
 void init(Level level, const std::string& file, const std::vector<std::string>& problems);
-// True for a path that names a stream rather than a file of graft's own
-// (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N, a FIFO, a device):
-// graft only appends to it, so a redirected stdout or stderr keeps what the
-// program and earlier commands wrote there.
-bool isStreamPath(const std::string& expandedPath);
-// Creates `file` (after expandPath) and its folders, and empties it if it is a
-// regular file last written before `runStartNs` (CLOCK_REALTIME_COARSE): the
-// first process of a run to start graft empties what an earlier run left,
-// while lines another process of the same run already wrote stay. Serialized
-// between processes with flock. Never empties a stream path. No error if it
-// cannot (init() then says so).
-void claimRunFile(const std::string& file, int64_t runStartNs);
-// The clock claimRunFile compares with (the one file times are taken from).
-int64_t coarseRealtimeNs();
+// The descriptor a path names where it names one of the process's open
+// descriptors (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N): graft
+// writes through it, so a redirected stdout or stderr keeps what the program
+// and earlier commands wrote there, at the offset they share. -1 otherwise.
+int streamDescriptor(const std::string& expandedPath);
+// True for an existing path that is not a regular file (a FIFO, a device):
+// appended to, never emptied.
+bool isSpecialFile(const std::string& expandedPath);
+// Creates `file` (after expandPath) and its folders and, unless its first line
+// says it is the log of `run` (the run's marker), empties it and writes that
+// line: the first process of a run to start graft empties what an earlier run
+// left, while what another process of the same run wrote stays. Serialized
+// between processes with flock. Never touches a stream or a special file. No
+// error if it cannot (init() then says so).
+void claimRunFile(const std::string& file, const std::string& run);
 // `path` with each "%p" replaced by this process's id (a file per process:
 // GRAFT_LOG_FILE, GRAFT_STATS).
 std::string expandPath(const std::string& path);

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -208,11 +210,22 @@ std::string writeReportFile(const Report& r, const std::string& named) {
     std::error_code ec;
     if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
   }
-  // A stream (GRAFT_STATS=/dev/stdout with stdout redirected to a file) is
-  // appended to: opening it for writing would empty that file.
-  FILE* f = std::fopen(path.c_str(), isStreamPath(path) ? "a" : "w");
-  if (!f) return "GRAFT_STATS=" + path + " cannot be written (" + std::strerror(errno) + "); no JSON report";
   const std::string j = reportJson(r);
+  // One of the process's descriptors (GRAFT_STATS=/dev/stdout): written
+  // through it, after what the program's streams hold, at the offset it shares
+  // with the program (a reopened path would empty or overwrite its file).
+  if (const int fd = streamDescriptor(path); fd >= 0) {
+    std::fflush(nullptr);
+    for (size_t done = 0; done < j.size();) {
+      const ssize_t n = ::write(fd, j.data() + done, j.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return "writing GRAFT_STATS=" + path + " failed (" + std::strerror(errno) + ")";
+      done += size_t(n);
+    }
+    return {};
+  }
+  FILE* f = std::fopen(path.c_str(), isSpecialFile(path) ? "a" : "w");
+  if (!f) return "GRAFT_STATS=" + path + " cannot be written (" + std::strerror(errno) + "); no JSON report";
   const bool ok = std::fwrite(j.data(), 1, j.size(), f) == j.size();
   const bool closed = std::fclose(f) == 0;
   if (!ok || !closed) return "writing GRAFT_STATS=" + path + " failed";

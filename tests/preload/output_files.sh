@@ -19,10 +19,37 @@ env LD_PRELOAD="$lib" GRAFT_STATS=/dev/stdout "$prog" >>"$tmp/out" 2>"$tmp/err" 
 head -1 "$tmp/out" | grep -qx earlier && ok "GRAFT_STATS=/dev/stdout keeps what stdout's file held" || bad "stdout's file was emptied" "$tmp/out"
 grep -q "\"pid\": [0-9]" "$tmp/out" && ok "the JSON report is appended with its pid" || bad "no JSON report on stdout" "$tmp/out"
 
+# With `>` (the program's stdout at its own offset): its lines and the report both whole.
+env LD_PRELOAD="$lib" GRAFT_STATS=/dev/stdout "$prog" >"$tmp/out1" 2>/dev/null
+"$prog" >"$tmp/eager1" 2>/dev/null
+if python3 -c "
+import json, sys
+t, eager = open(sys.argv[1]).read(), open(sys.argv[2]).read()
+assert t.startswith(eager), 'the program output is not first'
+assert 'pid' in json.loads(t[len(eager):]), 'no report after it'" "$tmp/out1" "$tmp/eager1"; then
+  ok "GRAFT_STATS=/dev/stdout with '>' keeps the program's lines and a whole report"
+else
+  bad "the program's output or the report was overwritten" "$tmp/out1"
+fi
+# A regular file under /dev/shm is a file: replaced, not appended to.
+if [ -d /dev/shm ] && [ -w /dev/shm ]; then
+  shm=/dev/shm/graft-output-files-$$.json
+  env LD_PRELOAD="$lib" GRAFT_STATS="$shm" "$prog" >/dev/null 2>&1
+  env LD_PRELOAD="$lib" GRAFT_STATS="$shm" "$prog" >/dev/null 2>&1
+  python3 -c "import json, sys; json.load(open(sys.argv[1]))" "$shm" && ok "a report in /dev/shm is replaced" ||
+    bad "a report in /dev/shm is not one JSON document" "$shm"
+  rm -f "$shm"
+fi
+
 echo earlier >"$tmp/err2"
 env LD_PRELOAD="$lib" GRAFT_LOG_FILE=/dev/stderr "$prog" >/dev/null 2>>"$tmp/err2"
 head -1 "$tmp/err2" | grep -qx earlier && ok "GRAFT_LOG_FILE=/dev/stderr keeps what stderr's file held" || bad "stderr's file was emptied" "$tmp/err2"
 grep -q "exit report (pid [0-9]*, mode graph)" "$tmp/err2" && ok "the summary names the pid" || bad "no summary with a pid" "$tmp/err2"
+# With `2>` and the program writing to stderr after graft: nothing overwritten.
+( env LD_PRELOAD="$lib" GRAFT_LOG_FILE=/dev/stderr GRAFT_LOG_LEVEL=debug "$prog" >/dev/null; echo "after the program" >&2 ) 2>"$tmp/err3"
+grep -q "^\[graft\] debug: graft started" "$tmp/err3" && tail -1 "$tmp/err3" | grep -qx "after the program" &&
+  ok "GRAFT_LOG_FILE=/dev/stderr with '2>' keeps graft's first line and what came after" ||
+  bad "graft's log or a later line was overwritten" "$tmp/err3"
 
 log="$tmp/run.log"
 (

@@ -119,13 +119,16 @@ TEST(Options, BlanksAroundValuesAndTheWordWarning) {
 // GRAFT_DISABLE is a kill switch: a value graft does not understand turns it
 // off rather than leaving it on, with one line saying so.
 TEST(Options, AKillSwitchItCannotReadTurnsGraftOff) {
-  for (const char* entry : {"GRAFT_DISABLE=maybe", "GRAFT_DISABLE=2", "GRAFT_DISABLE="}) {
+  for (const char* entry : {"GRAFT_DISABLE=maybe", "GRAFT_DISABLE=2"}) {
     const ParsedOptions p = parse({entry});
     EXPECT_TRUE(p.options.disable) << entry;
     ASSERT_EQ(p.problems.size(), 1u) << entry;
     EXPECT_NE(p.problems[0].find("using 1 (graft off)"), std::string::npos) << p.problems[0];
   }
   EXPECT_FALSE(parse({"GRAFT_DISABLE=off"}).options.disable);
+  // Empty, as `GRAFT_DISABLE= cmd` leaves it: unset.
+  EXPECT_FALSE(parse({"GRAFT_DISABLE="}).options.disable);
+  EXPECT_TRUE(parse({"GRAFT_DISABLE="}).problems.empty());
 }
 
 // A shortest segment longer than the longest period can never give a graph.
