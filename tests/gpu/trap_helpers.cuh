@@ -51,4 +51,20 @@ Mapped mappedBuffer(size_t words, uint32_t seed) {
   return m;
 }
 
+// A texture object over a CUDA array: unnormalized coordinates, clamped,
+// point sampled, elements as stored.
+cudaTextureObject_t pointTexture(cudaArray_t a) {
+  cudaResourceDesc res = {};
+  res.resType = cudaResourceTypeArray;
+  res.res.array.array = a;
+  cudaTextureDesc td = {};
+  td.addressMode[0] = td.addressMode[1] = cudaAddressModeClamp;
+  td.filterMode = cudaFilterModePoint;
+  td.readMode = cudaReadModeElementType;
+  td.normalizedCoords = 0;
+  cudaTextureObject_t t = 0;
+  CK(cudaCreateTextureObject(&t, &res, &td, nullptr));
+  return t;
+}
+
 }  // namespace

@@ -238,19 +238,6 @@ void checkArray1D(const char* what, int at, const Array1D& a) {
   checkHost(what, at, got.data(), a.h);
 }
 
-cudaTextureObject_t pointTexture(cudaArray_t a) {
-  cudaResourceDesc res = {};
-  res.resType = cudaResourceTypeArray;
-  res.res.array.array = a;
-  cudaTextureDesc td = {};
-  td.addressMode[0] = td.addressMode[1] = cudaAddressModeClamp;
-  td.filterMode = cudaFilterModePoint;
-  td.readMode = cudaReadModeElementType;
-  td.normalizedCoords = 0;
-  cudaTextureObject_t t = 0;
-  CK(cudaCreateTextureObject(&t, &res, &td, nullptr));
-  return t;
-}
 cudaSurfaceObject_t surfaceOver(cudaArray_t a) {
   cudaResourceDesc res = {};
   res.resType = cudaResourceTypeArray;

@@ -762,19 +762,6 @@ void sparseFoldHost(std::vector<uint32_t>& acc, SparseView& v, uint32_t salt) {
     acc[k] = rotl(acc[k], 7) ^ (v.at(int(k) % w, int(k) / w) + salt + uint32_t(k));
 }
 
-cudaTextureObject_t pointTexture(cudaArray_t a) {
-  cudaResourceDesc res = {};
-  res.resType = cudaResourceTypeArray;
-  res.res.array.array = a;
-  cudaTextureDesc td = {};
-  td.addressMode[0] = td.addressMode[1] = cudaAddressModeClamp;
-  td.filterMode = cudaFilterModePoint;
-  td.readMode = cudaReadModeElementType;
-  td.normalizedCoords = 0;
-  cudaTextureObject_t t = 0;
-  CK(cudaCreateTextureObject(&t, &res, &td, nullptr));
-  return t;
-}
 
 // What a tool could get wrong: cuMemMapArrayAsync changes, in stream order,
 // which physical memory a sparse array's tiles read; the kernel before it must

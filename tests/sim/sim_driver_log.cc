@@ -74,6 +74,22 @@ struct LogApi {
   decltype(&::cuLogsDumpToFile) dumpToFile = nullptr;
 };
 
+// The log functions, looked up as the runtime does.
+bool loadLogApi(const simtest::Driver& drv, LogApi* log) {
+  return simtest::lookupProc(drv, "cuLogsRegisterCallback", &log->registerCallback) &&
+         simtest::lookupProc(drv, "cuLogsCurrent", &log->current) &&
+         simtest::lookupProc(drv, "cuLogsDumpToMemory", &log->dumpToMemory) &&
+         simtest::lookupProc(drv, "cuLogsDumpToFile", &log->dumpToFile);
+}
+
+// The start of the modes that need no callback: the driver, the log
+// functions, device 0's primary context current. 0, or main's exit code.
+int startWithLog(simtest::Driver* drv, LogApi* log, CUcontext* ctx) {
+  if (const int rc = simtest::startProgram("sim_driver_log", drv, nullptr)) return rc;
+  if (!loadLogApi(*drv, log) || !simtest::openPrimaryContext(drv->plain, ctx)) return 2;
+  return 0;
+}
+
 // The messages of a dump's lines ("[time][thread][CUDA][E] message").
 std::vector<std::string> messagesOf(const std::string& text) {
   std::vector<std::string> out;
@@ -131,14 +147,10 @@ std::vector<std::pair<uint64_t, std::string>> linesOf(const std::string& text) {
 // of A's or C's (graft's lines left out, none of the program's dropped).
 int threadsMode(const ModeArgs& args) {
   simtest::Driver drv;
-  if (const int rc = simtest::startProgram("sim_driver_log", &drv, nullptr)) return rc;
   LogApi log;
-  if (!simtest::lookupProc(drv, "cuLogsCurrent", &log.current) ||
-      !simtest::lookupProc(drv, "cuLogsDumpToMemory", &log.dumpToMemory))
-    return 2;
-  const simtest::DriverApi& cu = drv.plain;
   CUcontext ctx = nullptr;
-  if (!simtest::openPrimaryContext(cu, &ctx)) return 2;
+  if (const int rc = startWithLog(&drv, &log, &ctx)) return rc;
+  const simtest::DriverApi& cu = drv.plain;
   CUfunction lib = newKernel("lib", 0, SIM_KERNEL_LIBRARY);
   std::atomic<bool> stop{false};
   std::atomic<int> launched{0};
@@ -200,14 +212,10 @@ int threadsMode(const ModeArgs& args) {
 // lines), then makes one failing call and dumps from its iterator, timed.
 int quadraticMode(const ModeArgs& args) {
   simtest::Driver drv;
-  if (const int rc = simtest::startProgram("sim_driver_log", &drv, nullptr)) return rc;
   LogApi log;
-  if (!simtest::lookupProc(drv, "cuLogsCurrent", &log.current) ||
-      !simtest::lookupProc(drv, "cuLogsDumpToMemory", &log.dumpToMemory))
-    return 2;
-  const simtest::DriverApi& cu = drv.plain;
   CUcontext ctx = nullptr;
-  if (!simtest::openPrimaryContext(cu, &ctx)) return 2;
+  if (const int rc = startWithLog(&drv, &log, &ctx)) return rc;
+  const simtest::DriverApi& cu = drv.plain;
   const CUstream s = simtest::newStream(cu);
   const CUdeviceptr a = simtest::zeroedBuffer(cu);
   CUfunction lib = newKernel("lib", 0, SIM_KERNEL_LIBRARY);
@@ -239,14 +247,12 @@ int quadraticMode(const ModeArgs& args) {
 // 600 failing calls of its own (cuFuncGetName) while the main thread dumps
 // the whole log (NULL iterator) in a loop: every dump must hold C's lines
 // only (never graft's cuFuncGetParamInfo probes), and never fewer than before.
-int nullRaceMode(const ModeArgs& args) {
+int nullRaceMode(const ModeArgs&) {
   simtest::Driver drv;
-  if (const int rc = simtest::startProgram("sim_driver_log", &drv, nullptr)) return rc;
   LogApi log;
-  if (!simtest::lookupProc(drv, "cuLogsDumpToMemory", &log.dumpToMemory)) return 2;
-  const simtest::DriverApi& cu = drv.plain;
   CUcontext ctx = nullptr;
-  if (!simtest::openPrimaryContext(cu, &ctx)) return 2;
+  if (const int rc = startWithLog(&drv, &log, &ctx)) return rc;
+  const simtest::DriverApi& cu = drv.plain;
   const CUstream s = simtest::newStream(cu);
   const CUdeviceptr a = simtest::zeroedBuffer(cu);
   for (int i = 0; i < 30; ++i) SIM_CHECK(simtest::launchAdd(cu, newKernel("nr", i, SIM_KERNEL_FUNCTION), a, a, 1, s));
@@ -258,7 +264,7 @@ int nullRaceMode(const ModeArgs& args) {
     while (!go.load()) {}
     for (int i = 0; i < 700; ++i) {
       cu.cuFuncGetName(&name, lib);
-      for (volatile int k = 0; k < 3000; ++k) {}
+      for (int k = 0; k < 3000; ++k) asm volatile("");
     }
     done = true;
   });
@@ -298,11 +304,7 @@ int main(int argc, char** argv) {
   simtest::Driver drv;
   if (const int rc = simtest::startProgram("sim_driver_log", &drv, nullptr)) return rc;
   LogApi log;
-  if (!simtest::lookupProc(drv, "cuLogsRegisterCallback", &log.registerCallback) ||
-      !simtest::lookupProc(drv, "cuLogsCurrent", &log.current) ||
-      !simtest::lookupProc(drv, "cuLogsDumpToMemory", &log.dumpToMemory) ||
-      !simtest::lookupProc(drv, "cuLogsDumpToFile", &log.dumpToFile))
-    return 2;
+  if (!loadLogApi(drv, &log)) return 2;
   Seen seen;
   CUlogsCallbackHandle handle = nullptr;
   if (args.mode == "register-early") SIM_CHECK(log.registerCallback(onLog, &seen, &handle));
