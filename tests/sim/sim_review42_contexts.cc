@@ -76,6 +76,7 @@
 #include "sim_api.h"
 #include "sim_driver_loader.h"
 #include "sim_green_api.h"
+#include "sim_mode_checks.h"
 
 namespace {
 
@@ -429,18 +430,9 @@ bool cukernelOtherContext(const simtest::DriverApi& cu, CUcontext p0, bool expec
 
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // what was printed survives an abort
-  std::string mode;
-  bool expectGraphs = false;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--mode") == 0 && i + 1 < argc) {
-      mode = argv[++i];
-    } else if (std::strcmp(argv[i], "--expect-graphs") == 0) {
-      expectGraphs = true;
-    } else {
-      mode.clear();
-      break;
-    }
-  }
+  const simtest::modes::ModeArgs args = simtest::modes::parseModeArgs(argc, argv, kProgram, 0);
+  const std::string& mode = args.mode;
+  const bool expectGraphs = args.expectGraphs;
   const char* modes[] = {"green-destroy-ends-primary", "release-ends-primary", "other-context-launch",
                          "per-thread-switch", "per-thread-switch-threads", "green-record-events",
                          "cukernel-other-context"};
