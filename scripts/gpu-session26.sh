@@ -5,7 +5,7 @@
 #       one process per variant, rounds interleaved; every step's time (workloads.py --json
 #       step_ms), graft's exit report with GRAFT_PROFILE=1: the median step over the steps'
 #       thirds, graft's own CPU time by stage per step and the replay counters
-#   OUT=dir [CYCLES=8] scripts/gpu-session26.sh BUILD scan CASES
+#   OUT=dir [CYCLES=8] [SCAN_BUDGET=s] scripts/gpu-session26.sh BUILD scan CASES
 #       each case in one process, eager (passthrough) and graft interleaved in blocks of 5
 #       steps (workloads.py --interleave passthrough,graph): graft's step time over eager's,
 #       paired by cycle, to find cases graft slows down (noise between processes cancels)
@@ -34,7 +34,9 @@ import json; d=json.load(open('$O/$c.stats.json'))
 print('stages (calls, us):', {k: (v['calls'], round(v['us'])) for k, v in d['cpu_time'].items() if v['calls']})
 print('replay:', d['replay'])"
 elif [ "$PART" = scan ]; then
+  t0=$(date +%s)
   for c in ${3//,/ }; do
+    if [ $(( $(date +%s) - t0 )) -gt ${SCAN_BUDGET:-100000} ]; then echo "$c: skipped (SCAN_BUDGET)"; continue; fi
     LD_PRELOAD=$BA/src/libgraft.so GRAFT_MODE=graph GRAFT_BENCH_SWITCH=1 GRAFT_LOG_LEVEL=warn GRAFT_SUMMARY=0 \
       timeout 120 python3 $W $c --interleave passthrough,graph --cycles ${CYCLES:-8} --block 5 --warmup 40 \
       --json $O/$c.json > $O/$c.log 2>&1 || echo "$c: exit $? ($(tail -1 $O/$c.log))"

@@ -82,7 +82,18 @@ their own in training/.
 # order a host RNG picks with double-buffered publications whose event waits bind to the
 # step before, pinned host memory used as CUDA tensors (zero-copy kernels, a
 # host that spins on a flag a kernel writes with no CUDA call), and Triton's autotuner
-# timing its configurations mid-run at every new batch size.
+# timing its configurations mid-run at every new batch size; then an eleventh round: stream
+# memory operations (cuStreamWriteValue32 flags and cuMemsetD32Async through PyTorch's
+# symm_mem ops, as copy-engine collectives signal chunks) whose values change every step
+# behind a same-stream clone that must read the flags first, an evaluator thread sharing the
+# legacy default stream with training and the autograd thread (blocks handed between threads
+# by stream order alone, a read-back from that thread), streams made and destroyed every step
+# by the runtime and the driver (blocking or not, two priorities, handles handed out again,
+# destroyed with work pending, joined by implicit synchronization on some steps), host stalls
+# of 0.5 to 12 ms around the idle flush's threshold at host-chosen points (one on the autograd
+# thread mid-backward), and an optimizer offloaded to the CPU as torchao's CPUOffloadOptimizer
+# does it (gradients copied to pinned memory from post-accumulate hooks, a fused CPU AdamW per
+# parameter after its copy's event, weights copied back on the same side stream).
 ISSUE_CASES = ["mlp", "mlp_item", "gpt", "amp", "sidestream", "lastbatch", "partgraph", "gemm"]
 OTHER_CASES = ["cnn", "lstm", "dynamic", "accum", "inductor_mlp", "inductor_gpt", "sdpa", "ddp",
                "vit", "diffusion", "gan", "expandable", "decode", "loader", "serve",
@@ -98,6 +109,7 @@ OTHER_CASES = ["cnn", "lstm", "dynamic", "accum", "inductor_mlp", "inductor_gpt"
                "tritonop", "jiterator", "layerdrop", "tf32toggle", "latechange",
                "ensemble", "anomaly", "signbits", "dirtyfn", "offsetview",
                "oddbytes", "prefetch", "evring", "zerocopy", "autotune",
+               "memops", "bgeval", "streamchurn", "hostpause", "cpuadam",
                "pipeline2", "ddp2"]
 # Cases that need two GPUs: with one, workloads.py exits 77 for them (check_losses.py
 # reports them skipped and goes on).
@@ -136,6 +148,9 @@ CASES = ISSUE_CASES + OTHER_CASES
 # spins until a kernel the floor drops writes a flag into host memory, and raises at its
 # deadline) and autotune (Triton's benchmarker sets its launch counts from timings read
 # back, which a floor makes near zero).
+# Not bgeval: its evaluator thread reads a loss and a count back, but they set only a
+# learning rate (a kernel argument) and the line, never what is launched (a non-finite count
+# is written as -1); nor cpuadam, whose host reads feed a CPU optimizer and a checksum.
 GARBAGE_SENSITIVE_CASES = ("dynamic", "moe", "condstep", "linalg", "lbfgs", "plateau", "swa",
                            "parametrize", "sparse", "gnn", "ppo", "reentrant", "beam", "encpad",
                            "packed", "bncma", "qat", "pcgrad", "latechange", "anomaly", "zerocopy",

@@ -21,6 +21,7 @@ CASE: mlp mlp_item gpt amp sidestream lastbatch partgraph gemm cnn lstm dynamic 
       tritonop jiterator layerdrop tf32toggle latechange
       ensemble anomaly signbits dirtyfn offsetview
       oddbytes prefetch evring zerocopy autotune
+      memops bgeval streamchurn hostpause cpuadam
       pipeline2 ddp2 (or "list")
 
 --steps N is the total number of training steps; the first W (--warmup) are untimed.
@@ -104,7 +105,15 @@ memory or the GPU, or none; the probe's mean square logit), evring
 " l=<hex>,<hex>,<hex> o=<order> h=<hints>" (each model's loss, the order the models ran in,
 whose features each took as its hint), zerocopy " h=<hex> s=<float.hex>" (the loss as the
 host read it from mapped memory, the input scale) and autotune " M=<n> k=<n>" (the batch rows,
-the batch sizes tuned so far) on every line. ppo's loss is the mean of
+the batch sizes tuned so far) on every line; memops " s=<bits> m=<off>+<n>:<k> c=<n>,<n>" (the
+chunks signalled with the step's tag; the memset's offset, count and scale index; checksums of the
+flags and of the scales), streamchurn " s=<kinds> d=e|l" (each side stream blocking, non-blocking
+or non-blocking of high priority; destroyed at once or after the step), hostpause
+" p=<point><ms><s|w>,..." (the step's host pauses, or " p=-") and cpuadam " w=<float.hex>" (a
+checksum of the first layer's pinned host weight after the CPU step) on every line, bgeval
+" ev=<hex> acc=<n>" (the evaluator thread's loss and correct count for the snapshot of that
+step) every 8th step and " lr=<float.hex>" (the learning rate after its adjustment) every 40th.
+ppo's loss is the mean of
 its 8 minibatch losses, wgangp's the critic's. decode is inference, not training: its "loss" is the sum of the chosen
 tokens' logits.
 No-sync cases keep the losses in a preallocated GPU tensor and read them after the loop.
@@ -7608,6 +7617,545 @@ class AutotuneWorkload(TaskWorkload):
         return super().loss_lines()
 
 
+# --------------------------------------------------------------------------- eleventh red-team round
+# Patterns the rounds before leave out, each chosen for what a tool that holds launches back
+# and replays them as graphs could get wrong: stream memory operations (cuStreamWriteValue32
+# and cuMemsetD32Async, through PyTorch's symm_mem ops, as copy-engine collectives signal
+# chunks) whose values change every step and which a same-stream copy must read before; an
+# evaluator thread sharing the legacy default stream with the training thread (and the
+# autograd thread), the caching allocator handing blocks between the threads by stream order
+# alone, with a read-back from that thread; streams made and destroyed every step by the
+# runtime and the driver (blocking and non-blocking, two priorities: a handle the driver
+# hands out again may come back with other flags), destroyed while their work is pending,
+# ordered by the legacy stream's implicit synchronization on some steps; host stalls of 0.5
+# to 12 ms, around the idle flush's threshold, at host-chosen points of the step, one of
+# them on the autograd thread mid-backward; and an optimizer offloaded to the CPU as torchao's
+# CPUOffloadOptimizer does it (gradients copied to pinned memory from post-accumulate hooks on
+# the autograd thread, a fused CPU AdamW after each copy's event, the weights copied back on
+# the same side stream).
+
+class MemOpsWorkload(TaskWorkload):
+    """Stream memory operations as copy-engine collectives and async tensor parallelism use
+    them to signal chunks (torch.ops.symm_mem.stream_write_value32_, a cuStreamWriteValue32
+    of a 32-bit value into device memory, and torch.ops.symm_mem.memset32_, a
+    cuMemsetD32Async; both through PyTorch's driver-API table, on ordinary device memory, one
+    GPU): every step a copy stream forked from the compute stream (wait_stream) first clones
+    the 8 chunk flags (a device-to-device copy that must read them before this step's
+    writes), then for each of 8 chunks copies 8 rows of a 8192-row GPU bank at a row offset a
+    seeded host random.Random draws anew into the batch buffer, writes the offset into the
+    chunk's second flag and the chunk's flag: the step's tag (0x7FFFFF00 + step, so it crosses
+    2**31 at step 256) for about 80 % of the chunks, else the tag it last signalled (the same
+    launch sequence every step, only the values change); then memset32_ writes the float32
+    bits of 1 + k/16 (k from the host RNG) over a host-drawn range (offset and count) of a
+    256-word scale vector that is never reset, so each scale keeps the last memset that
+    covered it. Still on the copy stream, kernels read the flags back: a chunk is ready
+    where its flag equals the tag, its age is the tag minus the cloned flag (clamped to
+    1..8), its weight 1 + 0.1 (offset mod 5) when ready and 0.25 / age when not, written
+    into a persistent buffer with checksums of the flags and the scales. The compute stream
+    waits for the copy stream, scales the batch's columns by the scale vector (viewed as
+    float32), labels it by a fixed projection and trains the MLP on the chunk-weighted
+    cross-entropy; AdamW (foreach). A tool that replays a memop or memset with the value,
+    offset or count it recorded, forwards one ahead of held work on its stream (the clone
+    then reads this step's flags), or drops one, trains on other weights and scales. The
+    signalled chunks, the memset and the checksums end every line
+    (" s=<bits> m=<off>+<n>:<k> c=<n>,<n>"). No sync in the loop."""
+
+    chunks, nbank, tag0, p_signal = 8, 8192, 0x7FFFFF00, 0.8
+    one_bits = 0x3F800000                      # float32 1.0
+
+    def setup(self, mode="eager"):
+        import random
+        try:
+            import torch.distributed._symmetric_memory  # noqa: F401  (the symm_mem ops' Python side)
+        except Exception:  # noqa: BLE001 (the ops are registered by libtorch itself; this only adds helpers)
+            pass
+        try:
+            self.write32 = torch.ops.symm_mem.stream_write_value32_
+            self.memset32 = torch.ops.symm_mem.memset32_
+        except (AttributeError, RuntimeError) as e:
+            raise RuntimeError("memops: this torch has no symm_mem.stream_write_value32_ / memset32_ (%s)" % e)
+        B, D, C = self.batch, self.din, self.chunks
+        self.rows = B // C
+        self.model = MLP(D, self.hidden, self.nout, layers=4).to(self.dev)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
+        self.label_setup()
+        self.bank = torch.randn(self.nbank, D, device=self.dev, generator=self.gen)
+        self.xbuf = torch.zeros(B, D, device=self.dev)
+        self.wbuf = torch.ones(C, device=self.dev)
+        self.flags = torch.zeros(2 * C, dtype=torch.int32, device=self.dev)     # tags, then row offsets
+        self.scales = torch.full((D,), self.one_bits, dtype=torch.int32, device=self.dev)
+        self.flags_u, self.scales_u = self.flags.view(torch.uint32), self.scales.view(torch.uint32)
+        self.mix_f = torch.randint(1, 1 << 20, (2 * C,), dtype=torch.int64, device=self.dev, generator=self.gen)
+        self.mix_s = torch.randint(1, 1 << 20, (D,), dtype=torch.int64, device=self.dev, generator=self.gen)
+        self.ck = torch.zeros(self.steps, 2, dtype=torch.int64, device=self.dev)
+        self.copy_stream = torch.cuda.Stream()
+        self.last_tag = [0] * C
+        self.rng = random.Random(8086)
+        self.notes = {}
+
+    def step(self, i):
+        r, C, R, D = self.rng, self.chunks, self.rows, self.din
+        tag = (self.tag0 + i) & 0xFFFFFFFF
+        offs = [r.randrange(0, self.nbank - R + 1) for _ in range(C)]
+        sig = [r.random() < self.p_signal for _ in range(C)]
+        m_off = r.randrange(0, D)
+        m_cnt = r.randint(1, min(64, D - m_off))
+        k = r.randrange(16)
+        main, cs = torch.cuda.current_stream(), self.copy_stream
+        cs.wait_stream(main)                                  # the step before read xbuf, wbuf and scales
+        with torch.cuda.stream(cs):
+            prev = self.flags[:C].clone()                     # must see the flags before this step's writes
+            for c in range(C):
+                o = offs[c]
+                self.xbuf[c * R:(c + 1) * R].copy_(self.bank[o:o + R])
+                self.write32(self.flags_u, C + c, o)
+                if sig[c]:
+                    self.last_tag[c] = tag
+                self.write32(self.flags_u, c, self.last_tag[c])
+            self.memset32(self.scales_u, m_off, self.one_bits + (k << 19), m_cnt)
+            fl = self.flags.long() & 0xFFFFFFFF
+            ready = (fl[:C] == tag).float()
+            age = (tag - (prev.long() & 0xFFFFFFFF)).clamp(1, 8).float()
+            w = ready * (1.0 + 0.1 * (fl[C:] % 5).float()) + (1.0 - ready) * (0.25 / age)
+            self.wbuf.copy_(w)
+            self.ck[i, 0].copy_((fl * self.mix_f).sum())
+            self.ck[i, 1].copy_((self.scales.long() * self.mix_s).sum())
+        main.wait_stream(cs)
+        x = self.xbuf * self.scales.view(torch.float32)
+        y = (x @ self.label_proj).argmax(dim=-1)
+        wrow = self.wbuf.repeat_interleave(R)
+        self.opt.zero_grad(set_to_none=True)
+        per = F.cross_entropy(self.model(x), y, reduction="none")
+        loss = (per * wrow).sum() / wrow.sum()
+        loss.backward()
+        self.opt.step()
+        self.notes[i] = "s=%s m=%d+%d:%d" % ("".join("1" if s else "0" for s in sig), m_off, m_cnt, k)
+        return loss.detach()
+
+    def loss_lines(self):
+        ck = self.ck.tolist()
+        for i, n in self.notes.items():
+            self.extra[i] = "%s c=%d,%d" % (n, ck[i][0], ck[i][1])
+        return super().loss_lines()
+
+
+class BgEvalWorkload(TaskWorkload):
+    """An evaluator thread that shares the default stream with training, as scripts that
+    evaluate snapshots in the background without a stream of their own do: every 8th step,
+    after the optimizer step, the training thread clones every parameter (on the legacy
+    default stream) and hands the clones to a Python thread through a queue.Queue; that
+    thread (its current stream the same default stream, grad mode off) copies them into an
+    eval-mode copy of the model (_foreach_copy_), re-seeds a CUDA generator of its own with
+    the snapshot's step, and scores 4 held-out batches of 256 samples with noise from that
+    generator, then reads the summed loss and the correct count back with .tolist() (a sync
+    from that thread while the training thread keeps launching) and writes the loss into a
+    GPU buffer; the clones are freed by that thread, so the caching allocator hands their
+    blocks to the training thread's next allocations, ordered by nothing but the one stream.
+    Meanwhile the training thread (MLP, 6 layers, dropout 0.1, AdamW foreach) goes on, its
+    backward on the autograd thread: three threads issue work to one stream at once, in an
+    order the GIL picks anew in every run. Every 40th step the training thread waits for
+    every evaluation so far (Queue.join) and lowers its learning rate (a Python float, a
+    kernel argument) by 0.7 when the newest evaluation did not improve on the best. A tool
+    that holds one thread's launches while another thread's launches on the same stream go
+    out (a block freed in one thread reused by the other before the kernel that read it
+    ran), or answers one thread's synchronize before another thread's held work ran, gives
+    other values. The evaluation's loss and correct count as that thread read them end
+    every 8th line (" ev=<hex> acc=<n>"), the learning rate every 40th (" lr=<float.hex>").
+    No sync in the training thread but the waits every 40 steps."""
+
+    hidden, every, adjust_every, neval, eval_batches = 512, 8, 40, 256, 4
+
+    def setup(self, mode="eager"):
+        import copy
+        import queue
+        import threading
+        self.model = MLP(self.din, self.hidden, self.nout, layers=6, dropout=0.1).to(self.dev)
+        self.params = list(self.model.parameters())
+        self.lr = 1e-3
+        self.opt = torch.optim.AdamW(self.params, lr=self.lr, weight_decay=0.01, foreach=True)
+        self.label_setup()
+        self.emodel = copy.deepcopy(self.model).eval()
+        self.emodel.requires_grad_(False)
+        self.eparams = list(self.emodel.parameters())
+        self.ex = torch.randn(self.eval_batches, self.neval, self.din, device=self.dev, generator=self.gen)
+        self.ey = (self.ex @ self.label_proj).argmax(dim=-1)
+        self.egen = torch.Generator(device=self.dev)
+        self.ev_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.results, self.lrs = {}, {}
+        self.best = None
+        self.failure = None
+        self.jobs = queue.Queue()
+        self.thread = threading.Thread(target=self.evaluator, name="workloads-bgeval", daemon=True)
+        self.thread.start()
+
+    def evaluator(self):
+        with torch.cuda.device(self.dev):
+            while True:
+                job = self.jobs.get()
+                try:
+                    if job is None:
+                        return
+                    if self.failure is None:
+                        self.evaluate(*job)
+                except BaseException as e:  # noqa: BLE001 (handed to the training thread)
+                    self.failure = e
+                finally:
+                    job = None
+                    self.jobs.task_done()
+
+    def evaluate(self, k, snap):
+        with torch.no_grad():
+            torch._foreach_copy_(self.eparams, snap)
+            snap.clear()                                     # the clones are freed here, in this thread
+            self.egen.manual_seed(9000 + k)
+            losses, hits = [], []
+            for b in range(self.eval_batches):
+                x = self.ex[b] + 0.1 * torch.randn(self.neval, self.din, device=self.dev, generator=self.egen)
+                logits = self.emodel(x)
+                losses.append(F.cross_entropy(logits, self.ey[b]))
+                hits.append((logits.argmax(dim=-1) == self.ey[b]).sum())
+            tot = torch.stack(losses).sum()
+            self.ev_buf[k].copy_(tot)
+            vals = torch.stack([tot, torch.stack(hits).sum().float()]).tolist()   # a sync from this thread
+        self.results[k] = (vals[0], int(vals[1]) if math.isfinite(vals[1]) else -1)
+
+    def check(self):
+        if self.failure is not None:
+            raise RuntimeError("bgeval: the evaluator thread failed: %r" % (self.failure,))
+
+    def step(self, i):
+        self.check()
+        x, y = self.batch_for(i)
+        self.opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(self.model(x), y)
+        loss.backward()
+        self.opt.step()
+        if i % self.every == self.every - 1:
+            self.jobs.put((i, [p.detach().clone() for p in self.params]))
+        if i % self.adjust_every == self.adjust_every - 1:
+            self.jobs.join()                                 # every evaluation so far is done
+            self.check()
+            ev = self.results[i][0]
+            if self.best is None or ev < self.best:
+                self.best = ev
+            else:
+                self.lr *= 0.7
+                self.opt.param_groups[0]["lr"] = self.lr
+            self.lrs[i] = self.lr
+        return loss
+
+    def loss_lines(self):
+        self.jobs.join()
+        self.check()
+        for k, (ev, acc) in self.results.items():
+            self.extra[k] = "ev=%s acc=%d" % (f32_hex(ev), acc)
+        for i, lr in self.lrs.items():
+            self.extra[i] = (self.extra[i] + " " if i in self.extra else "") + "lr=" + float.hex(lr)
+        return super().loss_lines()
+
+    def finish(self):
+        self.jobs.put(None)
+        self.thread.join(timeout=60)
+
+
+class StreamChurnWorkload(TaskWorkload):
+    """Streams made and destroyed every step outside PyTorch's pool, as code that borrows
+    streams from other libraries (CuPy, DALI, TensorRT contexts) does, wrapped in
+    torch.cuda.ExternalStream: every step two streams are made, each either blocking (the
+    runtime's cudaStreamCreate through torch.cuda.cudart(), "b") or non-blocking (the
+    driver's cuStreamCreateWithPriority through ctypes, priority 0, "n", or -1, "p"), so a
+    handle the driver hands out again may come back with other flags. The batch is drawn on
+    the legacy default stream; on the first stream a spin (torch.cuda._sleep) and an
+    augmentation (noise from a CUDA generator of its own) written into a persistent buffer,
+    on the second a spin and a frozen teacher's soft targets written into another, an event
+    recorded on each. A non-blocking stream is forked by wait_stream; a blocking one is
+    ordered after the batch by the legacy stream's implicit synchronization alone. The
+    streams are destroyed either at once ("e"), their spins and kernels still pending
+    (cudaStreamDestroy and cuStreamDestroy return at once and the work completes), the
+    default stream then waiting on their events, or after the step ("l"), the default
+    stream then waiting on the events of the non-blocking ones and on nothing for a blocking
+    one (its next op waits for it implicitly). The kinds and the destroy point change
+    together every 3 to 9 steps (a seeded host random.Random). The student (MLP) trains on
+    the augmented batch with cross-entropy plus KL to the soft targets; AdamW (foreach).
+    Every 50 steps torch._C._cuda_clearCublasWorkspaces() and torch.cuda.empty_cache() give
+    back the cuBLAS workspaces and the blocks PyTorch keeps per stream handle (the GEMMs then
+    get new workspaces at other addresses). A tool that drops work held on a destroyed stream, issues it onto the dead handle,
+    keeps a destroyed stream's flags or priority for the new stream with its handle (the
+    implicit order lost), or drops the wait on an event whose stream is gone, reads an old
+    buffer. The kinds and the destroy point end every line (" s=<kinds> d=e|l"). No sync in the
+    loop but empty_cache's."""
+
+    sleep_cycles, run_min, run_max, cache_every = 200000, 3, 9, 50
+
+    def setup(self, mode="eager"):
+        import ctypes
+        import random
+        self.ct = ctypes
+        self.cudart = torch.cuda.cudart()
+        cu = ctypes.CDLL("libcuda.so.1")
+        self.cu_create = cu.cuStreamCreateWithPriority
+        self.cu_create.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint, ctypes.c_int]
+        self.cu_create.restype = ctypes.c_int
+        self.cu_destroy = cu.cuStreamDestroy_v2
+        self.cu_destroy.argtypes = [ctypes.c_void_p]
+        self.cu_destroy.restype = ctypes.c_int
+        h = self.hidden
+        self.model = MLP(self.din, h, self.nout, layers=4).to(self.dev)
+        self.teacher = MLP(self.din, h, self.nout, layers=3).to(self.dev)
+        self.teacher.requires_grad_(False)
+        self.teacher.eval()
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
+        self.label_setup()
+        self.aug_gen = torch.Generator(device=self.dev)
+        self.aug_gen.manual_seed(4040)
+        self.xa = torch.zeros(self.batch, self.din, device=self.dev)
+        self.soft = torch.zeros(self.batch, self.nout, device=self.dev)
+        self.rng = random.Random(2468)
+        self.run_left, self.cfg = 0, None
+        self.notes = {}
+
+    def make_stream(self, kind):
+        h = self.ct.c_void_p()
+        if kind == "b":                                      # the runtime's: blocking
+            rc = self.cudart.cudaStreamCreate(self.ct.addressof(h))
+            ok = rc == self.cudart.cudaError.success
+        else:                                                # the driver's: CU_STREAM_NON_BLOCKING
+            rc = self.cu_create(self.ct.byref(h), 1, 0 if kind == "n" else -1)
+            ok = rc == 0
+        if not ok or not h.value:
+            raise RuntimeError("streamchurn: making a stream of kind %s failed (%r)" % (kind, rc))
+        return h.value
+
+    def drop_stream(self, kind, handle):
+        if kind == "b":
+            rc = self.cudart.cudaStreamDestroy(handle)
+            ok = rc == self.cudart.cudaError.success
+        else:
+            rc = self.cu_destroy(handle)
+            ok = rc == 0
+        if not ok:
+            raise RuntimeError("streamchurn: destroying a stream of kind %s failed (%r)" % (kind, rc))
+
+    def step(self, i):
+        if self.run_left == 0:
+            self.cfg = (self.rng.choice("bnp"), self.rng.choice("bnp"), self.rng.choice("el"))
+            self.run_left = self.rng.randint(self.run_min, self.run_max)
+        self.run_left -= 1
+        ka, kt, when = self.cfg
+        main = torch.cuda.current_stream()
+        x, y = self.batch_for(i)                             # on the legacy default stream
+        ha, ht = self.make_stream(ka), self.make_stream(kt)
+        A = torch.cuda.ExternalStream(ha, device=self.dev)
+        T = torch.cuda.ExternalStream(ht, device=self.dev)
+        ea, et = torch.cuda.Event(), torch.cuda.Event()
+        for s, kind in ((A, ka), (T, kt)):
+            if kind != "b":
+                s.wait_stream(main)                          # a blocking stream waits for legacy work by itself
+        with torch.cuda.stream(A):
+            torch.cuda._sleep(self.sleep_cycles)
+            noise = torch.randn(x.shape, device=self.dev, generator=self.aug_gen)
+            self.xa.copy_(x * 1.1 + 0.05 * noise)
+            ea.record(A)
+        with torch.cuda.stream(T):
+            torch.cuda._sleep(self.sleep_cycles)
+            with torch.no_grad():
+                self.soft.copy_(F.softmax(self.teacher(x) / 2.0, dim=-1))
+            et.record(T)
+        del noise
+        if when == "e":                                      # their work still pending
+            self.drop_stream(ka, ha)
+            self.drop_stream(kt, ht)
+        for ev, kind in ((ea, ka), (et, kt)):
+            if kind != "b" or when == "e":
+                main.wait_event(ev)                          # else the legacy stream's next op waits for it
+        self.opt.zero_grad(set_to_none=True)
+        logits = self.model(self.xa)
+        loss = F.cross_entropy(logits, y) + F.kl_div(F.log_softmax(logits / 2.0, dim=-1), self.soft,
+                                                     reduction="batchmean")
+        loss.backward()
+        self.opt.step()
+        if when == "l":
+            self.drop_stream(ka, ha)
+            self.drop_stream(kt, ht)
+        if i % self.cache_every == self.cache_every - 1:
+            clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+            if clear is not None:
+                clear()                                      # cuBLAS workspaces are kept per stream handle
+            torch.cuda.empty_cache()
+        self.notes[i] = "s=%s%s d=%s" % (ka, kt, when)
+        return loss
+
+    def loss_lines(self):
+        for i, n in self.notes.items():
+            self.extra[i] = n
+        return super().loss_lines()
+
+
+class HostPauseWorkload(TaskWorkload):
+    """Host stalls at unpredictable points of the step, as garbage-collector pauses, logging,
+    checkpoint I/O and slow data loading make them: every step a seeded host random.Random
+    plans 0 to 3 pauses, each at one of seven points (x: after the batch is drawn; f: in a
+    forward hook on the third Linear, mid-forward; l: after the loss, before backward; h: in
+    a tensor hook on the third block's output, on the autograd thread mid-backward, with the
+    main thread blocked in backward(); b: after backward; o: between the body's AdamW and the
+    head's SGD; s: after both steps), of 0.5, 3, 4.5, 5, 5.5, 6.5, 9 or 12 ms (around and past a
+    launch-holding tool's idle-flush threshold of a few milliseconds), either time.sleep or a
+    busy wait on time.perf_counter with no system call. The MLP (6 layers, dropout 0.1);
+    AdamW (foreach) on the body and SGD with momentum (foreach) on the head. Eagerly the
+    pauses change nothing but time. A tool that issues held work when the host goes quiet
+    races, at each pause's end, its flush against the program's next launch (and the
+    autograd thread's, in backward); one that splits a run there and replays the rest with
+    the wrong part, or issues held work twice or not at all, trains on other values. The
+    pauses end every line (" p=<point><ms><s|w>,...", s for a spin, w for a sleep, or
+    " p=-"). No sync in the loop."""
+
+    hidden = 512
+    points = "xflhbos"
+    lengths_ms = (0.5, 3.0, 4.5, 5.0, 5.5, 6.5, 9.0, 12.0)
+
+    def setup(self, mode="eager"):
+        import random
+        self.model = MLP(self.din, self.hidden, self.nout, layers=6, dropout=0.1).to(self.dev)
+        net = self.model.net
+        self.opt = torch.optim.AdamW(net[:-1].parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
+        self.opt_head = torch.optim.SGD(net[-1].parameters(), lr=0.01, momentum=0.9, foreach=True)
+        self.label_setup()
+        net[6].register_forward_hook(lambda mod, inp, out: self.pause("f"))
+        self.rng = random.Random(1357)
+        self.plan = {}
+        self.notes = {}
+
+    def pause(self, point):
+        for ms, spin in self.plan.get(point, ()):
+            if spin:
+                t_end = time.perf_counter() + ms * 1e-3
+                while time.perf_counter() < t_end:
+                    pass
+            else:
+                time.sleep(ms * 1e-3)
+
+    def grad_hook(self, g):
+        self.pause("h")                                      # on the autograd thread
+
+    def step(self, i):
+        r = self.rng
+        plan, notes = {}, []
+        for _ in range(r.choice((0, 1, 1, 2, 3))):
+            point, ms, spin = r.choice(self.points), r.choice(self.lengths_ms), r.random() < 0.5
+            plan.setdefault(point, []).append((ms, spin))
+            notes.append("%s%g%s" % (point, ms, "s" if spin else "w"))
+        self.plan = plan
+        net = self.model.net
+        x, y = self.batch_for(i)
+        self.pause("x")
+        self.opt.zero_grad(set_to_none=True)
+        self.opt_head.zero_grad(set_to_none=True)
+        h = net[:9](x)                                       # the forward hook pauses in here
+        h.register_hook(self.grad_hook)
+        loss = F.cross_entropy(net[9:](h), y)
+        self.pause("l")
+        loss.backward()
+        self.pause("b")
+        self.opt.step()
+        self.pause("o")
+        self.opt_head.step()
+        self.pause("s")
+        self.notes[i] = "p=" + (",".join(notes) if notes else "-")
+        return loss
+
+    def loss_lines(self):
+        for i, n in self.notes.items():
+            self.extra[i] = n
+        return super().loss_lines()
+
+
+class CPUAdamWorkload(TaskWorkload):
+    """The optimizer offloaded to the CPU as torchao's CPUOffloadOptimizer does it (its
+    logic written out here, offload_gradients=True): every parameter of 4096 elements or
+    more has a pinned host copy and a pinned host gradient, and a fused CPU AdamW of its own;
+    a post-accumulate-grad hook (on the autograd thread, mid-backward) makes a side stream
+    wait for the current stream, copies the gradient into the pinned host gradient there
+    (non_blocking), records an event on the side stream (Stream.record_event) into an
+    ordered queue, then record_stream()s the GPU gradient to the side stream and drops it
+    (the caching allocator records an event there at the free and queries it before reuse).
+    The smaller parameters (the biases) stay on the GPU under a fused CUDA AdamW, stepped
+    first. step() then, parameter by parameter in the order backward reached them,
+    synchronizes the gradient's event, runs the CPU AdamW on the pinned copy, and copies
+    the pinned copy back into the GPU parameter on the side stream (non_blocking), the next
+    parameter's CPU step overlapping that copy; finally it synchronizes the side stream, so
+    the next forward reads the new weights. A cosine schedule sets every optimizer's learning
+    rate (a Python float) each step. The MLP (4 layers, dropout 0.1). A tool that lets a
+    device-to-host copy overtake held backward kernels that wrote the gradient (ordered only
+    by the side stream's wait), answers an event or the side stream's synchronize before
+    the copies behind it ran, or replays a host-to-device copy of an earlier step, trains on
+    other weights. A checksum of the first layer's pinned weight after the step (every 997th
+    element summed in float64 on the host) ends every line (" w=<float.hex>"). A sync every
+    step (the events, the side stream)."""
+
+    syncs = True
+    minimal_size, lr0, lr_min = 4096, 1e-3, 1e-4
+
+    def setup(self, mode="eager"):
+        self.model = MLP(self.din, self.hidden, self.nout, layers=4, dropout=0.1).to(self.dev)
+        self.label_setup()
+        self.side = torch.cuda.Stream()
+        self.host = {}                                       # GPU parameter -> its pinned copy
+        self.cpu_opts = {}
+        self.queue = {}
+        small = []
+        for p in self.model.parameters():
+            if p.numel() < self.minimal_size:
+                small.append(p)
+                continue
+            ph = torch.empty(p.shape, pin_memory=True)
+            ph.grad = torch.empty(p.shape, pin_memory=True)
+            ph.copy_(p.detach(), non_blocking=True)
+            self.host[p] = ph
+            p.register_post_accumulate_grad_hook(self.grad_hook)
+            self.cpu_opts[p] = torch.optim.AdamW([ph], lr=self.lr0, weight_decay=0.01, fused=True)
+        self.gpu_opt = torch.optim.AdamW(small, lr=self.lr0, weight_decay=0.01, fused=True)
+        self.first = self.host[self.model.net[0].weight]
+        self.sums = {}
+
+    def grad_hook(self, p):
+        if p.grad is None:
+            return
+        self.side.wait_stream(torch.cuda.current_stream())   # backward has written this gradient
+        with torch.cuda.stream(self.side):
+            self.host[p].grad.copy_(p.grad, non_blocking=True)
+        self.queue.pop(p, None)
+        self.queue[p] = self.side.record_event()
+        p.grad.record_stream(self.side)
+        p.grad = None
+
+    def step(self, i):
+        lr = self.lr_min + 0.5 * (self.lr0 - self.lr_min) * (1.0 + math.cos(math.pi * i / self.steps))
+        for opt in [self.gpu_opt] + list(self.cpu_opts.values()):
+            opt.param_groups[0]["lr"] = lr
+        x, y = self.batch_for(i)
+        self.gpu_opt.zero_grad(set_to_none=True)
+        for p in self.host:
+            p.grad = None
+        loss = F.cross_entropy(self.model(x), y)
+        loss.backward()
+        with torch.no_grad():
+            self.gpu_opt.step()
+            for p, ev in self.queue.items():
+                ev.synchronize()
+                self.cpu_opts[p].step()
+                with torch.cuda.stream(self.side):
+                    p.copy_(self.host[p], non_blocking=True)
+            self.side.synchronize()                          # the next forward reads the new weights
+            self.queue.clear()
+        self.sums[i] = float.hex(float(self.first.view(-1)[::997].double().sum()))
+        return loss
+
+    def loss_lines(self):
+        for i, s in self.sums.items():
+            self.extra[i] = "w=" + s
+        return super().loss_lines()
+
+
 WORKLOADS = {
     "mlp": ClassifierWorkload,
     "mlp_item": MLPItem,
@@ -7712,6 +8260,11 @@ WORKLOADS = {
     "evring": EvRingWorkload,
     "zerocopy": ZeroCopyWorkload,
     "autotune": AutotuneWorkload,
+    "memops": MemOpsWorkload,
+    "bgeval": BgEvalWorkload,
+    "streamchurn": StreamChurnWorkload,
+    "hostpause": HostPauseWorkload,
+    "cpuadam": CPUAdamWorkload,
     "pipeline2": Pipeline2Workload,
     "ddp2": DDP2Workload,
 }
