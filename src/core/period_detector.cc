@@ -16,13 +16,15 @@ uint64_t nextPow2(uint64_t v) {
 
 PeriodDetector::PeriodDetector(uint32_t warmup, uint32_t maxPeriod)
     : warmup_(std::max<uint32_t>(warmup, 1)), max_period_(maxPeriod) {
-  ring_ = ZeroedArray<uint64_t>(nextPow2(uint64_t(maxPeriod) + kGram + 1));
+  // (The long gram's rolling hash reads the token kLongGram back.)
+  ring_ = ZeroedArray<uint64_t>(nextPow2(std::max<uint64_t>(uint64_t(maxPeriod) + kGram + 1, kLongGram + 1)));
   ring_mask_ = ring_.size() - 1;
   ops_before_ = ZeroedArray<uint64_t>(ring_.size());
   // Buckets for four grams of the longest period each: a bucket overflows
   // (and loses its oldest gram) only when some hold twice their share.
   const uint64_t buckets = nextPow2((uint64_t(maxPeriod) * 4 + 64) / kGramWays);
   grams_ = ZeroedArray<GramBucket>(buckets);
+  long_grams_ = ZeroedArray<GramBucket>(buckets);
   gram_mask_ = buckets - 1;
 }
 
@@ -31,6 +33,8 @@ void PeriodDetector::reset() {
   ops_pushed_ = 0;
   last_boundary_ = 0;
   std::fill(grams_.begin(), grams_.end(), GramBucket{});
+  std::fill(long_grams_.begin(), long_grams_.end(), GramBucket{});
+  rolling_ = 0;
   num_candidates_ = 0;
 }
 
@@ -41,6 +45,54 @@ GRAFT_HOT uint64_t PeriodDetector::opsInPeriod(uint32_t period, uint64_t last) c
 GRAFT_HOT bool PeriodDetector::delimited(uint32_t period, uint64_t last) const {
   // Every window of a period holds the same tokens.
   return last_boundary_ > last + 1 - period;
+}
+
+GRAFT_HOT void PeriodDetector::noteGram(ZeroedArray<GramBucket>& index, uint64_t mixed, uint64_t i) {
+  GramEntry* bucket = index[mixed & gram_mask_].ways;
+  const uint32_t tag = uint32_t(mixed >> 32);
+  const uint32_t now = uint32_t(i) == 0 ? 1 : uint32_t(i);  // (the gram's last position) + 1
+  // This gram's entry, else an empty one, else the oldest.
+  GramEntry* entry = nullptr;
+  GramEntry* oldest = bucket;
+  for (size_t w = 0; w < kGramWays; ++w) {
+    GramEntry& e = bucket[w];
+    if (e.pos != 0 && e.tag == tag) {
+      entry = &e;
+      break;
+    }
+    if (oldest->pos != 0 && (e.pos == 0 || uint32_t(now - e.pos) > uint32_t(now - oldest->pos))) oldest = &e;
+  }
+  // Positions are kept modulo 2^32: `period` is exact for an entry written
+  // in the last 2^32 tokens; an older one (or another gram's) may propose
+  // a wrong period, which the tokens turn down: a candidate starts with a
+  // run of kGram + 1, the last kGram tokens and this one (the ring holds
+  // max_period_ + kGram + 1 tokens).
+  const uint32_t period = entry ? now - entry->pos : 0;
+  bool repeats = period >= 1 && period <= max_period_ && i >= period + kGram;
+  for (uint32_t k = 0; repeats && k <= kGram; ++k) repeats = at(i - k) == at(i - k - period);
+  if (repeats) {
+    bool known = false;
+    for (size_t c = 0; c < num_candidates_; ++c) known |= candidates_[c].period == period;
+    if (!known) {
+      Candidate fresh{period, kGram + 1, 0};
+      if (num_candidates_ < kMaxCandidates) {
+        candidates_[num_candidates_++] = fresh;
+      } else {
+        // Replace the weakest unreported candidate.
+        size_t weakest = kMaxCandidates;
+        for (size_t c = 0; c < num_candidates_; ++c) {
+          if (candidates_[c].reports) continue;
+          if (weakest == kMaxCandidates || candidates_[c].run < candidates_[weakest].run) weakest = c;
+        }
+        if (weakest != kMaxCandidates) candidates_[weakest] = fresh;
+      }
+    }
+  }
+  if (!entry) {
+    entry = oldest;
+    entry->tag = tag;
+  }
+  entry->pos = now;
 }
 
 GRAFT_HOT PeriodDetector::Confirmation PeriodDetector::push(uint64_t tokenHash, uint64_t ops, bool boundary) {
@@ -61,61 +113,21 @@ GRAFT_HOT PeriodDetector::Confirmation PeriodDetector::push(uint64_t tokenHash, 
   }
   num_candidates_ = kept;
 
-  // New candidate from the gram (kGram tokens) that ended at the previous
-  // token: its bucket was prefetched then, while the program ran on.
-  if (i >= kGram) {
-    const uint64_t mixed = pending_gram_;
-    GramEntry* bucket = grams_[mixed & gram_mask_].ways;
-    const uint32_t tag = uint32_t(mixed >> 32);
-    const uint32_t now = uint32_t(i) == 0 ? 1 : uint32_t(i);  // (the gram's last position) + 1
-    // This gram's entry, else an empty one, else the oldest.
-    GramEntry* entry = nullptr;
-    GramEntry* oldest = bucket;
-    for (size_t w = 0; w < kGramWays; ++w) {
-      GramEntry& e = bucket[w];
-      if (e.pos != 0 && e.tag == tag) {
-        entry = &e;
-        break;
-      }
-      if (oldest->pos != 0 && (e.pos == 0 || uint32_t(now - e.pos) > uint32_t(now - oldest->pos))) oldest = &e;
-    }
-    // Positions are kept modulo 2^32: `period` is exact for an entry written
-    // in the last 2^32 tokens; an older one (or another gram's) may propose
-    // a wrong period, which the tokens turn down: a candidate starts with a
-    // run of kGram + 1, the gram and this token (the ring holds max_period_ +
-    // kGram + 1 tokens).
-    const uint32_t period = entry ? now - entry->pos : 0;
-    bool repeats = period >= 1 && period <= max_period_ && i >= period + kGram;
-    for (uint32_t k = 0; repeats && k <= kGram; ++k) repeats = at(i - k) == at(i - k - period);
-    if (repeats) {
-      bool known = false;
-      for (size_t c = 0; c < num_candidates_; ++c) known |= candidates_[c].period == period;
-      if (!known) {
-        Candidate fresh{period, kGram + 1, 0};
-        if (num_candidates_ < kMaxCandidates) {
-          candidates_[num_candidates_++] = fresh;
-        } else {
-          // Replace the weakest unreported candidate.
-          size_t weakest = kMaxCandidates;
-          for (size_t c = 0; c < num_candidates_; ++c) {
-            if (candidates_[c].reports) continue;
-            if (weakest == kMaxCandidates || candidates_[c].run < candidates_[weakest].run) weakest = c;
-          }
-          if (weakest != kMaxCandidates) candidates_[weakest] = fresh;
-        }
-      }
-    }
-    if (!entry) {
-      entry = oldest;
-      entry->tag = tag;
-    }
-    entry->pos = now;
-  }
+  // New candidates from the grams that ended at the previous token: their
+  // buckets were prefetched then, while the program ran on.
+  if (i >= kGram) noteGram(grams_, pending_gram_, i);
+  if (i >= kLongGram && longGramSampled(pending_long_gram_)) noteGram(long_grams_, pending_long_gram_, i);
   if (i + 1 >= kGram) {
     uint64_t gram = 0x6a09e667f3bcc909ull;
     for (uint32_t k = 0; k < kGram; ++k) gram = hashCombine(gram, at(i - k));
     pending_gram_ = mix64(gram);
     __builtin_prefetch(&grams_[pending_gram_ & gram_mask_], 1);
+  }
+  rolling_ = rolling_ * kRollBase + tokenHash;
+  if (i >= kLongGram) rolling_ -= at(i - kLongGram) * rollBasePower();
+  if (i + 1 >= kLongGram) {
+    pending_long_gram_ = mix64(rolling_ ^ 0xbb67ae8584caa73bull);
+    if (longGramSampled(pending_long_gram_)) __builtin_prefetch(&long_grams_[pending_long_gram_ & gram_mask_], 1);
   }
 
   Confirmation confirmed;

@@ -1,8 +1,15 @@
 // PeriodDetector: finds the period of a repeating token stream in amortized
 // O(1) per token.
 //
-// Candidate periods come from an n-gram index (the last position each run of
-// kGram tokens was seen, lossy: see GramEntry); each candidate keeps the length of its current run
+// Candidate periods come from two n-gram indexes (the last position each run
+// of kGram tokens, and of kLongGram tokens, was seen; lossy: see GramEntry).
+// The short grams find periods at once where tokens are varied; where a few
+// kernels make up a long step (tokens name kernels and shapes, not pointers),
+// every short gram recurs within a few tokens and proposes only short
+// distances, and the long grams (almost never repeated inside a step)
+// propose the step, or the two steps of a step that alternates (one long gram
+// in four is indexed: longGramSampled). Each
+// candidate keeps the length of its current run
 // (consecutive positions i with token[i] == token[i - period]). A candidate is
 // confirmed when its run covers `warmup` identical instances of the period,
 // i.e. run >= (warmup - 1) * period (at least one period). A confirmed
@@ -31,6 +38,7 @@ namespace graft::core {
 class PeriodDetector {
  public:
   static constexpr uint32_t kGram = 4;
+  static constexpr uint32_t kLongGram = 32;
   static constexpr size_t kMaxCandidates = 8;
   static constexpr uint64_t kShortRunOps = 32;
 
@@ -96,9 +104,29 @@ class PeriodDetector {
   struct alignas(64) GramBucket {
     GramEntry ways[kGramWays];
   };
+  // Notes the gram `mixed` that ended at token i - 1 (its last position) and
+  // proposes the distance to where it was seen before, when the tokens
+  // around both places agree, as a candidate.
+  void noteGram(ZeroedArray<GramBucket>& index, uint64_t mixed, uint64_t i);
   ZeroedArray<GramBucket> grams_;  // all zero: every entry empty
+  ZeroedArray<GramBucket> long_grams_;  // the same for the long grams
   uint64_t pending_gram_ = 0;  // the hash of the gram that ends at the last token pushed
-  uint64_t gram_mask_;  // bucket index mask
+  uint64_t pending_long_gram_ = 0;  // the same for the long gram
+  // The long gram's rolling hash: sum of token[i - k] * kRollBase^k over its
+  // last kLongGram tokens (mod 2^64), and kRollBase^kLongGram.
+  uint64_t rolling_ = 0;
+  static constexpr uint64_t kRollBase = 0x100000001b3ull;
+  // Only one long gram in four is indexed, chosen by its hash (bits neither
+  // the bucket nor the tag use), so the same grams are chosen in every
+  // instance of a period: a step still leaves hundreds of them, and the
+  // learning path reads the second index at one token in four.
+  static bool longGramSampled(uint64_t mixed) { return ((mixed >> 29) & 3) == 0; }
+  static constexpr uint64_t rollBasePower() {
+    uint64_t p = 1;
+    for (uint32_t k = 0; k < kLongGram; ++k) p *= kRollBase;
+    return p;
+  }
+  uint64_t gram_mask_;  // bucket index mask (both indexes)
   std::array<Candidate, kMaxCandidates> candidates_{};
   size_t num_candidates_ = 0;
 };
