@@ -1232,8 +1232,24 @@ void Engine::buildFromPeriod(const PeriodDetector::Confirmation& confirmed) {
     if (!t) return;
     tokens.push_back(t);
   }
-  // Start after a boundary when there is one; otherwise at a token that occurs
-  // once in the period, so the segment does not start on a common op.
+  // Holes (PeriodDetector): places where the instances the detector saw
+  // differ (a size or grid that changes every step). Their ops stay eager,
+  // between the graphs of the rest.
+  std::vector<bool> hole(period, false);
+  size_t holes = 0;
+  for (uint32_t back = 1; back < std::max<uint32_t>(config_.warmup, 2); ++back) {
+    if (end < uint64_t(period) * (back + 1)) break;
+    for (uint32_t k = 0; k < period; ++k) {
+      const Token* earlier = history_.token(end - uint64_t(period) * (back + 1) + k);
+      if (earlier && !hole[k] && earlier->hash != tokens[k]->hash) {
+        hole[k] = true;
+        ++holes;
+      }
+    }
+  }
+  // Start after a boundary when there is one; else after a hole; otherwise at
+  // a token that occurs once in the period, so the segment does not start on
+  // a common op.
   size_t start = 0;
   bool haveBoundary = false;
   for (size_t i = 0; i < tokens.size(); ++i) {
@@ -1243,7 +1259,13 @@ void Engine::buildFromPeriod(const PeriodDetector::Confirmation& confirmed) {
       break;
     }
   }
-  if (!haveBoundary) {
+  for (size_t i = 0; i < tokens.size() && !haveBoundary && holes; ++i) {
+    if (hole[i]) {
+      start = (i + 1) % tokens.size();
+      break;
+    }
+  }
+  if (!haveBoundary && !holes) {
     std::unordered_map<uint64_t, uint32_t> occurrences;
     for (const Token* t : tokens) ++occurrences[t->hash];
     for (size_t i = 0; i < tokens.size(); ++i) {
@@ -1256,7 +1278,7 @@ void Engine::buildFromPeriod(const PeriodDetector::Confirmation& confirmed) {
   // The second report of a short period without a boundary (a loop of a few
   // kernels, no sync) builds it unrolled (PeriodDetector::unrollFor).
   const size_t unroll = haveBoundary ? 1 : confirmed.unroll;
-  GRAFT_DEBUG("period of {} tokens confirmed (built {} time(s) unrolled)", period, unroll);
+  GRAFT_DEBUG("period of {} tokens confirmed (built {} time(s) unrolled, {} hole(s))", period, unroll, holes);
   // The run is the `unroll` periods that end where the period's window,
   // started at `start`, would wrap around: tokens the program issued in a
   // row, so their events are those of one stretch of the program (a window
@@ -1282,6 +1304,9 @@ void Engine::buildFromPeriod(const PeriodDetector::Confirmation& confirmed) {
     const Token* t = window.empty() ? tokens[(start + k) % tokens.size()] : window[k];
     if (t->boundary) {
       buildRun(run, true, false);
+      run.clear();
+    } else if (hole[(start + k) % tokens.size()]) {
+      buildRun(run, false, false);
       run.clear();
     } else {
       run.push_back(t);

@@ -24,16 +24,18 @@ PeriodDetector::PeriodDetector(uint32_t warmup, uint32_t maxPeriod)
   // (and loses its oldest gram) only when some hold twice their share.
   const uint64_t buckets = nextPow2((uint64_t(maxPeriod) * 4 + 64) / kGramWays);
   grams_ = ZeroedArray<GramBucket>(buckets);
-  long_grams_ = ZeroedArray<GramBucket>(buckets);
   gram_mask_ = buckets - 1;
+  const uint64_t longBuckets = std::max<uint64_t>(buckets / 4, 1);
+  long_grams_ = ZeroedArray<GramBucket>(longBuckets);
+  long_gram_mask_ = longBuckets - 1;
 }
 
 void PeriodDetector::reset() {
   pushed_ = 0;
   ops_pushed_ = 0;
   last_boundary_ = 0;
-  std::fill(grams_.begin(), grams_.end(), GramBucket{});
-  std::fill(long_grams_.begin(), long_grams_.end(), GramBucket{});
+  grams_.clear();
+  long_grams_.clear();
   rolling_ = 0;
   num_candidates_ = 0;
 }
@@ -47,8 +49,25 @@ GRAFT_HOT bool PeriodDetector::delimited(uint32_t period, uint64_t last) const {
   return last_boundary_ > last + 1 - period;
 }
 
-GRAFT_HOT void PeriodDetector::noteGram(ZeroedArray<GramBucket>& index, uint64_t mixed, uint64_t i) {
-  GramEntry* bucket = index[mixed & gram_mask_].ways;
+bool PeriodDetector::Candidate::takesHole(uint64_t i) {
+  const uint32_t phase = uint32_t(i % period);
+  for (uint32_t h = 0; h < holes; ++h) {
+    if (holePhase[h] == phase) {
+      holeLastHit[h] = uint32_t(i);
+      holeHits[h] = uint8_t(std::min(holeHits[h] + 1, 255));
+      return true;
+    }
+  }
+  if (holes >= std::min<uint64_t>(kMaxHoles, period / kShortRunOps)) return false;
+  holePhase[holes] = phase;
+  holeLastHit[holes] = uint32_t(i);
+  holeHits[holes++] = 1;
+  return true;
+}
+
+GRAFT_HOT void PeriodDetector::noteGram(ZeroedArray<GramBucket>& index, uint64_t mask, uint64_t mixed,
+                                        uint64_t i) {
+  GramEntry* bucket = index[mixed & mask].ways;
   const uint32_t tag = uint32_t(mixed >> 32);
   const uint32_t now = uint32_t(i) == 0 ? 1 : uint32_t(i);  // (the gram's last position) + 1
   // This gram's entry, else an empty one, else the oldest.
@@ -74,7 +93,7 @@ GRAFT_HOT void PeriodDetector::noteGram(ZeroedArray<GramBucket>& index, uint64_t
     bool known = false;
     for (size_t c = 0; c < num_candidates_; ++c) known |= candidates_[c].period == period;
     if (!known) {
-      Candidate fresh{period, kGram + 1, 0};
+      Candidate fresh{period, kGram + 1, 0, 0, {}, {}, {}};
       if (num_candidates_ < kMaxCandidates) {
         candidates_[num_candidates_++] = fresh;
       } else {
@@ -106,7 +125,8 @@ GRAFT_HOT PeriodDetector::Confirmation PeriodDetector::push(uint64_t tokenHash, 
   size_t kept = 0;
   for (size_t c = 0; c < num_candidates_; ++c) {
     Candidate cand = candidates_[c];
-    if (at(i - cand.period) == tokenHash) {
+    if ((at(i - cand.period) == tokenHash || cand.takesHole(i)) && (!cand.holes || cand.holesStillDiffer(i)))
+        [[likely]] {
       ++cand.run;
       candidates_[kept++] = cand;
     }
@@ -115,19 +135,21 @@ GRAFT_HOT PeriodDetector::Confirmation PeriodDetector::push(uint64_t tokenHash, 
 
   // New candidates from the grams that ended at the previous token: their
   // buckets were prefetched then, while the program ran on.
-  if (i >= kGram) noteGram(grams_, pending_gram_, i);
-  if (i >= kLongGram && longGramSampled(pending_long_gram_)) noteGram(long_grams_, pending_long_gram_, i);
+  if (i >= kGram) noteGram(grams_, gram_mask_, pending_gram_, i);
+  if (i >= kLongGram && longGramSampled(pending_long_gram_))
+    noteGram(long_grams_, long_gram_mask_, pending_long_gram_, i);
   if (i + 1 >= kGram) {
     uint64_t gram = 0x6a09e667f3bcc909ull;
     for (uint32_t k = 0; k < kGram; ++k) gram = hashCombine(gram, at(i - k));
     pending_gram_ = mix64(gram);
     __builtin_prefetch(&grams_[pending_gram_ & gram_mask_], 1);
   }
-  rolling_ = rolling_ * kRollBase + tokenHash;
-  if (i >= kLongGram) rolling_ -= at(i - kLongGram) * rollBasePower();
+  rolling_ = rolling_ * kRollBase + rollTerm(tokenHash);
+  if (i >= kLongGram) rolling_ -= rollTerm(at(i - kLongGram)) * kRollBasePower;
   if (i + 1 >= kLongGram) {
     pending_long_gram_ = mix64(rolling_ ^ 0xbb67ae8584caa73bull);
-    if (longGramSampled(pending_long_gram_)) __builtin_prefetch(&long_grams_[pending_long_gram_ & gram_mask_], 1);
+    if (longGramSampled(pending_long_gram_))
+      __builtin_prefetch(&long_grams_[pending_long_gram_ & long_gram_mask_], 1);
   }
 
   Confirmation confirmed;
@@ -135,6 +157,7 @@ GRAFT_HOT PeriodDetector::Confirmation PeriodDetector::push(uint64_t tokenHash, 
   for (size_t c = 0; c < num_candidates_; ++c) {
     Candidate& cand = candidates_[c];
     if (cand.reports == 2 || i + 1 < 2ull * cand.period || cand.run < base * cand.period) continue;
+    if (cand.holes && !cand.holesSeenTwice()) continue;
     const uint64_t unroll = delimited(cand.period, i) ? 1 : unrollFor(opsInPeriod(cand.period, i));
     Confirmation now;
     if (cand.reports == 0) {

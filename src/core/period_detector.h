@@ -16,11 +16,23 @@
 // candidate is reported once, and stays quiet until its run breaks.
 //
 // Short periods: a period without a boundary token and with fewer than
+// Short periods: a period without a boundary token and with fewer than
 // kShortRunOps ops (a loop of a few kernels and no sync) is best replayed
 // unrolled, unrollFor(ops) periods per graph. Such a candidate is reported a
 // second time, with that unroll factor, once its run covers `warmup`
 // instances of the unrolled sequence; a short repeat inside a longer
 // iteration (A B A B A B C) never gets there.
+//
+// Holes: a token that differs in every instance at one place of the period
+// (a memset or copy whose size, or a kernel whose grid, changes every step in
+// a step otherwise the same) would break every run. A candidate of at least
+// kShortRunOps tokens keeps its run through a mismatch at up to one place per
+// kShortRunOps tokens of its period (at most kMaxHoles), as long as the token
+// at each such place differs again in every later instance (a place that
+// matches once ends the candidate: a difference that moves is no hole; a
+// candidate is confirmed only once each hole differed twice); the
+// caller finds the places by comparing the instances, and issues those ops
+// eagerly between graphs.
 //
 // Threading: not thread-safe (engine lock). Allocates only in the constructor.
 #pragma once
@@ -41,6 +53,7 @@ class PeriodDetector {
   static constexpr uint32_t kLongGram = 32;
   static constexpr size_t kMaxCandidates = 8;
   static constexpr uint64_t kShortRunOps = 32;
+  static constexpr uint32_t kMaxHoles = 4;
 
   PeriodDetector(uint32_t warmup, uint32_t maxPeriod);
 
@@ -74,8 +87,28 @@ class PeriodDetector {
  private:
   struct Candidate {
     uint32_t period = 0;
-    uint64_t run = 0;
+    uint64_t run = 0;     // tokens that matched the one a period back, or fell on a hole
     uint8_t reports = 0;  // 0, 1 (at warmup periods), 2 (unrolled as well, or no unroll needed)
+    uint8_t holes = 0;
+    std::array<uint32_t, kMaxHoles> holePhase{};    // token index % period of each hole
+    std::array<uint32_t, kMaxHoles> holeLastHit{};  // low 32 bits of the last token index that differed there
+    std::array<uint8_t, kMaxHoles> holeHits{};      // differences seen there (saturating)
+    // Token `i` differs from the one a period back: true if it falls on a
+    // hole, or may open one (then it does).
+    bool takesHole(uint64_t i);
+    // False once a hole went a whole period without a difference.
+    bool holesStillDiffer(uint64_t i) const {
+      for (uint32_t h = 0; h < holes; ++h)
+        if (uint32_t(i) - holeLastHit[h] > period) return false;
+      return true;
+    }
+    // Every hole differed in two instances in a row at least (one that
+    // opened less than a period ago may yet match: not confirmed before).
+    bool holesSeenTwice() const {
+      for (uint32_t h = 0; h < holes; ++h)
+        if (holeHits[h] < 2) return false;
+      return true;
+    }
   };
   uint64_t at(uint64_t index) const { return ring_[index & ring_mask_]; }
   // Ops in the period that ends at token `last`, and whether a boundary token
@@ -107,7 +140,7 @@ class PeriodDetector {
   // Notes the gram `mixed` that ended at token i - 1 (its last position) and
   // proposes the distance to where it was seen before, when the tokens
   // around both places agree, as a candidate.
-  void noteGram(ZeroedArray<GramBucket>& index, uint64_t mixed, uint64_t i);
+  void noteGram(ZeroedArray<GramBucket>& index, uint64_t mask, uint64_t mixed, uint64_t i);
   ZeroedArray<GramBucket> grams_;  // all zero: every entry empty
   ZeroedArray<GramBucket> long_grams_;  // the same for the long grams
   uint64_t pending_gram_ = 0;  // the hash of the gram that ends at the last token pushed
@@ -116,17 +149,23 @@ class PeriodDetector {
   // last kLongGram tokens (mod 2^64), and kRollBase^kLongGram.
   uint64_t rolling_ = 0;
   static constexpr uint64_t kRollBase = 0x100000001b3ull;
-  // Only one long gram in four is indexed, chosen by its hash (bits neither
-  // the bucket nor the tag use), so the same grams are chosen in every
-  // instance of a period: a step still leaves hundreds of them, and the
-  // learning path reads the second index at one token in four.
-  static bool longGramSampled(uint64_t mixed) { return ((mixed >> 29) & 3) == 0; }
-  static constexpr uint64_t rollBasePower() {
+  static constexpr uint64_t kRollBasePower = [] {  // kRollBase^kLongGram
     uint64_t p = 1;
     for (uint32_t k = 0; k < kLongGram; ++k) p *= kRollBase;
     return p;
-  }
-  uint64_t gram_mask_;  // bucket index mask (both indexes)
+  }();
+  // A token as the rolling hash takes it: its high bits folded into the low
+  // ones (a multiply carries only upwards, so tokens that differed only in
+  // their top bits would otherwise hash alike wherever they sit).
+  static uint64_t rollTerm(uint64_t token) { return token ^ (token >> 29); }
+  // Only one long gram in four is indexed, chosen by its hash (bits neither
+  // the bucket nor the tag use), so the same grams are chosen in every
+  // instance of a period: a step still leaves hundreds of them, and the
+  // learning path reads the second index at one token in four (a quarter of
+  // the short index's buckets).
+  static bool longGramSampled(uint64_t mixed) { return ((mixed >> 29) & 3) == 0; }
+  uint64_t gram_mask_;       // the short index's bucket mask
+  uint64_t long_gram_mask_;  // the long index's
   std::array<Candidate, kMaxCandidates> candidates_{};
   size_t num_candidates_ = 0;
 };

@@ -20,6 +20,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <new>
 #include <type_traits>
 #include <utility>
@@ -53,6 +54,14 @@ class ZeroedArray {
   }
 
   size_t size() const { return size_; }
+  // Every element zero again; large arrays give their pages back (they read
+  // as zero pages until written), so clearing never brings the whole array
+  // into memory. A system call for large arrays: not for the per-op path.
+  void clear() {
+    if (!data_) return;
+    if (bytes_ >= kReleaseBytes && madvise(data_, bytes_, MADV_DONTNEED) == 0) return;
+    std::memset(static_cast<void*>(data_), 0, bytes_);
+  }
   T* begin() { return data_; }
   T* end() { return data_ + size_; }
   T& operator[](size_t i) { return data_[i]; }
@@ -64,6 +73,7 @@ class ZeroedArray {
     std::swap(size_, o.size_);
     std::swap(bytes_, o.bytes_);
   }
+  static constexpr size_t kReleaseBytes = 64 * 1024;
   T* data_ = nullptr;
   size_t size_ = 0;
   size_t bytes_ = 0;

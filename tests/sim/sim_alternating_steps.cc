@@ -3,13 +3,16 @@
 // launch more in the middle, so the launch sequence repeats every two steps
 // (2 x 2 x HALF + 1 ops), not every step. Values are checked against a host
 // mirror every 10 steps.
-//   sim_alternating_steps [--half N] [--steps N] [--same] [--expect-graphs PCT]
+//   sim_alternating_steps [--half N] [--steps N] [--same] [--vary-memset] [--vary-copy] [--expect-graphs PCT]
 // --same: no launch more on odd steps (every step alike).
+// --vary-memset: a memset whose size changes every step, a quarter into it;
+// --vary-copy: the same with a copy from host memory.
 // --expect-graphs: at least PCT % of the kernels ran from graphs.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <vector>
 
 #include "sim_api.h"
@@ -28,15 +31,17 @@ uint32_t mix32(uint32_t x) {
 
 int main(int argc, char** argv) {
   int half = 1500, steps = 120;
-  bool same = false;
+  bool same = false, varyMemset = false, varyCopy = false;
   uint64_t expectPct = 0;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--half") == 0 && i + 1 < argc) half = std::atoi(argv[++i]);
     else if (std::strcmp(argv[i], "--steps") == 0 && i + 1 < argc) steps = std::atoi(argv[++i]);
     else if (std::strcmp(argv[i], "--same") == 0) same = true;
+    else if (std::strcmp(argv[i], "--vary-memset") == 0) varyMemset = true;
+    else if (std::strcmp(argv[i], "--vary-copy") == 0) varyCopy = true;
     else if (std::strcmp(argv[i], "--expect-graphs") == 0 && i + 1 < argc) expectPct = std::strtoull(argv[++i], nullptr, 10);
     else {
-      std::printf("usage: sim_alternating_steps [--half N] [--steps N] [--same] [--expect-graphs PCT]\n");
+      std::printf("usage: sim_alternating_steps [--half N] [--steps N] [--same] [--vary-memset] [--vary-copy] [--expect-graphs PCT]\n");
       return 2;
     }
   }
@@ -63,6 +68,8 @@ int main(int argc, char** argv) {
     ops.push_back({int(h % 4), dst, int((uint32_t(dst) + 1 + (h >> 8) % 3) % 4), (h >> 12) % 1000});
   }
   uint64_t host[4] = {};
+  const CUdeviceptr scratch = simtest::zeroedBuffer(cu, 64);
+  std::deque<std::vector<uint8_t>> sources;  // the copies' host bytes
   auto launch = [&](const Op& op, uint64_t add) {
     SIM_CHECK(simtest::launchAdd(cu, kernels[op.fn], d[op.dst], d[op.src], add, nullptr));
     host[op.dst] = host[op.src] + add;
@@ -72,6 +79,19 @@ int main(int argc, char** argv) {
   for (int i = 0; i < steps; ++i) {
     for (int pos = 0; pos < 2 * half; ++pos) {
       if (pos == half && i % 2 == 1 && !same) launch({3, 0, 3, 0}, uint64_t(i));  // odd steps: one more launch
+      if (pos == half / 2 && (varyCopy || varyMemset)) {
+        // The first 8 bytes of `scratch` become 8 x byte (i), by a copy or a
+        // memset of 8 to 57 bytes; then d[0] = scratch + i.
+        const size_t bytes = 8 + size_t(mix32(uint32_t(i)) % 50);
+        if (varyCopy) {
+          sources.emplace_back(64, uint8_t(i));  // never rewritten
+          SIM_CHECK(cu.cuMemcpyHtoDAsync(scratch, sources.back().data(), bytes, nullptr));
+        } else {
+          SIM_CHECK(cu.cuMemsetD8Async(scratch, uint8_t(i), bytes, nullptr));
+        }
+        SIM_CHECK(simtest::launchAdd(cu, kernels[0], d[0], scratch, uint64_t(i), nullptr));
+        host[0] = uint64_t(i & 0xff) * 0x0101010101010101ull + uint64_t(i);
+      }
       const Op& op = ops[size_t(pos < half ? pos : 2 * half - 1 - pos)];
       launch(op, op.add + (pos % 16 == 0 ? uint64_t(i % 3) : 0));  // a value that changes: patched
     }

@@ -178,6 +178,55 @@ TEST(PeriodDetector, FindsAStepThatAlternatesByOneLaunch) {
   EXPECT_TRUE(found);
 }
 
+TEST(PeriodDetector, AStepWithOneOpThatChangesEveryTimeIsStillFound) {
+  // 40 launches and a memset whose size changes every step (a new token
+  // each time): the step is confirmed with a hole where the memset is (no
+  // period at all before holes, so nothing of such a program was graphed).
+  PeriodDetector d(3, 1000);
+  bool found = false;
+  for (uint64_t it = 0; it < 10 && !found; ++it)
+    for (uint64_t k = 0; k < 41 && !found; ++k) found = feed(d, k == 20 ? 5000 + it : k) == 41;
+  EXPECT_TRUE(found);
+}
+
+TEST(PeriodDetector, DifferencesAtAnotherPlaceEveryTimeAreNoPeriod) {
+  // The place that changes moves every step: no hole holds, nothing confirms.
+  PeriodDetector d(3, 1000);
+  for (uint64_t it = 0; it < 40; ++it)
+    for (uint64_t k = 0; k < 41; ++k) EXPECT_EQ(feed(d, k == (it * 7) % 41 ? 5000 + it : k), 0u) << it << " " << k;
+}
+
+TEST(PeriodDetector, ShortPeriodsHaveNoHoles) {
+  // A period under 32 tokens may not skip a changing token: 20 tokens with
+  // one that changes every time never confirm.
+  PeriodDetector d(3, 1000);
+  for (uint64_t it = 0; it < 40; ++it)
+    for (uint64_t k = 0; k < 20; ++k) EXPECT_EQ(feed(d, k == 10 ? 5000 + it : k), 0u);
+}
+
+TEST(PeriodDetector, ADifferenceThatMovesIsNoHole) {
+  // R, 378 x A, R, 379 x A, ...: the R moves one place later every two
+  // steps, so the stream never repeats every 379 tokens, though every place
+  // differs only a few times: no period of 379 may be confirmed (it was, when
+  // a hole had only to be hit again, not in every instance).
+  PeriodDetector d(3, 16384);
+  for (int it = 0; it < 40; ++it)
+    for (uint32_t k = 0; k < 379u + uint32_t(it % 2); ++k) EXPECT_NE(feed(d, k == 0 ? 7 : 1), 379u);
+}
+
+TEST(PeriodDetector, ResetLeavesTheIndexesUnbacked) {
+  // The engine resets the detector at every rest: clearing a large index by
+  // writing it would make all of it resident (128 MiB at the longest period).
+  PeriodDetector d(/*warmup=*/3, /*maxPeriod=*/1u << 20);
+  for (uint32_t i = 0; i < 1000; ++i) feed(d, i % 41);
+  const size_t before = testing::residentBytes();
+  d.reset();
+  EXPECT_LT(testing::residentBytes(), before + (size_t(4) << 20)) << "reset() touched the indexes";
+  uint32_t period = 0;
+  for (uint32_t i = 0; i < 10 * 41 && !period; ++i) period = feed(d, 7 + i % 41);
+  EXPECT_EQ(period, 41u);
+}
+
 TEST(PeriodDetector, RespectsMaxPeriod) {
   PeriodDetector d(2, 50);
   for (int it = 0; it < 10; ++it)
