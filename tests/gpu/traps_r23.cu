@@ -166,8 +166,6 @@ void checkHost(const char* what, int at, const uint32_t* got, const std::vector<
 
 uint8_t* bytesOf(std::vector<uint32_t>& v) { return reinterpret_cast<uint8_t*>(v.data()); }
 
-CUdeviceptr dptr(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
-CUstream cu(cudaStream_t s) { return reinterpret_cast<CUstream>(s); }
 
 CUcontext currentContext() {
   CK(cudaFree(nullptr));

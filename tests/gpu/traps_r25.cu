@@ -154,8 +154,6 @@ namespace {
 
 // ---------------------------------------------------------------- shared helpers
 
-CUstream cu(cudaStream_t s) { return reinterpret_cast<CUstream>(s); }
-CUdeviceptr dptr(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
 
 // FAIL and exit 1 where host-visible memory differs from its mirror (no line
 // otherwise).

@@ -186,40 +186,11 @@ constexpr int kW = 2048;  // words per buffer in most scenarios
 constexpr int kWGrid = kW / kBlock;
 constexpr int kL = 128;  // words per buffer of the one-block scenarios
 
-CUstream cu(cudaStream_t s) { return reinterpret_cast<CUstream>(s); }
-CUdeviceptr dptr(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
 
-// A MISMATCH line and exit 1 where host-visible words differ from their mirror.
-void expectWords(const char* what, int at, const uint32_t* got, const uint32_t* want, size_t words) {
-  for (size_t k = 0; k < words; ++k) {
-    if (got[k] != want[k]) {
-      std::printf("MISMATCH %s at step %d: word %zu is %08x, the host mirror says %08x\n", what, at, k, got[k],
-                  want[k]);
-      std::fflush(stdout);
-      std::exit(1);
-    }
-  }
-}
-// The same, then the mirror's digest.
-void checkWords(const char* what, int at, const uint32_t* got, const std::vector<uint32_t>& want) {
-  expectWords(what, at, got, want.data(), want.size());
-  print(what, at, hostDigest(want.data(), want.size() * 4));
-}
-// Device memory against its mirror (a synchronous copy on the legacy stream:
-// the caller has made sure the buffer's writers are done).
-void checkDev(const char* what, int at, const void* d, const std::vector<uint32_t>& want) {
-  const std::vector<uint32_t> got = fetch<uint32_t>(d, want.size());
-  checkWords(what, at, got.data(), want);
-}
 
 std::vector<uint32_t> patternWords(uint32_t seed, int n) { return hostPattern(seed, n); }
 uint8_t* bytesOf(std::vector<uint32_t>& v) { return reinterpret_cast<uint8_t*>(v.data()); }
 
-__device__ __forceinline__ void spinCycles(long long cycles) {
-  const long long t0 = clock64();
-  while (clock64() - t0 < cycles) {
-  }
-}
 
 // Polls an event until the driver (or graft) says it completed.
 void pollEvent(cudaEvent_t e) {
