@@ -1306,7 +1306,13 @@ void Engine::buildFromPeriod(const PeriodDetector::Confirmation& confirmed) {
       buildRun(run, true, false);
       run.clear();
     } else if (hole[(start + k) % tokens.size()]) {
-      buildRun(run, false, false);
+      // Before a recurring sync, the run's pieces shrink towards its end as
+      // they would without the hole (the host waits there for the last one).
+      const size_t next = k + 1;
+      const Token* after = next >= tokens.size() * unroll ? nullptr
+                           : window.empty()                ? tokens[(start + next) % tokens.size()]
+                                                           : window[next];
+      buildRun(run, after && after->boundary, false);
       run.clear();
     } else {
       run.push_back(t);

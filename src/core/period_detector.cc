@@ -49,7 +49,7 @@ GRAFT_HOT bool PeriodDetector::delimited(uint32_t period, uint64_t last) const {
   return last_boundary_ > last + 1 - period;
 }
 
-bool PeriodDetector::Candidate::takesHole(uint64_t i) {
+bool PeriodDetector::Candidate::takesHole(uint64_t i, uint64_t allowed) {
   const uint32_t phase = uint32_t(i % period);
   for (uint32_t h = 0; h < holes; ++h) {
     if (holePhase[h] == phase) {
@@ -58,7 +58,7 @@ bool PeriodDetector::Candidate::takesHole(uint64_t i) {
       return true;
     }
   }
-  if (holes >= std::min<uint64_t>(kMaxHoles, period / kShortRunOps)) return false;
+  if (holes >= allowed) return false;
   holePhase[holes] = phase;
   holeLastHit[holes] = uint32_t(i);
   holeHits[holes++] = 1;
@@ -125,7 +125,8 @@ GRAFT_HOT PeriodDetector::Confirmation PeriodDetector::push(uint64_t tokenHash, 
   size_t kept = 0;
   for (size_t c = 0; c < num_candidates_; ++c) {
     Candidate cand = candidates_[c];
-    if ((at(i - cand.period) == tokenHash || cand.takesHole(i)) && (!cand.holes || cand.holesStillDiffer(i)))
+    if ((at(i - cand.period) == tokenHash || cand.takesHole(i, holesAllowed(cand.period, i))) &&
+        (!cand.holes || cand.holesStillDiffer(i)))
         [[likely]] {
       ++cand.run;
       candidates_[kept++] = cand;

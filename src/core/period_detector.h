@@ -16,7 +16,6 @@
 // candidate is reported once, and stays quiet until its run breaks.
 //
 // Short periods: a period without a boundary token and with fewer than
-// Short periods: a period without a boundary token and with fewer than
 // kShortRunOps ops (a loop of a few kernels and no sync) is best replayed
 // unrolled, unrollFor(ops) periods per graph. Such a candidate is reported a
 // second time, with that unroll factor, once its run covers `warmup`
@@ -25,9 +24,10 @@
 //
 // Holes: a token that differs in every instance at one place of the period
 // (a memset or copy whose size, or a kernel whose grid, changes every step in
-// a step otherwise the same) would break every run. A candidate of at least
-// kShortRunOps tokens keeps its run through a mismatch at up to one place per
-// kShortRunOps tokens of its period (at most kMaxHoles), as long as the token
+// a step otherwise the same) would break every run. A candidate keeps its run
+// through a mismatch at up to one place per kShortRunOps ops of its period
+// and per 16 of its tokens (at most kMaxHoles; a replayed graph is one token
+// of many ops), as long as the token
 // at each such place differs again in every later instance (a place that
 // matches once ends the candidate: a difference that moves is no hole; a
 // candidate is confirmed only once each hole differed twice); the
@@ -94,8 +94,8 @@ class PeriodDetector {
     std::array<uint32_t, kMaxHoles> holeLastHit{};  // low 32 bits of the last token index that differed there
     std::array<uint8_t, kMaxHoles> holeHits{};      // differences seen there (saturating)
     // Token `i` differs from the one a period back: true if it falls on a
-    // hole, or may open one (then it does).
-    bool takesHole(uint64_t i);
+    // hole, or may open one (then it does) while fewer than `allowed` are open.
+    bool takesHole(uint64_t i, uint64_t allowed);
     // False once a hole went a whole period without a difference.
     bool holesStillDiffer(uint64_t i) const {
       for (uint32_t h = 0; h < holes; ++h)
@@ -115,6 +115,10 @@ class PeriodDetector {
   // is among them.
   uint64_t opsInPeriod(uint32_t period, uint64_t last) const;
   bool delimited(uint32_t period, uint64_t last) const;
+  // Holes a candidate of `period` tokens may have at token `i` (see Holes).
+  uint64_t holesAllowed(uint32_t period, uint64_t i) const {
+    return std::min<uint64_t>({kMaxHoles, period / 16, opsInPeriod(period, i) / kShortRunOps});
+  }
 
   uint32_t warmup_;
   uint32_t max_period_;
