@@ -55,14 +55,7 @@
 #include "sim_driver_loader.h"
 
 namespace {
-uint32_t mix32(uint32_t x) {
-  x ^= x >> 16;
-  x *= 0x7feb352du;
-  x ^= x >> 15;
-  x *= 0x846ca68bu;
-  x ^= x >> 16;
-  return x;
-}
+uint32_t mix32(uint32_t x) { return uint32_t(simMix64(x)); }
 constexpr int kBuffers = 8;
 }  // namespace
 
