@@ -1259,13 +1259,9 @@ void Engine::buildFromPeriod(const PeriodDetector::Confirmation& confirmed) {
       break;
     }
   }
-  for (size_t i = 0; i < tokens.size() && !haveBoundary && holes; ++i) {
-    if (hole[i]) {
-      start = (i + 1) % tokens.size();
-      break;
-    }
-  }
-  if (!haveBoundary && !holes) {
+  if (!haveBoundary && holes) {
+    start = (size_t(std::find(hole.begin(), hole.end(), true) - hole.begin()) + 1) % tokens.size();
+  } else if (!haveBoundary) {
     std::unordered_map<uint64_t, uint32_t> occurrences;
     for (const Token* t : tokens) ++occurrences[t->hash];
     for (size_t i = 0; i < tokens.size(); ++i) {

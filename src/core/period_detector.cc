@@ -93,7 +93,7 @@ GRAFT_HOT void PeriodDetector::noteGram(ZeroedArray<GramBucket>& index, uint64_t
     bool known = false;
     for (size_t c = 0; c < num_candidates_; ++c) known |= candidates_[c].period == period;
     if (!known) {
-      Candidate fresh{period, kGram + 1, 0, 0, {}, {}, {}};
+      const Candidate fresh{.period = period, .run = kGram + 1};
       if (num_candidates_ < kMaxCandidates) {
         candidates_[num_candidates_++] = fresh;
       } else {

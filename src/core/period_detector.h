@@ -8,9 +8,9 @@
 // every short gram recurs within a few tokens and proposes only short
 // distances, and the long grams (almost never repeated inside a step)
 // propose the step, or the two steps of a step that alternates (one long gram
-// in four is indexed: longGramSampled). Each
-// candidate keeps the length of its current run
-// (consecutive positions i with token[i] == token[i - period]). A candidate is
+// in four is indexed: longGramSampled). Each candidate keeps the length of
+// its current run (consecutive positions i with token[i] == token[i - period]
+// or on a hole, below). A candidate is
 // confirmed when its run covers `warmup` identical instances of the period,
 // i.e. run >= (warmup - 1) * period (at least one period). A confirmed
 // candidate is reported once, and stays quiet until its run breaks.
@@ -27,12 +27,11 @@
 // a step otherwise the same) would break every run. A candidate keeps its run
 // through a mismatch at up to one place per kShortRunOps ops of its period
 // and per 16 of its tokens (at most kMaxHoles; a replayed graph is one token
-// of many ops), as long as the token
-// at each such place differs again in every later instance (a place that
-// matches once ends the candidate: a difference that moves is no hole; a
-// candidate is confirmed only once each hole differed twice); the
-// caller finds the places by comparing the instances, and issues those ops
-// eagerly between graphs.
+// of many ops), as long as the token at each such place differs again in
+// every later instance (a place that matches once ends the candidate: a
+// difference that moves is no hole), and it is confirmed only once each hole
+// differed twice. The caller finds the places by comparing the instances,
+// and issues those ops eagerly between graphs.
 //
 // Threading: not thread-safe (engine lock). Allocates only in the constructor.
 #pragma once
