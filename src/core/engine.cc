@@ -1018,6 +1018,7 @@ void Engine::forgetRecordedCode() {
   next_run_retry_at_ = ~uint64_t(0);
   runs_dropped_early_.clear();
   run_drops_.clear();
+  stretch_sightings_.clear();
   executor_.forgetKernels();
   if (dropped)
     GRAFT_INFO("the program unloaded code: {} graphs dropped; graft learns its loop again", dropped);
@@ -1201,15 +1202,69 @@ void Engine::pushBoundaryToken(uint64_t hash) {
 
 GRAFT_HOT void Engine::feedDetector(uint64_t tokenHash, uint64_t ops, bool boundary) {
   const PeriodDetector::Confirmation confirmed = detector_.push(tokenHash, ops, boundary);
-  if (!confirmed.period) return;
+  if (!confirmed.period && !confirmed.stretch) [[likely]] return;
   // Building allocates; running out of memory must not reach the program.
   try {
-    buildFromPeriod(confirmed);
+    if (confirmed.period)
+      buildFromPeriod(confirmed);
+    else
+      noteRecurringStretch(confirmed.stretch, confirmed.stretchPeriod, confirmed.stretchAfter);
   } catch (const std::exception& e) {
     ++stats_.buildFailures;
-    GRAFT_WARN("building graphs for a period of {} ops failed ({}); those ops stay eager", confirmed.period,
-               e.what());
+    GRAFT_WARN("building graphs for a sequence of {} ops failed ({}); those ops stay eager",
+               confirmed.period ? confirmed.period : confirmed.stretch, e.what());
   }
+}
+
+void Engine::noteRecurringStretch(uint32_t length, uint32_t period, uint32_t after) {
+  if (history_.tokenCount() < uint64_t(length) + after) return;
+  // Threads that issue ops at the same time (a switch every
+  // kOpsPerThreadSwitchNoGraph ops or more often) meet in an order that
+  // repeats by chance only: no graphs for it (restIfThreadsInterleave).
+  const uint64_t windowOps = ops_total_ - interleave_.startOps;
+  if (interleave_.switches >= 4 && interleave_.switches * kOpsPerThreadSwitchNoGraph >= windowOps) return;
+  const uint64_t end = history_.tokenCount() - after;  // the stretch is [end - length, end)
+  std::vector<const Token*> tokens;
+  tokens.reserve(length);
+  size_t eagerOps = 0, replayedOps = 0;
+  uint64_t key = hashCombine(0x3c6ef372fe94f82bull, length);
+  for (uint64_t i = end - length; i < end; ++i) {
+    const Token* t = history_.token(i);
+    if (!t || !heldInHistory(*t)) return;
+    eagerOps += t->kind == TokenKind::Op && !t->boundary;
+    if (t->kind == TokenKind::Segment) replayedOps += segments_.byId(t->segment)->length();
+    key = hashCombine(key, t->hash);
+    tokens.push_back(t);
+  }
+  // Mostly replayed already (what is left between graphs: an op that
+  // changes every time, a few ops a graph could not take, held ops a
+  // mismatch issued): not worth graphs that would merge them with their
+  // neighbours' graphs.
+  if (eagerOps < kStretchEagerOps || eagerOps * 4 < replayedOps) return;
+  if (stretch_sightings_.size() >= kMaxRunsToRetry) stretch_sightings_.clear();
+  StretchSightings& seen = stretch_sightings_[key];
+  if (end == seen.lastEnd) return;  // this place counted already
+  // Sightings far apart (more than kStretchGapPeriods of its period) are a
+  // coincidence that returns now and then, not a stretch the loop repeats.
+  // (Another candidate may report a place before the last one counted.)
+  if (end > seen.lastEnd && end - seen.lastEnd > uint64_t(kStretchGapPeriods) * period) seen.count = 0;
+  seen.lastEnd = std::max(seen.lastEnd, end);
+  const uint32_t sightingsToBuild = std::max<uint32_t>(config_.warmup, 3) - 1;
+  if (++seen.count < sightingsToBuild) return;
+  if (seen.count == sightingsToBuild)
+    GRAFT_DEBUG("a stretch of {} tokens recurred {} times, not in a row: built", length, seen.count + 1);
+  // Split at its boundaries as a period's run is; the run that ends at one
+  // is cut as a run before a sync.
+  std::vector<const Token*> run;
+  for (const Token* t : tokens) {
+    if (t->boundary) {
+      buildRun(run, true, false);
+      run.clear();
+    } else {
+      run.push_back(t);
+    }
+  }
+  buildRun(run, false, false);
 }
 
 void Engine::buildFromPeriod(const PeriodDetector::Confirmation& confirmed) {

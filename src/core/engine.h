@@ -391,6 +391,16 @@ class Engine {
   void pushBoundaryToken(uint64_t hash);
   void feedDetector(uint64_t tokenHash, uint64_t ops, bool boundary);
   void buildFromPeriod(const PeriodDetector::Confirmation& confirmed);
+  // A recurring stretch (PeriodDetector) of `length` tokens, `period`
+  // tokens after its copy, ended `after` tokens before the last one
+  // recorded: counted by its tokens, and built (split at its boundaries)
+  // once seen max(warmup - 1, 2) times in a row (at different places, each
+  // within kStretchGapPeriods periods of the one before; each sighting is
+  // two copies), when at least kStretchEagerOps of its ops, and no fewer
+  // than graphs replayed, ran eagerly.
+  void noteRecurringStretch(uint32_t length, uint32_t period, uint32_t after);
+  static constexpr size_t kStretchEagerOps = 16;
+  static constexpr uint32_t kStretchGapPeriods = 4;
   void buildRun(const std::vector<const Token*>& run, bool delimited, bool unrolled);
   // The key of ops [begin, end) as a variant (appended to *key): their shape
   // hashes, and which of their records each wait names (*waitInstance, per
@@ -557,6 +567,14 @@ class Engine {
   // refused run repeating without a break (confirmed once, never reported
   // again) is offered to buildPiece again.
   uint64_t next_run_retry_at_ = ~uint64_t(0);
+  // Recurring stretches seen (noteRecurringStretch), by the hash of their
+  // tokens: how often, and the token count when last seen. Cleared when it
+  // reaches kMaxRunsToRetry.
+  struct StretchSightings {
+    uint32_t count = 0;
+    uint64_t lastEnd = 0;
+  };
+  std::unordered_map<uint64_t, StretchSightings> stretch_sightings_;
   // Runs whose graph an unload dropped before it paid off, and how often.
   std::unordered_map<uint64_t, uint8_t> runs_dropped_early_;
   // Runs with a segment dropped by countTry, and how often: the run is

@@ -49,6 +49,25 @@ GRAFT_HOT bool PeriodDetector::delimited(uint32_t period, uint64_t last) const {
   return last_boundary_ > last + 1 - period;
 }
 
+uint32_t PeriodDetector::stretchBefore(uint64_t i, uint32_t period, uint64_t run) const {
+  // The run's tokens were compared as they came; going back from its start
+  // needs each token's copy, a period earlier, still in the ring (the last
+  // ring_.size() tokens pushed, `i` may be older than the last). A stretch
+  // whose start the ring or max_period_ cut off would be seen with another
+  // length each time (never counted twice): not reported.
+  const uint64_t oldest = pushed_ > ring_.size() ? pushed_ - ring_.size() : 0;
+  uint64_t start = i - run;
+  while (start > period) {  // (at `period`, its copy starts at the first token pushed)
+    if (start - 1 - period < oldest) return 0;
+    if (at(start - 1) != at(start - 1 - period)) break;
+    if (i - start >= max_period_) return 0;
+    --start;
+  }
+  if (start < oldest || i - start > max_period_) return 0;
+  const uint64_t ops = ops_before_[i & ring_mask_] - ops_before_[start & ring_mask_];
+  return ops >= kShortRunOps ? uint32_t(i - start) : 0;
+}
+
 bool PeriodDetector::Candidate::takesHole(uint64_t i, uint64_t allowed) {
   const uint32_t phase = uint32_t(i % period);
   for (uint32_t h = 0; h < holes; ++h) {
@@ -123,6 +142,7 @@ GRAFT_HOT PeriodDetector::Confirmation PeriodDetector::push(uint64_t tokenHash, 
 
   // Advance or drop each candidate.
   size_t kept = 0;
+  Confirmation confirmed;
   for (size_t c = 0; c < num_candidates_; ++c) {
     Candidate cand = candidates_[c];
     if ((at(i - cand.period) == tokenHash || cand.takesHole(i, holesAllowed(cand.period, i))) &&
@@ -130,6 +150,23 @@ GRAFT_HOT PeriodDetector::Confirmation PeriodDetector::push(uint64_t tokenHash, 
         [[likely]] {
       ++cand.run;
       candidates_[kept++] = cand;
+    } else if (!cand.reported && cand.run >= kMinStretchTokens) {
+      // Holes opened in this instance only (the tokens went on differing
+      // before the break) end the stretch where the first of them opened;
+      // one that differed before makes the candidate no stretch.
+      uint64_t cleanEnd = i;
+      bool fresh = true;
+      for (uint32_t h = 0; h < cand.holes; ++h) {
+        fresh &= cand.holeHits[h] == 1;
+        cleanEnd = std::min<uint64_t>(cleanEnd, i - (uint32_t(i) - cand.holeLastHit[h]));
+      }
+      const uint64_t run = cand.run - (i - cleanEnd);
+      const uint32_t stretch = fresh && run >= kMinStretchTokens ? stretchBefore(cleanEnd, cand.period, run) : 0;
+      if (stretch > confirmed.stretch) {
+        confirmed.stretch = stretch;
+        confirmed.stretchPeriod = cand.period;
+        confirmed.stretchAfter = uint32_t(i + 1 - cleanEnd);
+      }
     }
   }
   num_candidates_ = kept;
@@ -153,7 +190,6 @@ GRAFT_HOT PeriodDetector::Confirmation PeriodDetector::push(uint64_t tokenHash, 
       __builtin_prefetch(&long_grams_[pending_long_gram_ & long_gram_mask_], 1);
   }
 
-  Confirmation confirmed;
   const uint64_t base = std::max<uint32_t>(warmup_ - 1, 1);
   for (size_t c = 0; c < num_candidates_; ++c) {
     Candidate& cand = candidates_[c];
@@ -163,6 +199,7 @@ GRAFT_HOT PeriodDetector::Confirmation PeriodDetector::push(uint64_t tokenHash, 
     Confirmation now;
     if (cand.reports == 0) {
       cand.reports = unroll == 1 ? 2 : 1;
+      cand.reported = true;
       now = {cand.period, 1, unroll > 1};
     } else if (cand.run >= base * cand.period * unroll) {
       cand.reports = 2;

@@ -33,6 +33,18 @@
 // differed twice. The caller finds the places by comparing the instances,
 // and issues those ops eagerly between graphs.
 //
+// Recurring stretches: a run that repeats, but never `warmup` times in a row
+// (a training step between eval passes that differ every time, an optimizer
+// step between forward passes whose shapes change), makes candidates that
+// break before confirmation. When a candidate never confirmed breaks after
+// a run of at least kMinStretchTokens tokens and kShortRunOps ops (holes
+// opened in its last instance only cut the run where the first opened; a
+// hole seen before makes it no stretch), the stretch it matched, extended
+// back to where the two copies first differ, is reported: tokens that equal
+// those a period before them. A stretch whose start the ring or max_period_
+// cuts off is not reported (it would have another length each time). The
+// caller counts the stretches by their tokens and builds one seen often.
+//
 // Threading: not thread-safe (engine lock). Allocates only in the constructor.
 #pragma once
 
@@ -68,7 +80,14 @@ class PeriodDetector {
     // The first report of a short period: reported again, unrolled, if its
     // run lasts long enough (the caller may wait for that report).
     bool unrollPending = false;
+    // A recurring stretch (see above): its length in tokens (0: none), the
+    // distance to its copy, and the tokens pushed after it (this one
+    // included: 1 when it ended at the token before this one).
+    uint32_t stretch = 0;
+    uint32_t stretchPeriod = 0;
+    uint32_t stretchAfter = 0;
   };
+  static constexpr uint32_t kMinStretchTokens = 16;
 
   // Feeds the next token hash: `ops` ops it stands for (a replayed segment
   // stands for its length), `boundary` if it splits segments. Returns the
@@ -88,6 +107,7 @@ class PeriodDetector {
     uint32_t period = 0;
     uint64_t run = 0;     // tokens that matched the one a period back, or fell on a hole
     uint8_t reports = 0;  // 0, 1 (at warmup periods), 2 (unrolled as well, or no unroll needed)
+    bool reported = false;  // reported once at least (rearm() leaves it): no stretch
     uint8_t holes = 0;
     std::array<uint32_t, kMaxHoles> holePhase{};    // token index % period of each hole
     std::array<uint32_t, kMaxHoles> holeLastHit{};  // low 32 bits of the last token index that differed there
@@ -114,6 +134,10 @@ class PeriodDetector {
   // is among them.
   uint64_t opsInPeriod(uint32_t period, uint64_t last) const;
   bool delimited(uint32_t period, uint64_t last) const;
+  // The recurring stretch a candidate of `period` left when it broke at
+  // token i after `run` matching tokens, extended back while the tokens
+  // still agree (within the ring); 0 when too short to report.
+  uint32_t stretchBefore(uint64_t i, uint32_t period, uint64_t run) const;
   // Holes a candidate of `period` tokens may have at token `i` (see Holes).
   uint64_t holesAllowed(uint32_t period, uint64_t i) const {
     return std::min<uint64_t>({kMaxHoles, period / 16, opsInPeriod(period, i) / kShortRunOps});

@@ -1,6 +1,7 @@
 // Period detection on token streams.
 #include <gtest/gtest.h>
 
+#include <random>
 #include <vector>
 
 #include "core/period_detector.h"
@@ -231,6 +232,121 @@ TEST(PeriodDetector, RespectsMaxPeriod) {
   PeriodDetector d(2, 50);
   for (int it = 0; it < 10; ++it)
     for (uint32_t i = 0; i < 100; ++i) EXPECT_EQ(feed(d, i), 0u);
+}
+
+// Recurring stretches: X Y1 X Y2 X Y3 ... where X (60 tokens) is the same
+// every time and each Y (20 tokens) is new: no period is ever confirmed, but
+// each X after the first is reported as a stretch of X's tokens, at the
+// distance to the X before.
+TEST(PeriodDetector, ReportsAStretchThatRecursBetweenTokensThatDiffer) {
+  PeriodDetector d(/*warmup=*/3, /*maxPeriod=*/1000);
+  std::vector<std::pair<uint64_t, PeriodDetector::Confirmation>> stretches;
+  uint64_t i = 0, fresh = 100000;
+  for (int round = 0; round < 6; ++round) {
+    for (uint32_t k = 0; k < 60; ++k, ++i) {
+      const auto c = feedFull(d, 1 + k);
+      EXPECT_EQ(c.period, 0u);
+      if (c.stretch) stretches.push_back({i, c});
+    }
+    for (uint32_t k = 0; k < 20; ++k, ++i) {
+      const auto c = feedFull(d, fresh++);
+      EXPECT_EQ(c.period, 0u) << "nothing repeats in a row";
+      if (c.stretch) stretches.push_back({i, c});
+    }
+  }
+  ASSERT_EQ(stretches.size(), 5u) << "one for each X after the first";
+  for (const auto& [at, c] : stretches) {
+    EXPECT_EQ(c.stretch, 60u);
+    EXPECT_EQ(c.stretchPeriod, 80u);
+    // Y's first tokens may be taken for holes before the candidate breaks:
+    // the report comes then, saying how far back X ended.
+    EXPECT_GE(c.stretchAfter, 1u);
+    EXPECT_EQ(at % 80, 60u + c.stretchAfter - 1) << "reported where the candidate broke";
+  }
+}
+
+// The same where each Y's first tokens differ at a few places before the
+// break (the candidate takes them as holes first): the stretch still ends
+// where X ends, not at the break.
+TEST(PeriodDetector, AStretchEndsWhereItsLastInstanceFirstDiffered) {
+  PeriodDetector d(/*warmup=*/3, /*maxPeriod=*/1000);
+  std::vector<PeriodDetector::Confirmation> stretches;
+  uint64_t fresh = 100000;
+  for (int round = 0; round < 5; ++round) {
+    for (uint32_t k = 0; k < 64; ++k) {
+      if (auto c = feedFull(d, 1 + k); c.stretch) stretches.push_back(c);
+    }
+    // Y: a fresh token, then 3 tokens that match the previous Y, then fresh.
+    for (uint32_t k = 0; k < 24; ++k) {
+      const uint64_t token = (k >= 1 && k < 4) ? 5000 + k : fresh++;
+      if (auto c = feedFull(d, token); c.stretch) stretches.push_back(c);
+    }
+  }
+  ASSERT_FALSE(stretches.empty());
+  for (const auto& c : stretches) {
+    EXPECT_EQ(c.stretch, 64u) << "X only: neither the holes nor the tokens after them";
+    EXPECT_EQ(c.stretchPeriod, 88u);
+  }
+}
+
+// A period confirmed in a row is not reported again as a stretch when its
+// run breaks, and short runs (under kMinStretchTokens tokens, or under
+// kShortRunOps ops) are no stretches.
+TEST(PeriodDetector, ConfirmedPeriodsAndShortRunsAreNoStretches) {
+  PeriodDetector d(/*warmup=*/3, /*maxPeriod=*/1000);
+  uint64_t fresh = 100000;
+  int stretches = 0, periods = 0;
+  for (int phase = 0; phase < 4; ++phase) {
+    for (uint32_t k = 0; k < 10 * 50; ++k) periods += feedFull(d, 1 + k % 50).period != 0;
+    // (The next phase's first tokens may report the period's tokens across
+    // these as a stretch: the same run the period built.)
+    for (uint32_t k = 0; k < 10; ++k) stretches += feedFull(d, fresh++).stretch != 0;
+  }
+  EXPECT_EQ(periods, 4);
+  EXPECT_EQ(stretches, 0) << "the confirmed period's break";
+  // 12 tokens alike between fresh ones: too short.
+  for (int round = 0; round < 10; ++round) {
+    for (uint32_t k = 0; k < 12; ++k) stretches += feedFull(d, 7000 + k).stretch != 0;
+    for (uint32_t k = 0; k < 12; ++k) stretches += feedFull(d, fresh++).stretch != 0;
+  }
+  EXPECT_EQ(stretches, 0);
+  // 40 tokens alike that stand for 20 ops (a token of no ops in two): too few ops.
+  for (int round = 0; round < 10; ++round) {
+    for (uint32_t k = 0; k < 40; ++k) stretches += d.push((8000 + k) * 0x9e3779b97f4a7c15ull, k % 2).stretch != 0;
+    for (uint32_t k = 0; k < 12; ++k) stretches += feedFull(d, fresh++).stretch != 0;
+  }
+  EXPECT_EQ(stretches, 0);
+}
+
+// Every stretch reported is what its report says: its tokens equal those a
+// period before them, on random streams of few token values whose step
+// changes at a place now and then for good (a hole that then matches) or for
+// one token, with small maximum periods (the ring wraps): a stretch's start
+// is never taken from a slot of the ring written since.
+TEST(PeriodDetector, EveryStretchReportedMatchesItsCopy) {
+  uint64_t reports = 0, wrong = 0;
+  for (uint64_t seed = 0; seed < 2000; ++seed) {
+    std::mt19937_64 rng(seed);
+    const uint32_t maxPeriod = 40 + uint32_t(rng() % 100);
+    PeriodDetector d(/*warmup=*/2 + uint32_t(rng() % 5), maxPeriod);
+    const uint32_t step = 20 + uint32_t(rng() % maxPeriod), values = 2 + uint32_t(rng() % 20);
+    std::vector<uint64_t> place(step), tokens;
+    for (auto& v : place) v = rng() % values;
+    for (uint32_t n = 0; n < 3000; ++n) {
+      const uint64_t r = rng() % 1000;
+      if (r < 8) place[n % step] = rng() % values;
+      tokens.push_back(r >= 8 && r < 12 ? 1000 + rng() : place[n % step]);
+      const auto c = feedFull(d, tokens.back());
+      if (!c.stretch) continue;
+      ++reports;
+      const uint64_t end = tokens.size() - c.stretchAfter, begin = end - c.stretch;
+      bool right = c.stretch <= maxPeriod && begin >= c.stretchPeriod;
+      for (uint64_t x = begin; right && x < end; ++x) right = tokens[x] == tokens[x - c.stretchPeriod];
+      wrong += !right;
+    }
+  }
+  EXPECT_GT(reports, 1000u);
+  EXPECT_EQ(wrong, 0u);
 }
 
 }  // namespace
