@@ -396,8 +396,8 @@ class Engine {
   // recorded: counted by its tokens, and built (split at its boundaries)
   // once seen max(warmup - 1, 2) times in a row (at different places, each
   // within kStretchGapPeriods periods of the one before; each sighting is
-  // two copies), when at least kStretchEagerOps of its ops, and no fewer
-  // than graphs replayed, ran eagerly.
+  // two copies), when at least kStretchEagerOps of its ops ran eagerly, and
+  // no fewer than a quarter as many as graphs replayed of it.
   void noteRecurringStretch(uint32_t length, uint32_t period, uint32_t after);
   static constexpr size_t kStretchEagerOps = 16;
   static constexpr uint32_t kStretchGapPeriods = 4;
