@@ -516,6 +516,7 @@ void Engine::countTry(Segment* s, bool mismatched, size_t ops) {
   ++s->windowMismatches;
   ++s->mismatchesSinceReplay;
   s->windowWastedOps += ops;
+  GRAFT_TRACE("segment #{} mismatched: {} held ops issued eagerly", s->id, ops);
   if (s->windowMismatches < kDropAfterMismatches) return;
   // Held ops are held for every live segment that starts as they do, and a
   // mismatch is charged to one of them (the longest that died) though the
@@ -1019,6 +1020,8 @@ void Engine::forgetRecordedCode() {
   runs_dropped_early_.clear();
   run_drops_.clear();
   stretch_sightings_.clear();
+  stretch_builds_.clear();
+  stretch_backoff_ = 0;
   executor_.forgetKernels();
   if (dropped)
     GRAFT_INFO("the program unloaded code: {} graphs dropped; graft learns its loop again", dropped);
@@ -1249,12 +1252,14 @@ void Engine::noteRecurringStretch(uint32_t length, uint32_t period, uint32_t aft
   // (Another candidate may report a place before the last one counted.)
   if (end > seen.lastEnd && end - seen.lastEnd > uint64_t(kStretchGapPeriods) * period) seen.count = 0;
   seen.lastEnd = std::max(seen.lastEnd, end);
-  const uint32_t sightingsToBuild = std::max<uint32_t>(config_.warmup, 3) - 1;
+  judgeStretchBuilds();
+  const uint32_t sightingsToBuild = (std::max<uint32_t>(config_.warmup, 3) - 1) << stretch_backoff_;
   if (++seen.count < sightingsToBuild) return;
   if (seen.count == sightingsToBuild)
     GRAFT_DEBUG("a stretch of {} tokens recurred {} times, not in a row: built", length, seen.count + 1);
   // Split at its boundaries as a period's run is; the run that ends at one
   // is cut as a run before a sync.
+  const size_t firstNewId = segments_.all().size();
   std::vector<const Token*> run;
   for (const Token* t : tokens) {
     if (t->boundary) {
@@ -1265,6 +1270,35 @@ void Engine::noteRecurringStretch(uint32_t length, uint32_t period, uint32_t aft
     }
   }
   buildRun(run, false, false);
+  if (segments_.all().size() == firstNewId) return;  // nothing new (built before, or refused)
+  if (stretch_builds_.size() >= kMaxStretchBuilds) stretch_builds_.erase(stretch_builds_.begin());
+  stretch_builds_.push_back({uint32_t(firstNewId), uint32_t(segments_.all().size())});
+}
+
+void Engine::judgeStretchBuilds() {
+  size_t kept = 0;
+  for (const StretchBuild& build : stretch_builds_) {
+    bool paid = false, dropped = false;
+    uint64_t replays = 0;
+    for (uint32_t id = build.firstSegment; id < build.endSegment; ++id) {
+      const Segment* s = segments_.byId(id);
+      dropped |= !s || s->disabled;
+      if (!s) continue;
+      paid |= s->replays >= kStretchPaidReplays;
+      replays = std::max(replays, s->replays);
+    }
+    if (paid) {
+      if (stretch_backoff_ > 0) --stretch_backoff_;
+    } else if (!dropped) {
+      stretch_builds_[kept++] = build;
+    } else if (stretch_backoff_ < kMaxStretchBackoff) {
+      ++stretch_backoff_;
+      GRAFT_DEBUG("a graph built from a recurring stretch (segments #{} to #{}) was dropped, or went idle, having "
+                  "replayed at most {} times: stretches are built once seen {} times", build.firstSegment,
+                  build.endSegment - 1, replays, (std::max<uint32_t>(config_.warmup, 3) - 1) << stretch_backoff_);
+    }
+  }
+  stretch_builds_.resize(kept);
 }
 
 void Engine::buildFromPeriod(const PeriodDetector::Confirmation& confirmed) {

@@ -401,6 +401,16 @@ class Engine {
   void noteRecurringStretch(uint32_t length, uint32_t period, uint32_t after);
   static constexpr size_t kStretchEagerOps = 16;
   static constexpr uint32_t kStretchGapPeriods = 4;
+  // Judges the stretches built (stretch_builds_): one with a piece that
+  // replayed kStretchPaidReplays times paid off and lowers stretch_backoff_
+  // by one; one with a piece retired before any paid off (dropped for
+  // mismatching more than it replayed, gone idle) was a coincidence and
+  // raises it by one (at most kMaxStretchBackoff). A graph that only waits
+  // costs nothing more: it is judged when it pays off or is retired.
+  void judgeStretchBuilds();
+  static constexpr uint64_t kStretchPaidReplays = 3;
+  static constexpr uint32_t kMaxStretchBackoff = 4;
+  static constexpr size_t kMaxStretchBuilds = 64;
   void buildRun(const std::vector<const Token*>& run, bool delimited, bool unrolled);
   // The key of ops [begin, end) as a variant (appended to *key): their shape
   // hashes, and which of their records each wait names (*waitInstance, per
@@ -575,6 +585,21 @@ class Engine {
     uint64_t lastEnd = 0;
   };
   std::unordered_map<uint64_t, StretchSightings> stretch_sightings_;
+  // Stretches built, not judged yet (judgeStretchBuilds): the ids of the
+  // segments their pieces made, [firstSegment, endSegment). At most
+  // kMaxStretchBuilds (the oldest are forgotten unjudged).
+  struct StretchBuild {
+    uint32_t firstSegment;
+    uint32_t endSegment;
+  };
+  std::vector<StretchBuild> stretch_builds_;
+  // A stretch is built once seen (max(warmup, 3) - 1) << stretch_backoff_
+  // times: where shapes drawn anew every step make stretches that recur by
+  // coincidence (a sequence length that comes back three times in a few
+  // steps, then rarely, its pieces starting at ops every step has), their
+  // graphs seldom replay and often mismatch, and each costs a build and the
+  // held ops of its mismatches until it is dropped.
+  uint32_t stretch_backoff_ = 0;
   // Runs whose graph an unload dropped before it paid off, and how often.
   std::unordered_map<uint64_t, uint8_t> runs_dropped_early_;
   // Runs with a segment dropped by countTry, and how often: the run is

@@ -4,7 +4,7 @@
 // learning and matching can be studied on a real program's order of ops
 // without its GPU (a cuDNN LSTM's nested loops, a library's streams).
 //
-//   sim_trace_replay TRACE[.gz] [--loop FIRST:END] [--times N] [--expect-graphs PCT]
+//   sim_trace_replay TRACE[.gz] [--loop FIRST:END] [--times N] [--expect-graphs PCT] [--max-builds N]
 //
 // traces/ holds such traces (README there says where each came from).
 // Each trace line `token H op stream S DESC [event E] [(boundary)]` becomes:
@@ -102,10 +102,10 @@ bool parseTrace(const char* path, std::vector<TraceOp>* ops) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::printf("usage: sim_trace_replay TRACE [--loop FIRST:END] [--times N] [--expect-graphs PCT]\n");
+    std::printf("usage: sim_trace_replay TRACE [--loop FIRST:END] [--times N] [--expect-graphs PCT] [--max-builds N]\n");
     return 2;
   }
-  uint64_t first = 0, end = 0, times = 0, expectPct = 0;
+  uint64_t first = 0, end = 0, times = 0, expectPct = 0, maxBuilds = 0;
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--loop") {
@@ -116,6 +116,8 @@ int main(int argc, char** argv) {
       times = std::strtoull(argv[i + 1], nullptr, 10);
     } else if (a == "--expect-graphs") {
       expectPct = std::strtoull(argv[i + 1], nullptr, 10);
+    } else if (a == "--max-builds") {
+      maxBuilds = std::strtoull(argv[i + 1], nullptr, 10);
     } else {
       std::printf("sim_trace_replay: unknown option %s\n", a.c_str());
       return 2;
@@ -186,5 +188,10 @@ int main(int argc, char** argv) {
               (unsigned long long)c.effectsEager, (unsigned long long)c.graphLaunches);
   if (!ok) return 1;
   if (expectPct && simtest::tooFewFromGraphs("sim_trace_replay", c, expectPct)) return 1;
+  if (maxBuilds && c.graphInstantiations > maxBuilds) {
+    std::printf("sim_trace_replay: %llu graphs instantiated, more than --max-builds %llu\n",
+                (unsigned long long)c.graphInstantiations, (unsigned long long)maxBuilds);
+    return 1;
+  }
   return 0;
 }

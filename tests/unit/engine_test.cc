@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <random>
 
 #include "core/engine.h"
 #include "fake_executor.h"
@@ -1509,6 +1510,51 @@ TEST(Engine, GraftKeepsMatchingWhileItsGraphsCarryOps) {
   EXPECT_EQ(h.dormantOps, 0u);
   EXPECT_GE(h.viaGraph(), size_t(30 * 40));
   h.expectEquivalent();
+}
+
+// A step of five parts, then a sync: X (the same 40 kernels every step), 10
+// kernels of new shapes, Y, 10 kernels of new shapes again (no period is
+// ever confirmed). Y is 8 kernels every step has, then 32 in one of
+// `variants` shapes drawn at random every step, the first ones more often
+// when `skewed` (a draw that comes back by coincidence now and then).
+// Returns the graphs built in `steps` steps and the ops that went through
+// graphs in the last half.
+std::pair<int, size_t> stepsWithADrawnPart(int steps, uint32_t variants, bool skewed) {
+  core::EngineConfig c = Harness::defaultConfig();
+  c.maxPeriod = 1024;
+  Harness h(c);
+  std::mt19937 draw(2718);
+  uint64_t fresh = 900000;
+  auto newShapes = [&](int n) {
+    for (int k = 0; k < n; ++k) h.op(TestOp{OpKind::Kernel, 0x100, fresh++, 7});
+  };
+  size_t viaGraphHalfway = 0;
+  for (int step = 0; step < steps; ++step) {
+    if (step == steps / 2) viaGraphHalfway = h.viaGraph();
+    iteration(h, 40, 1, 1000);
+    newShapes(10);
+    iteration(h, 8, 1, 2000);
+    const uint32_t v = skewed ? std::min(draw() % variants, draw() % variants) : draw() % variants;
+    iteration(h, 32, 1, 3000 + 100 * v);
+    newShapes(10);
+    h.sync();
+  }
+  h.expectEquivalent();
+  return {h.exec.builds, h.viaGraph() - viaGraphHalfway};
+}
+
+// Stretches that recur by coincidence (8 kernels every step has and a draw
+// of 80 that came back within a few steps) make graphs that seldom replay
+// and mismatch where the draw differs: each costs a build, and held ops until
+// it is dropped. Once such graphs are dropped, stretches must be seen more
+// often before they are built (23 graphs before, 3 since), while X, which
+// comes back every step, replays in each, and a draw of 20 that comes back
+// often keeps its graphs.
+TEST(Engine, StretchesThatRecurByCoincidenceAreBuiltLessOften) {
+  const auto [builds, viaGraph] = stepsWithADrawnPart(600, 80, true);
+  EXPECT_LE(builds, 8) << "graphs for draws that rarely come back";
+  EXPECT_GE(viaGraph, size_t(300 * 40)) << "X replays in every step";
+  EXPECT_GE(stepsWithADrawnPart(600, 20, true).second, size_t(300 * 40 + 100 * 40)) << "X, and Y in more than a third of the steps";
 }
 
 // The loop of GraftKeepsMatchingWhileItsGraphsCarryOps with longer stretches
