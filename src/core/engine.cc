@@ -1288,7 +1288,8 @@ void Engine::judgeStretchBuilds() {
       replays = std::max(replays, s->replays);
     }
     if (paid) {
-      if (stretch_backoff_ > 0) --stretch_backoff_;
+      stretch_backoff_ = 0;  // a lower bound halved at each success kept a program whose draws come back
+                             // often, but whose early graphs were dropped, from building any more
     } else if (!dropped) {
       stretch_builds_[kept++] = build;
     } else if (stretch_backoff_ < kMaxStretchBackoff) {

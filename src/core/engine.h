@@ -402,11 +402,12 @@ class Engine {
   static constexpr size_t kStretchEagerOps = 16;
   static constexpr uint32_t kStretchGapPeriods = 4;
   // Judges the stretches built (stretch_builds_): one with a piece that
-  // replayed kStretchPaidReplays times paid off and lowers stretch_backoff_
-  // by one; one with a piece retired before any paid off (dropped for
-  // mismatching more than it replayed, gone idle) was a coincidence and
-  // raises it by one (at most kMaxStretchBackoff). A graph that only waits
-  // costs nothing more: it is judged when it pays off or is retired.
+  // replayed kStretchPaidReplays times paid off and clears stretch_backoff_
+  // (stretches in this program do come back); one with a piece retired
+  // before any paid off (dropped for mismatching more than it replayed, gone
+  // idle) was a coincidence and raises it by one (at most
+  // kMaxStretchBackoff). A graph that only waits costs nothing more: it is
+  // judged when it pays off or is retired.
   void judgeStretchBuilds();
   static constexpr uint64_t kStretchPaidReplays = 3;
   static constexpr uint32_t kMaxStretchBackoff = 4;
