@@ -1256,7 +1256,8 @@ void Engine::noteRecurringStretch(uint32_t length, uint32_t period, uint32_t aft
   const uint32_t sightingsToBuild = (std::max<uint32_t>(config_.warmup, 3) - 1) << stretch_backoff_;
   if (++seen.count < sightingsToBuild) return;
   if (seen.count == sightingsToBuild)
-    GRAFT_DEBUG("a stretch of {} tokens recurred {} times, not in a row: built", length, seen.count + 1);
+    GRAFT_DEBUG("a stretch of {} tokens recurred {} times, not in a row (its copy {} tokens before): built", length,
+                seen.count + 1, period);
   // Split at its boundaries as a period's run is; the run that ends at one
   // is cut as a run before a sync.
   const size_t firstNewId = segments_.all().size();
