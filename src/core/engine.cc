@@ -1253,7 +1253,7 @@ void Engine::noteRecurringStretch(uint32_t length, uint32_t period, uint32_t aft
   if (end > seen.lastEnd && end - seen.lastEnd > uint64_t(kStretchGapPeriods) * period) seen.count = 0;
   seen.lastEnd = std::max(seen.lastEnd, end);
   judgeStretchBuilds();
-  const uint32_t sightingsToBuild = (std::max<uint32_t>(config_.warmup, 3) - 1) << stretch_backoff_;
+  const uint32_t sightingsToBuild = stretchSightingsToBuild();
   if (++seen.count < sightingsToBuild) return;
   if (seen.count == sightingsToBuild)
     GRAFT_DEBUG("a stretch of {} tokens recurred {} times, not in a row (its copy {} tokens before): built", length,
@@ -1289,15 +1289,16 @@ void Engine::judgeStretchBuilds() {
       replays = std::max(replays, s->replays);
     }
     if (paid) {
-      stretch_backoff_ = 0;  // a lower bound halved at each success kept a program whose draws come back
-                             // often, but whose early graphs were dropped, from building any more
+      // Cleared, not lowered by one: a program whose early stretches were
+      // dropped would otherwise build too rarely to ever lower it again.
+      stretch_backoff_ = 0;
     } else if (!dropped) {
       stretch_builds_[kept++] = build;
     } else if (stretch_backoff_ < kMaxStretchBackoff) {
       ++stretch_backoff_;
       GRAFT_DEBUG("a graph built from a recurring stretch (segments #{} to #{}) was dropped, or went idle, having "
                   "replayed at most {} times: stretches are built once seen {} times", build.firstSegment,
-                  build.endSegment - 1, replays, (std::max<uint32_t>(config_.warmup, 3) - 1) << stretch_backoff_);
+                  build.endSegment - 1, replays, stretchSightingsToBuild());
     }
   }
   stretch_builds_.resize(kept);

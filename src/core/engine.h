@@ -394,10 +394,10 @@ class Engine {
   // A recurring stretch (PeriodDetector) of `length` tokens, `period`
   // tokens after its copy, ended `after` tokens before the last one
   // recorded: counted by its tokens, and built (split at its boundaries)
-  // once seen max(warmup - 1, 2) times in a row (at different places, each
-  // within kStretchGapPeriods periods of the one before; each sighting is
-  // two copies), when at least kStretchEagerOps of its ops ran eagerly, and
-  // no fewer than a quarter as many as graphs replayed of it.
+  // once seen stretchSightingsToBuild() times in a row (at different places,
+  // each within kStretchGapPeriods periods of the one before; each sighting
+  // is two copies), when at least kStretchEagerOps of its ops ran eagerly,
+  // and no fewer than a quarter as many as graphs replayed of it.
   void noteRecurringStretch(uint32_t length, uint32_t period, uint32_t after);
   static constexpr size_t kStretchEagerOps = 16;
   static constexpr uint32_t kStretchGapPeriods = 4;
@@ -409,6 +409,10 @@ class Engine {
   // kMaxStretchBackoff). A graph that only waits costs nothing more: it is
   // judged when it pays off or is retired.
   void judgeStretchBuilds();
+  // max(warmup - 1, 2), times 2 to the power stretch_backoff_.
+  uint32_t stretchSightingsToBuild() const {
+    return (std::max<uint32_t>(config_.warmup, 3) - 1) << stretch_backoff_;
+  }
   static constexpr uint64_t kStretchPaidReplays = 3;
   static constexpr uint32_t kMaxStretchBackoff = 4;
   static constexpr size_t kMaxStretchBuilds = 64;
