@@ -52,7 +52,6 @@ struct Snapshot {
   uint64_t forgotten = 0;
   std::vector<OpenScope> open;
 
-  bool empty() const { return remembered.empty() && !forgotten && open.empty(); }
   bool rememberedLine(CUlogIterator index) const {
     return std::binary_search(remembered.begin(), remembered.end(), index);
   }
@@ -141,10 +140,11 @@ std::vector<std::pair<std::string_view, int64_t>> indexedLines(std::string_view 
 
 // The log as the program sees it from its `iterator` (nullptr: all): the
 // driver's lines without graft's, and the program's iterator past them.
-// False where graft has no line to leave out, or cannot tell.
+// False where graft cannot tell.
 bool programView(const CUlogIterator* iterator, std::string* out, CUlogIterator* programEnd) {
+  // Not left to the driver where graft has no line yet: a scope may open on
+  // another thread and log before the dump (it is in `now` below).
   const Snapshot before = snapshot();
-  if (before.empty()) return false;
   // The dump starts at or below the program's iterator in the driver's
   // numbering (graft's lines still pending make it higher, never lower) and
   // below every open scope's start, so each of graft's lines at or above it
@@ -238,8 +238,9 @@ void OwnDriverCalls::rememberOwnLines() const {
 
 CUresult currentLogIndex(PFN_cuLogsCurrent_v12090 real, CUlogIterator* iterator, unsigned int flags) {
   if (flags != 0 || !iterator) return real(iterator, flags);
+  // Even where graft has no line yet: a scope may open on another thread and
+  // log before the driver's answer (it is in the second snapshot).
   Snapshot s = snapshot();
-  if (s.empty()) return real(iterator, flags);
   if (s.open.empty()) {
     CUlogIterator driver = 0;
     const CUresult r = real(&driver, flags);
