@@ -1027,9 +1027,11 @@ void Engine::forgetRecordedCode() {
     GRAFT_INFO("the program unloaded code: {} graphs dropped; graft learns its loop again", dropped);
 }
 
-size_t Engine::forgetSegmentsWith(const std::function<bool(const OpDesc&)>& usesUnloaded, bool certain) {
+size_t Engine::forgetSegmentsWith(const std::function<bool(const OpDesc&)>& usesUnloaded, bool certain,
+                                  uint64_t* mostReplays) {
   flushAll();
   size_t dropped = 0;
+  if (mostReplays) *mostReplays = 0;
   for (const auto& s : segments_.all()) {
     // (A segment disabled without a graph stays so: "not built again".)
     if (!s || (s->disabled && !s->graph)) continue;
@@ -1040,6 +1042,7 @@ size_t Engine::forgetSegmentsWith(const std::function<bool(const OpDesc&)>& uses
       executor_.destroy(s->graph);
       s->graph = nullptr;
       ++dropped;
+      if (mostReplays) *mostReplays = std::max(*mostReplays, s->replays);
     }
     retireSegment(s.get());
     const bool rebuild = !certain || s->replays >= kReplaysBeforeUnloadToRebuild ||

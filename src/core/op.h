@@ -100,9 +100,10 @@ enum class OpKind : uint8_t {
     "(`cuFuncSetBlockShape`, `cuFuncSetSharedSize`, `cuParamSet*`), which a launch of it clears: from then " \
     "on they run eagerly at their position")                                                               \
   X(ReloadedCode, "reloaded_code",                                                                         \
-    "launches of a kernel whose code the program unloaded after under 16 launches and then loaded again "  \
-    "(a library that loads code per plan or per call): its first 64 launches run eagerly at their "         \
-    "position, so the graphs around them outlive the next unload")                                          \
+    "launches of a kernel whose code the program unloaded and loaded again (a library that loads code "    \
+    "per plan or per call) before graphs with it replayed 16 times or it ran 1024 times: they run eagerly " \
+    "at their position, so the graphs around them outlive the next unload (twice its longest such life, "   \
+    "64 to 1024 launches, in each of its next 1 to 32 loads; then it tries graphs again)")                  \
   X(Dormant, "dormant",                                                                                    \
     "graft had no graph and nothing had repeated for `GRAFT_DORMANT_AFTER_OPS` ops: it only counted these " \
     "ops, then looked again")                                                                              \

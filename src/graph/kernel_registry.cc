@@ -170,7 +170,10 @@ GRAFT_COLD KernelInfo* KernelRegistry::resolve(CUfunction f) {
         allowance >= 0)
       info->sharedMemAllowance = uint32_t(allowance);
   }
-  if (entries_->shortLived.count(info->name)) info->eager = core::EagerCause::ReloadedCode;
+  if (auto it = entries_->reloads.find(info->name); it != entries_->reloads.end() && it->second.eagerLivesLeft) {
+    info->eager = core::EagerCause::ReloadedCode;
+    info->reloadedEagerLaunches = it->second.eagerLaunches;
+  }
   if (matchesEagerPrefix(info->name, entries_->eagerPrefixes)) {
     info->eager = core::EagerCause::EagerKernel;
     GRAFT_DEBUG("kernel {}: matches a GRAFT_EAGER_KERNELS prefix; it runs eagerly", info->name);
@@ -343,19 +346,40 @@ KernelRegistry::CodeHandles KernelRegistry::handlesOfCode(uint64_t code, bool li
   return out;
 }
 
-void KernelRegistry::retire(const std::vector<uint64_t>& handles, bool unloaded) {
+void KernelRegistry::noteCodeLife(const KernelInfo& info, uint64_t graphReplays) {
+  auto known = entries_->reloads.find(info.name);
+  if (info.launches >= kLongLivedLaunches || graphReplays >= kUnloadPaidReplays) {
+    if (known != entries_->reloads.end()) entries_->reloads.erase(known);
+    return;
+  }
+  if (info.eager == core::EagerCause::ReloadedCode) {
+    // Eager all its life: nothing learned; one eager life fewer to go.
+    if (known != entries_->reloads.end() && known->second.eagerLivesLeft && !--known->second.eagerLivesLeft)
+      GRAFT_DEBUG("kernel {}: after {} lives run eagerly, its next one tries graphs again", info.name,
+                  std::min(kMostEagerLives, 1u << (known->second.failures - 1)));
+    return;
+  }
+  // (Bounded: JIT code may bring a new name with every load.)
+  if (known == entries_->reloads.end()) {
+    if (entries_->reloads.size() >= kMaxNamesKept) return;
+    known = entries_->reloads.emplace(info.name, Entries::ReloadHistory{}).first;
+  }
+  Entries::ReloadHistory& h = known->second;
+  h.failures = std::min(h.failures + 1, 6u);
+  h.eagerLivesLeft = std::min(kMostEagerLives, 1u << (h.failures - 1));
+  h.eagerLaunches = std::clamp(std::max(h.eagerLaunches, 2 * uint32_t(info.launches)), kReloadedEagerLaunches,
+                               kLongLivedLaunches);
+  GRAFT_DEBUG("kernel {}: its code is unloaded after {} launches, graphs with it replayed at most {} times; its "
+              "next {} lives run its first {} launches eagerly",
+              info.name, info.launches, graphReplays, h.eagerLivesLeft, h.eagerLaunches);
+}
+
+void KernelRegistry::retire(const std::vector<uint64_t>& handles, bool unloaded, uint64_t graphReplays) {
   if (handles.empty()) return;
   for (uint64_t h : handles) {
     auto it = entries_->kernels.find(h);
     if (it == entries_->kernels.end()) continue;
-    if (unloaded && it->second->launches < kShortLivedLaunches) {
-      // (Bounded: JIT code may bring a new name with every load.)
-      if (entries_->shortLived.size() < kMaxNamesKept && entries_->shortLived.insert(it->second->name).second)
-        GRAFT_DEBUG("kernel {}: its code is unloaded after {} launches; when loaded again its first {} launches "
-                    "run eagerly", it->second->name, it->second->launches, kReloadedEagerLaunches);
-    } else if (unloaded) {
-      entries_->shortLived.erase(it->second->name);
-    }
+    if (unloaded) noteCodeLife(*it->second, graphReplays);
     KernelInfo& r = retiredCounts(it->second->name);
     r.launches += it->second->launches;
     r.patches += it->second->patches;

@@ -50,6 +50,9 @@ struct alignas(64) KernelInfo {
   // shared memory only (allowanceFor).
   uint32_t sharedMemAllowance = UINT32_MAX;
   bool allowanceStale = false;
+  // While eager == ReloadedCode: its launches up to this many run eagerly
+  // (KernelRegistry::retire says how many).
+  uint32_t reloadedEagerLaunches = 0;
   uint64_t ctx = 0;  // the context current when the handle was resolved
   // The layout of any kernel (second line).
   core::HotVector<uint32_t> sizes;
@@ -139,13 +142,25 @@ class KernelRegistry {
   CodeHandles handlesOfCode(uint64_t code, bool library) const;
   // Forgets these handles as retireAll does all of them (counts kept by
   // name); each is resolved again on next use. `unloaded`: their code is
-  // being unloaded; a kernel whose code was unloaded after fewer than
-  // kShortLivedLaunches of its launches runs eagerly when loaded again
-  // (ReloadedCode), for its first kReloadedEagerLaunches launches there
-  // (OpEncoder::kernel), and no longer once its code lived longer.
-  void retire(const std::vector<uint64_t>& handles, bool unloaded = false);
-  static constexpr uint64_t kReloadedEagerLaunches = 64;
-  static constexpr uint64_t kShortLivedLaunches = 16;
+  // being unloaded, and the graphs with its kernels replayed at most
+  // `graphReplays` times. A life of a kernel's code (load to unload) in
+  // which it could go into graphs fails when those graphs replayed fewer
+  // than kUnloadPaidReplays times and it ran fewer than kLongLivedLaunches
+  // times: code a library loads and unloads every few launches or steps
+  // (cuFFT's plans) has its graphs dropped before they pay for their build.
+  // After the n-th failure in a row its next 2^(n-1) lives (at most
+  // kMostEagerLives) run it eagerly (ReloadedCode, OpEncoder::kernel) for
+  // their first reloadedEagerLaunches launches: twice its longest failed
+  // life, at least kReloadedEagerLaunches, at most kLongLivedLaunches; then
+  // a life tries graphs again. A life that paid off, or was long, forgets
+  // the failures. One short life costs only kReloadedEagerLaunches eager
+  // launches, and code whose graphs replay many times in each life keeps
+  // them.
+  void retire(const std::vector<uint64_t>& handles, bool unloaded = false, uint64_t graphReplays = 0);
+  static constexpr uint32_t kReloadedEagerLaunches = 64;
+  static constexpr uint32_t kLongLivedLaunches = 1024;
+  static constexpr uint64_t kUnloadPaidReplays = 16;
+  static constexpr uint32_t kMostEagerLives = 32;
   // Most kernel names kept after their code is unloaded (short-lived names,
   // counts for the report): code compiled at run time may be named anew at
   // every load.
@@ -216,12 +231,19 @@ class KernelRegistry {
   // after it in the Runtime shares the Runtime's first line (runtime.h).
   // The report's counts for a retired kernel `name` (allocates).
   KernelInfo& retiredCounts(const std::string& name);
+  // One life of `info`'s code ended with its unload (retire).
+  void noteCodeLife(const KernelInfo& info, uint64_t graphReplays);
   struct Entries {
     std::unordered_map<uint64_t, core::HotPtr<KernelInfo>> kernels;
     std::unordered_map<std::string, KernelInfo> retired;  // counts only, by kernel name (retiredCounts)
     std::vector<std::string> eagerPrefixes;
-    // Names of kernels whose code was unloaded after few launches of theirs.
-    std::unordered_set<std::string> shortLived;
+    // Kernels whose code lives failed (retire), by name.
+    struct ReloadHistory {
+      uint32_t failures = 0;        // in a row
+      uint32_t eagerLivesLeft = 0;  // lives still to run it eagerly
+      uint32_t eagerLaunches = 0;   // launches each of them runs eagerly
+    };
+    std::unordered_map<std::string, ReloadHistory> reloads;
     // Library kernels the program set attributes of (noteKernelSet).
     std::unordered_set<uint64_t> kernelsSet;
   };

@@ -243,10 +243,10 @@ GRAFT_FAST_LANE OpEncoder::Sameness OpEncoder::compareLaunch(const OpDesc& expec
 GRAFT_HOT const OpDesc& OpEncoder::kernel(ApiId api, core::StreamKey stream, CUcontext ctx, KernelInfo& info,
                                           const LaunchArgs& a) {
   ++info.launches;
-  // Reloaded code that lived through kReloadedEagerLaunches launches this
-  // time is let into graphs again.
-  if (info.eager == core::EagerCause::ReloadedCode && info.launches > KernelRegistry::kReloadedEagerLaunches)
-    [[unlikely]] info.eager = core::EagerCause::None;
+  // Reloaded code that lived through its eager launches this time
+  // (KernelRegistry::retire) is let into graphs again.
+  if (info.eager == core::EagerCause::ReloadedCode && info.launches > info.reloadedEagerLaunches) [[unlikely]]
+    info.eager = core::EagerCause::None;
   KernelShape ks;
   const void* buffer;
   if (const core::EagerCause why = describeLaunch(ctx, info, a, &ks, &buffer); why != core::EagerCause::None)

@@ -382,24 +382,26 @@ void Runtime::codeUnloading(UnloadedCode code) {
   if (code.kind == UnloadedCode::Library) kernels_.forgetKernelsSetOf(code.handle);
   graph::KernelRegistry::CodeHandles handles = kernels_.handlesOfCode(code.handle, code.kind == UnloadedCode::Library);
   size_t dropped = 0;
+  uint64_t mostReplays = 0;  // of a graph with this code's kernels
   // Graphs with kernels only perhaps of this code are built again whenever
   // their runs repeat (the code they ran may well be there still).
   for (std::vector<uint64_t>* list : {&handles.certain, &handles.maybe}) {
     std::sort(list->begin(), list->end());
     if (list->empty()) continue;
+    const bool certain = list == &handles.certain;
     dropped += engine_->forgetSegmentsWith(
         [&](const core::OpDesc& op) {
           return op.kind == core::OpKind::Kernel &&
                  std::binary_search(list->begin(), list->end(), graph::kernelShapeOf(op).func);
         },
-        /*certain=*/list == &handles.certain);
+        certain, certain ? &mostReplays : nullptr);
   }
   executor_->countPatches();  // (by the handles' current names)
-  kernels_.retire(handles.certain, /*unloaded=*/true);
+  kernels_.retire(handles.certain, /*unloaded=*/true, mostReplays);
   kernels_.retire(handles.maybe);
   GRAFT_DEBUG("the program unloads {} {:#x}: {} kernel handles of it forgotten, {} that may be, {} graphs with "
-              "them dropped", code.kind == UnloadedCode::Library ? "library" : "module", code.handle,
-              handles.certain.size(), handles.maybe.size(), dropped);
+              "them dropped (replayed at most {} times)", code.kind == UnloadedCode::Library ? "library" : "module",
+              code.handle, handles.certain.size(), handles.maybe.size(), dropped, mostReplays);
 }
 
 void Runtime::kernelAttributeChanged(CUfunction handle) {

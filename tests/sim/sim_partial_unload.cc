@@ -1,7 +1,7 @@
 // sim_partial_unload: unloads of some code among kernels that stay loaded,
 // where graft forgets only the unloaded code (Runtime::codeUnloading); each
 // mode is run under graft by tests/sim/meson.build, which checks its report.
-//   sim_partial_unload --mode unplaced|otherctx|stale-extra|reload-once [--iters N]
+//   sim_partial_unload --mode unplaced|otherctx|stale-extra|reload-once|reload-often [--iters N]
 //
 // unplaced: persistent library kernels whose owner the driver does not report
 //   (cuKernelGetLibrary / cuFuncGetModule fail, as on a driver without
@@ -23,6 +23,11 @@
 // reload-once: a module kernel run in 5 iterations, its module unloaded and
 //   loaded again once, then 195 more iterations: one short life of the code
 //   does not make its kernel eager for good (>= 90 % through graphs).
+// reload-often: a module kernel run 4 times in each iteration, each after 8
+//   launches of a kernel that stays loaded, its module unloaded and loaded again every
+//   8 iterations (32 launches of it each time, as cuFFT's plans of one
+//   resolution live for a few steps): the graphs around it must not be
+//   dropped and built again at every unload (meson bounds graphs built).
 // Exit 1 on a wrong value or a failed program call.
 #include <cstdint>
 #include <cstdio>
@@ -67,7 +72,8 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--mode") == 0 && i + 1 < argc) mode = argv[++i];
     else if (std::strcmp(argv[i], "--iters") == 0 && i + 1 < argc) iters = std::atoi(argv[++i]);
     else {
-      std::printf("usage: sim_partial_unload --mode unplaced|otherctx|stale-extra|reload-once [--iters N]\n");
+      std::printf("usage: sim_partial_unload --mode unplaced|otherctx|stale-extra|reload-once|reload-often "
+                  "[--iters N]\n");
       return 2;
     }
   }
@@ -212,6 +218,34 @@ int main(int argc, char** argv) {
         SIM_CHECK(simtest::launchAdd(cu, p, y, x, 1, s));
         hx = hy + 1, hy = hx + 1;
       }
+      SIM_CHECK(cu.cuStreamSynchronize(s));
+      if (it % 10 == 0) checkY(it);
+    }
+  } else if (mode == "reload-often") {
+    CUfunction p = simtest::libraryKernel3("sim_add_persistent");
+    CUmodule m = nullptr;
+    CUfunction t = nullptr;
+    SIM_CHECK(code.moduleLoadData(&m, "sim-image: sim_add_t(8,8,8)"));
+    SIM_CHECK(code.moduleGetFunction(&t, m, "sim_add_t"));
+    simCounters(&before);
+    for (int it = 1; it <= iters; ++it) {
+      if (it % 8 == 0) {
+        SIM_CHECK(code.moduleUnload(m));
+        SIM_CHECK(code.moduleLoadData(&m, "sim-image: sim_add_t(8,8,8)"));
+        SIM_CHECK(code.moduleGetFunction(&t, m, "sim_add_t"));
+      }
+      for (int k = 0; k < 4; ++k) {
+        for (int j = 0; j < 4; ++j) {
+          SIM_CHECK(simtest::launchAdd(cu, p, y, x, 1, s));
+          SIM_CHECK(simtest::launchAdd(cu, p, x, y, 1, s));
+          hy = hx + 1, hx = hy + 1;
+        }
+        SIM_CHECK(simtest::launchAdd(cu, t, y, x, 7, s));
+        SIM_CHECK(simtest::launchAdd(cu, p, x, y, 1, s));
+        hy = hx + 7, hx = hy + 1;
+      }
+      SIM_CHECK(simtest::launchAdd(cu, p, y, x, 1, s));
+      hy = hx + 1;
       SIM_CHECK(cu.cuStreamSynchronize(s));
       if (it % 10 == 0) checkY(it);
     }
