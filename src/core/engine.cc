@@ -1027,11 +1027,23 @@ void Engine::forgetRecordedCode() {
     GRAFT_INFO("the program unloaded code: {} graphs dropped; graft learns its loop again", dropped);
 }
 
-size_t Engine::forgetSegmentsWith(const std::function<bool(const OpDesc&)>& usesUnloaded, bool certain,
-                                  uint64_t* mostReplays) {
+uint64_t Engine::mostReplaysOfGraphsWith(const std::function<bool(const OpDesc&)>& uses) const {
+  uint64_t most = 0;
+  for (const auto& s : segments_.all()) {
+    if (!s || !s->graph || s->replays <= most) continue;
+    for (size_t k = 0; k < s->ops.size(); ++k) {
+      if (uses(s->ops.view(k))) {
+        most = s->replays;
+        break;
+      }
+    }
+  }
+  return most;
+}
+
+size_t Engine::forgetSegmentsWith(const std::function<bool(const OpDesc&)>& usesUnloaded, bool certain) {
   flushAll();
   size_t dropped = 0;
-  if (mostReplays) *mostReplays = 0;
   for (const auto& s : segments_.all()) {
     // (A segment disabled without a graph stays so: "not built again".)
     if (!s || (s->disabled && !s->graph)) continue;
@@ -1042,7 +1054,6 @@ size_t Engine::forgetSegmentsWith(const std::function<bool(const OpDesc&)>& uses
       executor_.destroy(s->graph);
       s->graph = nullptr;
       ++dropped;
-      if (mostReplays) *mostReplays = std::max(*mostReplays, s->replays);
     }
     retireSegment(s.get());
     const bool rebuild = !certain || s->replays >= kReplaysBeforeUnloadToRebuild ||

@@ -286,10 +286,11 @@ class Engine {
   // perhaps) only once if the graph had replayed fewer than
   // kReplaysBeforeUnloadToRebuild times: code a library loads and unloads
   // every step would otherwise cost a build each time. Returns the number
-  // of graphs destroyed; `mostReplays`, when given, gets the most times one
-  // of them replayed (0 when none). Allocates; not on the hot path.
-  size_t forgetSegmentsWith(const std::function<bool(const OpDesc&)>& usesUnloaded, bool certain,
-                            uint64_t* mostReplays = nullptr);
+  // of graphs destroyed. Allocates; not on the hot path.
+  size_t forgetSegmentsWith(const std::function<bool(const OpDesc&)>& usesUnloaded, bool certain);
+  // The most times a graph with an op `uses` says yes to has replayed (0:
+  // no such graph). Not on the hot path.
+  uint64_t mostReplaysOfGraphsWith(const std::function<bool(const OpDesc&)>& uses) const;
   static constexpr uint64_t kReplaysBeforeUnloadToRebuild = 4;
   // Stops replaying for good (e.g. graft can no longer see every op): issues
   // everything held; from now on every op is issued eagerly and only counted.

@@ -346,40 +346,67 @@ KernelRegistry::CodeHandles KernelRegistry::handlesOfCode(uint64_t code, bool li
   return out;
 }
 
-void KernelRegistry::noteCodeLife(const KernelInfo& info, uint64_t graphReplays) {
-  auto known = entries_->reloads.find(info.name);
-  if (info.launches >= kLongLivedLaunches || graphReplays >= kUnloadPaidReplays) {
-    if (known != entries_->reloads.end()) entries_->reloads.erase(known);
-    return;
-  }
-  if (info.eager == core::EagerCause::ReloadedCode) {
-    // Eager all its life: nothing learned; one eager life fewer to go.
+void KernelRegistry::noteCodeLife(const std::string& name, uint64_t launches, bool eagerAllLife,
+                                  uint64_t graphReplays) {
+  auto known = entries_->reloads.find(name);
+  if (eagerAllLife) {
+    // Nothing learned (its graphs had none of its launches); one eager life
+    // fewer to go.
     if (known != entries_->reloads.end() && known->second.eagerLivesLeft && !--known->second.eagerLivesLeft)
-      GRAFT_DEBUG("kernel {}: after {} lives run eagerly, its next one tries graphs again", info.name,
+      GRAFT_DEBUG("kernel {}: after {} lives run eagerly, its next one tries graphs again", name,
                   std::min(kMostEagerLives, 1u << (known->second.failures - 1)));
     return;
   }
-  // (Bounded: JIT code may bring a new name with every load.)
+  if (launches >= kLongLivedLaunches || graphReplays >= kUnloadPaidReplays) {
+    if (known != entries_->reloads.end()) entries_->reloads.erase(known);
+    return;
+  }
   if (known == entries_->reloads.end()) {
-    if (entries_->reloads.size() >= kMaxNamesKept) return;
-    known = entries_->reloads.emplace(info.name, Entries::ReloadHistory{}).first;
+    // Bounded (code compiled at run time may bring a new name with every
+    // load): make room, first from names about to try graphs again.
+    if (entries_->reloads.size() >= kMaxNamesKept) {
+      auto victim = std::find_if(entries_->reloads.begin(), entries_->reloads.end(),
+                                 [](const auto& e) { return e.second.eagerLivesLeft == 0; });
+      entries_->reloads.erase(victim != entries_->reloads.end() ? victim : entries_->reloads.begin());
+    }
+    known = entries_->reloads.emplace(name, Entries::ReloadHistory{}).first;
   }
   Entries::ReloadHistory& h = known->second;
   h.failures = std::min(h.failures + 1, 6u);
   h.eagerLivesLeft = std::min(kMostEagerLives, 1u << (h.failures - 1));
-  h.eagerLaunches = std::clamp(std::max(h.eagerLaunches, 2 * uint32_t(info.launches)), kReloadedEagerLaunches,
-                               kLongLivedLaunches);
+  h.eagerLaunches = uint32_t(
+      std::clamp<uint64_t>(std::max<uint64_t>(h.eagerLaunches, 2 * launches), kReloadedEagerLaunches, kLongLivedLaunches));
   GRAFT_DEBUG("kernel {}: its code is unloaded after {} launches, graphs with it replayed at most {} times; its "
               "next {} lives run its first {} launches eagerly",
-              info.name, info.launches, graphReplays, h.eagerLivesLeft, h.eagerLaunches);
+              name, launches, graphReplays, h.eagerLivesLeft, h.eagerLaunches);
 }
 
-void KernelRegistry::retire(const std::vector<uint64_t>& handles, bool unloaded, uint64_t graphReplays) {
+void KernelRegistry::retireUnloaded(const std::vector<uint64_t>& handles, const std::vector<uint64_t>& graphReplays) {
+  struct Life {
+    const std::string* name;
+    uint64_t launches = 0, replays = 0;
+    bool eagerAllLife = true;
+  };
+  std::vector<Life> lives;
+  for (size_t i = 0; i < handles.size(); ++i) {
+    auto it = entries_->kernels.find(handles[i]);
+    if (it == entries_->kernels.end()) continue;
+    const KernelInfo& info = *it->second;
+    auto life = std::find_if(lives.begin(), lives.end(), [&](const Life& l) { return *l.name == info.name; });
+    if (life == lives.end()) life = lives.insert(lives.end(), Life{&info.name});
+    life->launches += info.launches;
+    life->replays = std::max(life->replays, i < graphReplays.size() ? graphReplays[i] : 0);
+    life->eagerAllLife = life->eagerAllLife && info.eager == core::EagerCause::ReloadedCode;
+  }
+  for (const Life& l : lives) noteCodeLife(*l.name, l.launches, l.eagerAllLife, l.replays);
+  retire(handles);
+}
+
+void KernelRegistry::retire(const std::vector<uint64_t>& handles) {
   if (handles.empty()) return;
   for (uint64_t h : handles) {
     auto it = entries_->kernels.find(h);
     if (it == entries_->kernels.end()) continue;
-    if (unloaded) noteCodeLife(*it->second, graphReplays);
     KernelInfo& r = retiredCounts(it->second->name);
     r.launches += it->second->launches;
     r.patches += it->second->patches;

@@ -141,22 +141,31 @@ class KernelRegistry {
   };
   CodeHandles handlesOfCode(uint64_t code, bool library) const;
   // Forgets these handles as retireAll does all of them (counts kept by
-  // name); each is resolved again on next use. `unloaded`: their code is
-  // being unloaded, and the graphs with its kernels replayed at most
-  // `graphReplays` times. A life of a kernel's code (load to unload) in
-  // which it could go into graphs fails when those graphs replayed fewer
-  // than kUnloadPaidReplays times and it ran fewer than kLongLivedLaunches
+  // name); each is resolved again on next use.
+  void retire(const std::vector<uint64_t>& handles);
+  // The same for the handles of code being unloaded, whose graphs replayed
+  // at most `graphReplays[i]` times (one per handle), judging the life of
+  // each kernel's code (load to unload; the handles of one name together:
+  // a library kernel and its function). A life in which the kernel could go
+  // into graphs fails when those graphs replayed fewer than
+  // kUnloadPaidReplays times and it ran fewer than kLongLivedLaunches
   // times: code a library loads and unloads every few launches or steps
   // (cuFFT's plans) has its graphs dropped before they pay for their build.
   // After the n-th failure in a row its next 2^(n-1) lives (at most
   // kMostEagerLives) run it eagerly (ReloadedCode, OpEncoder::kernel) for
   // their first reloadedEagerLaunches launches: twice its longest failed
   // life, at least kReloadedEagerLaunches, at most kLongLivedLaunches; then
-  // a life tries graphs again. A life that paid off, or was long, forgets
-  // the failures. One short life costs only kReloadedEagerLaunches eager
-  // launches, and code whose graphs replay many times in each life keeps
-  // them.
-  void retire(const std::vector<uint64_t>& handles, bool unloaded = false, uint64_t graphReplays = 0);
+  // a life tries graphs again. A life run eagerly all along teaches
+  // nothing; a life that paid off, or was long, forgets the failures. One
+  // short life costs only kReloadedEagerLaunches eager launches, and code
+  // whose graphs replay many times in each life keeps them. Known limits:
+  // kernels are told apart by name only (the code's handle changes at every
+  // load); only graphs alive at the unload are counted; and where the
+  // kernel's launches are spread through the step, the pieces left between
+  // them when it runs eagerly may be too small for graphs, so its eager
+  // lives can put fewer ops through graphs than lives in graphs that
+  // replayed 4 to 15 times would have.
+  void retireUnloaded(const std::vector<uint64_t>& handles, const std::vector<uint64_t>& graphReplays);
   static constexpr uint32_t kReloadedEagerLaunches = 64;
   static constexpr uint32_t kLongLivedLaunches = 1024;
   static constexpr uint64_t kUnloadPaidReplays = 16;
@@ -231,13 +240,15 @@ class KernelRegistry {
   // after it in the Runtime shares the Runtime's first line (runtime.h).
   // The report's counts for a retired kernel `name` (allocates).
   KernelInfo& retiredCounts(const std::string& name);
-  // One life of `info`'s code ended with its unload (retire).
-  void noteCodeLife(const KernelInfo& info, uint64_t graphReplays);
+  // One life of the code of kernel `name` ended with its unload: it ran
+  // `launches` times, eagerly all along (`eagerAllLife`: ReloadedCode), and
+  // graphs with it replayed at most `graphReplays` times (retireUnloaded).
+  void noteCodeLife(const std::string& name, uint64_t launches, bool eagerAllLife, uint64_t graphReplays);
   struct Entries {
     std::unordered_map<uint64_t, core::HotPtr<KernelInfo>> kernels;
     std::unordered_map<std::string, KernelInfo> retired;  // counts only, by kernel name (retiredCounts)
     std::vector<std::string> eagerPrefixes;
-    // Kernels whose code lives failed (retire), by name.
+    // Kernels whose code lives failed (retireUnloaded), by name.
     struct ReloadHistory {
       uint32_t failures = 0;        // in a row
       uint32_t eagerLivesLeft = 0;  // lives still to run it eagerly

@@ -382,26 +382,33 @@ void Runtime::codeUnloading(UnloadedCode code) {
   if (code.kind == UnloadedCode::Library) kernels_.forgetKernelsSetOf(code.handle);
   graph::KernelRegistry::CodeHandles handles = kernels_.handlesOfCode(code.handle, code.kind == UnloadedCode::Library);
   size_t dropped = 0;
-  uint64_t mostReplays = 0;  // of a graph with this code's kernels
+  // How far the graphs with each of its own kernels got (KernelRegistry::retireUnloaded).
+  std::vector<uint64_t> replays(handles.certain.size());
+  for (size_t i = 0; i < handles.certain.size(); ++i) {
+    const uint64_t h = handles.certain[i];
+    replays[i] = engine_->mostReplaysOfGraphsWith(
+        [h](const core::OpDesc& op) { return op.kind == core::OpKind::Kernel && graph::kernelShapeOf(op).func == h; });
+  }
   // Graphs with kernels only perhaps of this code are built again whenever
   // their runs repeat (the code they ran may well be there still).
   for (std::vector<uint64_t>* list : {&handles.certain, &handles.maybe}) {
-    std::sort(list->begin(), list->end());
-    if (list->empty()) continue;
-    const bool certain = list == &handles.certain;
+    std::vector<uint64_t> sorted = *list;
+    std::sort(sorted.begin(), sorted.end());
+    if (sorted.empty()) continue;
     dropped += engine_->forgetSegmentsWith(
         [&](const core::OpDesc& op) {
           return op.kind == core::OpKind::Kernel &&
-                 std::binary_search(list->begin(), list->end(), graph::kernelShapeOf(op).func);
+                 std::binary_search(sorted.begin(), sorted.end(), graph::kernelShapeOf(op).func);
         },
-        certain, certain ? &mostReplays : nullptr);
+        /*certain=*/list == &handles.certain);
   }
   executor_->countPatches();  // (by the handles' current names)
-  kernels_.retire(handles.certain, /*unloaded=*/true, mostReplays);
+  kernels_.retireUnloaded(handles.certain, replays);
   kernels_.retire(handles.maybe);
   GRAFT_DEBUG("the program unloads {} {:#x}: {} kernel handles of it forgotten, {} that may be, {} graphs with "
               "them dropped (replayed at most {} times)", code.kind == UnloadedCode::Library ? "library" : "module",
-              code.handle, handles.certain.size(), handles.maybe.size(), dropped, mostReplays);
+              code.handle, handles.certain.size(), handles.maybe.size(), dropped,
+              replays.empty() ? 0 : *std::max_element(replays.begin(), replays.end()));
 }
 
 void Runtime::kernelAttributeChanged(CUfunction handle) {
