@@ -147,4 +147,15 @@ int startTraceProgram(const char* program, int argc, char** argv, TraceProgramAr
   return startProgram(program, drv, nullptr);
 }
 
+void printEffectsSince(const char* program, const SimCounters& before) {
+  SimCounters after{};
+  simCounters(&after);
+  const uint64_t graph = after.effectsGraph - before.effectsGraph;
+  const uint64_t eager = after.effectsEager - before.effectsEager;
+  std::printf("%s: effects from graphs %llu, eager %llu (%.1f %%), graph launches %llu\n", program,
+              (unsigned long long)graph, (unsigned long long)eager,
+              graph + eager ? 100.0 * double(graph) / double(graph + eager) : 0.0,
+              (unsigned long long)(after.graphLaunches - before.graphLaunches));
+}
+
 }  // namespace simtest

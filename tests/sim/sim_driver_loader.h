@@ -130,6 +130,10 @@ struct CodeApi {
 };
 bool loadCodeApi(const Driver& drv, CodeApi* out);
 
+// Prints "PROGRAM: effects from graphs G, eager E (P %), graph launches L",
+// counted since `before` (simCounters).
+void printEffectsSince(const char* program, const SimCounters& before);
+
 // The start shared by the trace-comparison programs (compare_trace.py runs
 // them): parses `--out FILE [--seed S]` and loads the driver. Returns 0, or
 // the exit code 2 after printing why (prefixed with `program`).

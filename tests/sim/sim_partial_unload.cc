@@ -52,17 +52,6 @@ CUresult launchAddExtra(const simtest::DriverApi& cu, CUfunction k, CUdeviceptr 
   return cu.cuLaunchKernel(k, grid, 1, 1, 1, 1, 1, 0, s, nullptr, extra);
 }
 
-void report(const SimCounters& before) {
-  SimCounters after{};
-  simCounters(&after);
-  const uint64_t graph = after.effectsGraph - before.effectsGraph;
-  const uint64_t eager = after.effectsEager - before.effectsEager;
-  std::printf("sim_partial_unload: effects from graphs %llu, eager %llu (%.1f %%), graph launches %llu\n",
-              (unsigned long long)graph, (unsigned long long)eager,
-              graph + eager ? 100.0 * double(graph) / double(graph + eager) : 0.0,
-              (unsigned long long)(after.graphLaunches - before.graphLaunches));
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -254,7 +243,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   SIM_CHECK(cu.cuCtxSynchronize());
-  report(before);
+  simtest::printEffectsSince("sim_partial_unload", before);
   if (bad || simtest::failedCalls()) {
     std::printf("sim_partial_unload: %d wrong values, %d failed calls\n", bad, simtest::failedCalls());
     return 1;

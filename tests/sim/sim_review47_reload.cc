@@ -65,17 +65,6 @@ namespace {
 simtest::CodeApi code;
 decltype(&::cuFuncSetAttribute) funcSetAttribute = nullptr;
 
-void report(const SimCounters& before) {
-  SimCounters after{};
-  simCounters(&after);
-  const uint64_t graph = after.effectsGraph - before.effectsGraph;
-  const uint64_t eager = after.effectsEager - before.effectsEager;
-  std::printf("sim_review47_reload: effects from graphs %llu, eager %llu (%.1f %%), graph launches %llu\n",
-              (unsigned long long)graph, (unsigned long long)eager,
-              graph + eager ? 100.0 * double(graph) / double(graph + eager) : 0.0,
-              (unsigned long long)(after.graphLaunches - before.graphLaunches));
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -302,7 +291,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   checkY(iters);
-  report(before);
+  simtest::printEffectsSince("sim_review47_reload", before);
   if (bad || simtest::failedCalls()) return 1;
   std::printf("sim_review47_reload: every value right\n");
   return 0;
