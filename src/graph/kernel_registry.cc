@@ -372,10 +372,10 @@ void KernelRegistry::noteCodeLife(const std::string& name, uint64_t launches, bo
     known = entries_->reloads.emplace(name, Entries::ReloadHistory{}).first;
   }
   Entries::ReloadHistory& h = known->second;
-  h.failures = std::min(h.failures + 1, 6u);
+  h.failures = std::min(h.failures + 1, 6u);  // (2^5 lives: kMostEagerLives)
   h.eagerLivesLeft = std::min(kMostEagerLives, 1u << (h.failures - 1));
-  h.eagerLaunches = uint32_t(
-      std::clamp<uint64_t>(std::max<uint64_t>(h.eagerLaunches, 2 * launches), kReloadedEagerLaunches, kLongLivedLaunches));
+  h.eagerLaunches = uint32_t(std::clamp<uint64_t>(std::max<uint64_t>(h.eagerLaunches, 2 * launches),
+                                                  kReloadedEagerLaunches, kLongLivedLaunches));
   GRAFT_DEBUG("kernel {}: its code is unloaded after {} launches, graphs with it replayed at most {} times; its "
               "next {} lives run its first {} launches eagerly",
               name, launches, graphReplays, h.eagerLivesLeft, h.eagerLaunches);

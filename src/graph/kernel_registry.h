@@ -51,7 +51,7 @@ struct alignas(64) KernelInfo {
   uint32_t sharedMemAllowance = UINT32_MAX;
   bool allowanceStale = false;
   // While eager == ReloadedCode: its launches up to this many run eagerly
-  // (KernelRegistry::retire says how many).
+  // (KernelRegistry::retireUnloaded says how many).
   uint32_t reloadedEagerLaunches = 0;
   uint64_t ctx = 0;  // the context current when the handle was resolved
   // The layout of any kernel (second line).
