@@ -158,4 +158,14 @@ void printEffectsSince(const char* program, const SimCounters& before) {
               (unsigned long long)(after.graphLaunches - before.graphLaunches));
 }
 
+CUresult loadModuleKernel(const CodeApi& code, CUmodule* m, CUfunction* f, const char* kernel) {
+  if (*m) {
+    if (CUresult r = code.moduleUnload(*m); r != CUDA_SUCCESS) return r;
+    *m = nullptr;
+  }
+  const std::string image = std::string("sim-image: ") + kernel + "(8,8,8)";
+  if (CUresult r = code.moduleLoadData(m, image.c_str()); r != CUDA_SUCCESS) return r;
+  return code.moduleGetFunction(f, *m, kernel);
+}
+
 }  // namespace simtest

@@ -129,6 +129,10 @@ struct CodeApi {
   decltype(&::cuLibraryUnload) libraryUnload = nullptr;
 };
 bool loadCodeApi(const Driver& drv, CodeApi* out);
+// Loads a module of the one sim_add-like kernel `kernel` (three 8-byte
+// parameters) into *m, its function into *f; unloads *m first when set (the
+// same code loaded again).
+CUresult loadModuleKernel(const CodeApi& code, CUmodule* m, CUfunction* f, const char* kernel);
 
 // Prints "PROGRAM: effects from graphs G, eager E (P %), graph launches L",
 // counted since `before` (simCounters).

@@ -186,14 +186,11 @@ int main(int argc, char** argv) {
     CUfunction p = simtest::libraryKernel3("sim_add_persistent");
     CUmodule m = nullptr;
     CUfunction t = nullptr;
-    SIM_CHECK(code.moduleLoadData(&m, "sim-image: sim_add_t(8,8,8)"));
-    SIM_CHECK(code.moduleGetFunction(&t, m, "sim_add_t"));
+    SIM_CHECK(simtest::loadModuleKernel(code, &m, &t, "sim_add_t"));
     simCounters(&before);
     for (int it = 1; it <= iters; ++it) {
       if (it == 6) {
-        SIM_CHECK(code.moduleUnload(m));
-        SIM_CHECK(code.moduleLoadData(&m, "sim-image: sim_add_t(8,8,8)"));
-        SIM_CHECK(code.moduleGetFunction(&t, m, "sim_add_t"));
+        SIM_CHECK(simtest::loadModuleKernel(code, &m, &t, "sim_add_t"));
       }
       for (int k = 0; k < 3; ++k) {
         SIM_CHECK(simtest::launchAdd(cu, p, y, x, 1, s));
@@ -214,14 +211,11 @@ int main(int argc, char** argv) {
     CUfunction p = simtest::libraryKernel3("sim_add_persistent");
     CUmodule m = nullptr;
     CUfunction t = nullptr;
-    SIM_CHECK(code.moduleLoadData(&m, "sim-image: sim_add_t(8,8,8)"));
-    SIM_CHECK(code.moduleGetFunction(&t, m, "sim_add_t"));
+    SIM_CHECK(simtest::loadModuleKernel(code, &m, &t, "sim_add_t"));
     simCounters(&before);
     for (int it = 1; it <= iters; ++it) {
       if (it % 8 == 0) {
-        SIM_CHECK(code.moduleUnload(m));
-        SIM_CHECK(code.moduleLoadData(&m, "sim-image: sim_add_t(8,8,8)"));
-        SIM_CHECK(code.moduleGetFunction(&t, m, "sim_add_t"));
+        SIM_CHECK(simtest::loadModuleKernel(code, &m, &t, "sim_add_t"));
       }
       for (int k = 0; k < 4; ++k) {
         for (int j = 0; j < 4; ++j) {

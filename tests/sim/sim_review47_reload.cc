@@ -202,15 +202,12 @@ int main(int argc, char** argv) {
     // module is unloaded and loaded again.
     CUmodule m = nullptr;
     CUfunction t = nullptr;
-    SIM_CHECK(code.moduleLoadData(&m, "sim-image: sim_add_t(8,8,8)"));
-    SIM_CHECK(code.moduleGetFunction(&t, m, "sim_add_t"));
+    SIM_CHECK(simtest::loadModuleKernel(code, &m, &t, "sim_add_t"));
     simCounters(&before);
     const int cycle = train + eval;
     for (int it = 1; it <= iters; ++it) {
       if (it % cycle == 0) {
-        SIM_CHECK(code.moduleUnload(m));
-        SIM_CHECK(code.moduleLoadData(&m, "sim-image: sim_add_t(8,8,8)"));
-        SIM_CHECK(code.moduleGetFunction(&t, m, "sim_add_t"));
+        SIM_CHECK(simtest::loadModuleKernel(code, &m, &t, "sim_add_t"));
       }
       if (it % cycle < train) {
         for (int j = 0; j < perIter; ++j) block(t, 3);
@@ -246,14 +243,11 @@ int main(int argc, char** argv) {
     }
     CUmodule m = nullptr;
     CUfunction t = nullptr;
-    SIM_CHECK(code.moduleLoadData(&m, "sim-image: sim_add_t(8,8,8)"));
-    SIM_CHECK(code.moduleGetFunction(&t, m, "sim_add_t"));
+    SIM_CHECK(simtest::loadModuleKernel(code, &m, &t, "sim_add_t"));
     simCounters(&before);
     for (int it = 1; it <= iters; ++it) {
       if (it % 8 == 0) {
-        SIM_CHECK(code.moduleUnload(m));
-        SIM_CHECK(code.moduleLoadData(&m, "sim-image: sim_add_t(8,8,8)"));
-        SIM_CHECK(code.moduleGetFunction(&t, m, "sim_add_t"));
+        SIM_CHECK(simtest::loadModuleKernel(code, &m, &t, "sim_add_t"));
       }
       for (int k = 0; k < 4; ++k) block(t, 7);
       block(p, 1);
@@ -266,14 +260,11 @@ int main(int argc, char** argv) {
     // persistent kernels: most of the step is T.
     CUmodule m = nullptr;
     CUfunction t = nullptr;
-    SIM_CHECK(code.moduleLoadData(&m, "sim-image: sim_add_t(8,8,8)"));
-    SIM_CHECK(code.moduleGetFunction(&t, m, "sim_add_t"));
+    SIM_CHECK(simtest::loadModuleKernel(code, &m, &t, "sim_add_t"));
     simCounters(&before);
     for (int it = 1; it <= iters; ++it) {
       if (it % shortEvery == 0) {
-        SIM_CHECK(code.moduleUnload(m));
-        SIM_CHECK(code.moduleLoadData(&m, "sim-image: sim_add_t(8,8,8)"));
-        SIM_CHECK(code.moduleGetFunction(&t, m, "sim_add_t"));
+        SIM_CHECK(simtest::loadModuleKernel(code, &m, &t, "sim_add_t"));
       }
       for (int j = 0; j < perIter; ++j) {
         SIM_CHECK(simtest::launchAdd(cu, t, y, x, 3, s));
