@@ -90,10 +90,12 @@ constexpr size_t kDumpBytes = 64 << 10, kDumpBytesMax = 16 << 20;
 
 // The driver's dump of its lines from `from` on, and the iterator past the
 // last of them (both from the one call); false where it cannot give them.
-bool dumpFrom(CUlogIterator from, std::string* text, CUlogIterator* end) {
+// `firstBytes`: the buffer tried first (larger ones follow while the dump
+// does not fit).
+bool dumpFrom(CUlogIterator from, std::string* text, CUlogIterator* end, size_t firstBytes = kDumpBytes) {
   const auto dump = real<ApiId::k_cuLogsDumpToMemory_12090>();
   if (!dump) return false;
-  for (size_t bytes = kDumpBytes; bytes <= kDumpBytesMax; bytes *= 16) {
+  for (size_t bytes = firstBytes; bytes <= kDumpBytesMax; bytes *= 16) {
     text->assign(bytes, '\0');
     size_t size = text->size();
     CUlogIterator it = from;
@@ -215,7 +217,17 @@ void OwnDriverCalls::rememberOwnLines() const {
   std::string text;
   CUlogIterator end = 0;
   std::vector<CUlogIterator> mine;
-  const bool dumped = dumpFrom(start_, &text, &end);
+  // The log's iterator counts lines: where no thread logged one since the
+  // scope opened (most resolutions, whose probes the driver did not log)
+  // there is nothing to find, and no dump is made. Otherwise the dump
+  // starts with room for those lines alone (a resolution's one or two),
+  // not the whole log's.
+  CUlogIterator now = start_;
+  const auto current = real<ApiId::k_cuLogsCurrent_12090>();
+  const bool logged = !(current && current(&now, 0) == CUDA_SUCCESS && now == start_);
+  const size_t newLines = now > start_ ? size_t(now - start_) : 0;
+  const size_t firstBytes = newLines ? std::min(kDumpBytes, std::max<size_t>(4096, newLines * 512)) : kDumpBytes;
+  const bool dumped = logged && dumpFrom(start_, &text, &end, firstBytes);
   if (dumped)
     for (const auto& [line, index] : indexedLines(text, end))
       if (index >= 0 && threadOfLine(line) == self) mine.push_back(CUlogIterator(index));
