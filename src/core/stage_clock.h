@@ -26,6 +26,7 @@
 namespace graft::core {
 
 #define GRAFT_STAGES(X)                                                                  \
+  X(Intercept, "intercept")          /* a stream-ordered op's wrapper, its other stages left out */ \
   X(Lock, "lock")                    /* taking the engine lock for a stream-ordered op */ \
   X(Encode, "encode")                /* driver arguments -> op description (hook) */      \
   X(Context, "context")              /* asking the driver for the current context */      \

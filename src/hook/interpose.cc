@@ -1269,6 +1269,10 @@ template <ApiId Id, int PT, typename... A>
   requires(HasEncoder<Id>)
 struct Wrapper<Id, PT, CUresult(CUDAAPI*)(A...)> {
   GRAFT_HOT static CUresult CUDAAPI call(A... a) {
+    // Its exclusive time is what the stages inside leave out (the guard,
+    // the mode checks, releasing the lock) and, for an op graft issues, the
+    // driver's call.
+    core::StageTimer timer(core::Stage::Intercept);
     return wrapperBody<Id, PT, CUresult(CUDAAPI*)(A...)>(a...);
   }
 };
