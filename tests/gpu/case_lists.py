@@ -93,7 +93,18 @@ their own in training/.
 # of 0.5 to 12 ms around the idle flush's threshold at host-chosen points (one on the autograd
 # thread mid-backward), and an optimizer offloaded to the CPU as torchao's CPUOffloadOptimizer
 # does it (gradients copied to pinned memory from post-accumulate hooks, a fused CPU AdamW per
-# parameter after its copy's event, weights copied back on the same side stream).
+# parameter after its copy's event, weights copied back on the same side stream); then a
+# thirteenth round (the twelfth, traps_r29, has no PyTorch case): forward-mode autodiff by
+# torch.func.jvp in a MeanFlow loss (every layer launched twice, on the primal and on its
+# tangent, twins that differ only in pointers), scaled_dot_product_attention under masks
+# rebuilt every step (packed documents as a boolean mask, a sliding window with ALiBi as a
+# float mask whose width a host RNG changes; memory-efficient and flash attention in a
+# host-random order), AdaHessian's Hessian-vector products by double backward through cuDNN
+# convolutions every third step, a neural spline flow whose gathers take indices that
+# cumsum and searchsorted computed earlier in the step (with a quantile at a level drawn
+# every step and a bucketize histogram), and host functions (cuLaunchHostFunc,
+# cuStreamAddCallback through ctypes) between kernels that read a loss from pinned memory
+# and write a gradient scale that a later copy on the stream brings to the GPU.
 ISSUE_CASES = ["mlp", "mlp_item", "gpt", "amp", "sidestream", "lastbatch", "partgraph", "gemm"]
 OTHER_CASES = ["cnn", "lstm", "dynamic", "accum", "inductor_mlp", "inductor_gpt", "sdpa", "ddp",
                "vit", "diffusion", "gan", "expandable", "decode", "loader", "serve",
@@ -110,6 +121,7 @@ OTHER_CASES = ["cnn", "lstm", "dynamic", "accum", "inductor_mlp", "inductor_gpt"
                "ensemble", "anomaly", "signbits", "dirtyfn", "offsetview",
                "oddbytes", "prefetch", "evring", "zerocopy", "autotune",
                "memops", "bgeval", "streamchurn", "hostpause", "cpuadam",
+               "meanflow", "docmask", "adahessian", "spline", "hostfunc",
                "pipeline2", "ddp2"]
 # Cases that need two GPUs: with one, workloads.py exits 77 for them (check_losses.py
 # reports them skipped and goes on).
@@ -150,7 +162,9 @@ CASES = ISSUE_CASES + OTHER_CASES
 # back, which a floor makes near zero).
 # Not bgeval: its evaluator thread reads a loss and a count back, but they set only a
 # learning rate (a kernel argument) and the line, never what is launched (a non-finite count
-# is written as -1); nor cpuadam, whose host reads feed a CPU optimizer and a checksum.
+# is written as -1); nor cpuadam, whose host reads feed a CPU optimizer and a checksum; nor
+# hostfunc, whose host functions' reads set a gradient scale (copied to the GPU) and a
+# learning rate, never what is launched (a non-finite loss leaves the scale at 1).
 GARBAGE_SENSITIVE_CASES = ("dynamic", "moe", "condstep", "linalg", "lbfgs", "plateau", "swa",
                            "parametrize", "sparse", "gnn", "ppo", "reentrant", "beam", "encpad",
                            "packed", "bncma", "qat", "pcgrad", "latechange", "anomaly", "zerocopy",

@@ -22,6 +22,7 @@ CASE: mlp mlp_item gpt amp sidestream lastbatch partgraph gemm cnn lstm dynamic 
       ensemble anomaly signbits dirtyfn offsetview
       oddbytes prefetch evring zerocopy autotune
       memops bgeval streamchurn hostpause cpuadam
+      meanflow docmask adahessian spline hostfunc
       pipeline2 ddp2 (or "list")
 
 --steps N is the total number of training steps; the first W (--warmup) are untimed.
@@ -112,7 +113,17 @@ or non-blocking of high priority; destroyed at once or after the step), hostpaus
 " p=<point><ms><s|w>,..." (the step's host pauses, or " p=-") and cpuadam " w=<float.hex>" (a
 checksum of the first layer's pinned host weight after the CPU step) on every line, bgeval
 " ev=<hex> acc=<n>" (the evaluator thread's loss and correct count for the snapshot of that
-step) every 8th step and " lr=<float.hex>" (the learning rate after its adjustment) every 40th.
+step) every 8th step and " lr=<float.hex>" (the learning rate after its adjustment) every 40th;
+meanflow " p=<k>/8 m=<hex> j=<hex>" (the share of samples with r = t in eighths, the unweighted
+mean squared error, the mean |du/dt|), docmask " w=<n> d=<n>" or " w=<n> u" (the sliding
+window; the documents of a packed step, or an unpacked step), spline " q=<k> t=<hex> c=<hex>"
+(the quantile's level in permille, the quantile, the latent histogram's chi-square) and
+hostfunc " h=<hex> s=<hex> a=<hex>|- k=f|c" (the loss as the host function read it from pinned
+memory, the gradient scale it wrote, the auxiliary value it read or -, cuLaunchHostFunc or
+cuStreamAddCallback) on every line, meanflow and spline " ev=<hex>" (the one-step samples'
+mean squared distance to the nearest center; the inverse flow's samples against the data's
+warp) every 10th, adahessian " h=<hex>" (the Hutchinson trace estimate) every 3rd and hostfunc
+" lr=<float.hex>" (the learning rate after the host's decision) every 10th.
 ppo's loss is the mean of
 its 8 minibatch losses, wgangp's the critic's. decode is inference, not training: its "loss" is the sum of the chosen
 tokens' logits.
@@ -8156,6 +8167,674 @@ class CPUAdamWorkload(TaskWorkload):
         return super().loss_lines()
 
 
+# --------------------------------------------------------------------------- thirteenth red-team round
+# (The twelfth round, traps_r29, has no PyTorch case.) Patterns the rounds before leave out,
+# each chosen for what a tool that holds launches back, matches them against recorded
+# sequences by kernel and launch shape and replays graphs with patched arguments could get
+# wrong: forward-mode automatic differentiation (torch.func.jvp: every layer of the forward
+# launched twice with one shape, on the primal and on its tangent, twins that differ only in
+# their pointers); scaled_dot_product_attention under masks rebuilt every step (document
+# boundaries of packed sequences as a boolean mask on the global layers, a sliding window
+# with ALiBi slopes as an additive float mask on the local ones, the window's width a kernel
+# scalar that a host RNG changes), memory-efficient attention with those masks and flash
+# attention on unpacked steps, in a host-random order; Hessian-vector products through a
+# convolutional net (double backward: cuDNN convolutions in roles a first-order step never
+# gives them) every third step, as AdaHessian computes them; a neural spline flow whose
+# kernels address their operands by indices computed earlier in the same step (cumsum knots,
+# searchsorted bins, gather, torch.where tails), with a quantile whose level a host RNG draws
+# every step and a bucketize histogram; and host functions enqueued on the stream between
+# kernels (cuLaunchHostFunc and cuStreamAddCallback through ctypes), which read a loss from
+# pinned memory, compute a gradient scale on the host and write it into pinned memory that a
+# copy later on the stream reads, with user data that changes every step, waited for by a
+# Python condition with no CUDA call.
+
+class MeanFlowWorkload(Workload):
+    """MeanFlow (Geng et al., 2025) one-step generative training, whose loss needs a
+    forward-mode derivative, computed as its PyTorch ports do it: torch.func.jvp of the
+    average velocity u(z, r, t) (an MLP of four hidden layers of 256 with SiLU, over z and
+    sinusoidal embeddings of t and t - r) along the tangent (v, 0, 1), so every Linear and
+    SiLU of the forward runs twice, on the primal and on its tangent (GEMMs and elementwise
+    kernels of one shape back to back that differ only in their pointers), inside the dual
+    level functorch opens and closes every step; the target v - (t - r) du/dt is detached and
+    the loss backpropagates through the primal alone. Data: a mixture of 8 Gaussians in 16
+    dimensions; t and r from two logit-normal draws, sorted, r set equal to t for a share of
+    the samples (2/8 to 6/8) that a seeded host random.Random redraws every 5 to 15 steps (a
+    scalar in a comparison kernel); adaptive loss weighting (each sample's squared error
+    divided by its detached value plus 1e-3, the paper's p = 1), clip_grad_norm_(1.0,
+    foreach=True) and AdamW (foreach). Every 10th step a one-step sample of 512 points
+    (z - u(z, 0, 1), noise from a generator re-seeded with the step) is scored by its mean
+    squared distance to the nearest center. A tool that swaps a primal launch with its
+    tangent twin, or replays one step's jvp with another step's tangent pointers, trains on
+    other targets. The share of r = t samples, the unweighted mean squared error and the
+    mean |du/dt| end every line (" p=<k>/8 m=<hex> j=<hex>"), the sample's score every 10th
+    (" ev=<hex>"). No sync in the loop."""
+
+    batch, dim, hidden, nfreq, ncenters, nsample = 256, 16, 256, 16, 8, 512
+    run_min, run_max, eps = 5, 15, 1e-3
+
+    def setup(self, mode="eager"):
+        import random
+        from torch.func import jvp
+        self.jvp = jvp
+        D, H = self.dim, self.hidden
+        layers = [nn.Linear(D + 4 * self.nfreq, H), nn.SiLU()]
+        for _ in range(3):
+            layers += [nn.Linear(H, H), nn.SiLU()]
+        layers.append(nn.Linear(H, D))
+        self.net = nn.Sequential(*layers).to(self.dev)
+        self.freqs = torch.exp(torch.linspace(0.0, math.log(100.0), self.nfreq, device=self.dev))
+        self.opt = torch.optim.AdamW(self.net.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
+        self.centers = 3.0 * torch.randn(self.ncenters, D, device=self.dev, generator=self.gen)
+        self.eval_gen = torch.Generator(device=self.dev)
+        self.rng = random.Random(2025)
+        self.run_left, self.share = 0, 0
+        self.m_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.j_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.ev_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.notes = {}
+
+    def embed(self, s):
+        a = s.unsqueeze(-1) * self.freqs
+        return torch.cat([a.sin(), a.cos()], dim=-1)
+
+    def u(self, z, r, t):
+        return self.net(torch.cat([z, self.embed(t), self.embed(t - r)], dim=-1))
+
+    def step(self, i):
+        if self.run_left == 0:
+            self.share = self.rng.randint(2, 6)
+            self.run_left = self.rng.randint(self.run_min, self.run_max)
+        self.run_left -= 1
+        B, D = self.batch, self.dim
+        k = torch.randint(0, self.ncenters, (B,), device=self.dev, generator=self.gen)
+        x = self.centers.index_select(0, k) + 0.3 * torch.randn(B, D, device=self.dev, generator=self.gen)
+        e = torch.randn(B, D, device=self.dev, generator=self.gen)
+        s = torch.sigmoid(torch.randn(B, 2, device=self.dev, generator=self.gen) - 0.4)
+        t, r = s.amax(dim=1), s.amin(dim=1)
+        same = torch.rand(B, device=self.dev, generator=self.gen) < self.share / 8.0
+        r = torch.where(same, t, r)
+        z = (1.0 - t).unsqueeze(1) * x + t.unsqueeze(1) * e
+        v = e - x
+        u, dudt = self.jvp(self.u, (z, r, t), (v, torch.zeros_like(r), torch.ones_like(t)))
+        target = (v - (t - r).unsqueeze(1) * dudt).detach()
+        err = (u - target).square().sum(dim=1)
+        loss = (err / (err.detach() + self.eps)).mean()
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.net.parameters(), 1.0, foreach=True)
+        self.opt.step()
+        self.m_buf[i].copy_(err.detach().mean())
+        self.j_buf[i].copy_(dudt.detach().abs().mean())
+        ev = i % 10 == 0
+        if ev:
+            with torch.no_grad():
+                self.eval_gen.manual_seed(7000 + i)
+                z1 = torch.randn(self.nsample, D, device=self.dev, generator=self.eval_gen)
+                one = torch.ones(self.nsample, device=self.dev)
+                x0 = z1 - self.u(z1, torch.zeros_like(one), one)
+                d2 = (x0.unsqueeze(1) - self.centers.unsqueeze(0)).square().sum(dim=-1).amin(dim=1)
+                self.ev_buf[i].copy_(d2.mean())
+        self.notes[i] = (self.share, ev)
+        return loss
+
+    def loss_lines(self):
+        m, j, ev = tensor_hexes(self.m_buf), tensor_hexes(self.j_buf), tensor_hexes(self.ev_buf)
+        for i, (share, has_ev) in self.notes.items():
+            self.extra[i] = "p=%d/8 m=%s j=%s" % (share, m[i], j[i]) + (" ev=" + ev[i] if has_ev else "")
+        return super().loss_lines()
+
+
+class DocMaskWorkload(Workload):
+    """Packed-sequence language-model training with masks rebuilt every step, as
+    document-masking and Gemma-style local/global attention code builds them for
+    F.scaled_dot_product_attention: a GPT (4 pre-norm blocks, d 256, 4 heads, bf16 autocast,
+    fused AdamW) whose even blocks are global and odd blocks local. On a packed step (three
+    steps in four, drawn by a seeded host random.Random) every row of 8 x 128 tokens holds
+    documents whose starts are drawn on the GPU every step (a start with probability 1/40 at
+    every position), numbered by an integer cumsum; the global blocks get a boolean mask
+    (same document and causal, [8, 1, 128, 128]), the local blocks an additive bfloat16 mask
+    ([8, 4, 128, 128]: ALiBi slopes times the distance inside the document and the sliding
+    window, -inf outside) made by torch.where; the targets that start a new document are
+    ignored (ignore_index). On an unpacked step the global blocks run is_causal=True (flash
+    attention) and the local blocks a [1, 4, 128, 128] window mask. The window's width (16 to
+    64 tokens) changes every 5 to 15 steps by the host RNG (a scalar in the comparison
+    kernel). Under sdpa_kernel([FLASH_ATTENTION, EFFICIENT_ATTENTION, MATH]) (cuDNN
+    attention left out) the masked attentions run memory-efficient attention where it takes
+    them (its parameters a large by-value struct of pointers and strides, its backward's
+    workspace zeroed by a memset, one key split as the deterministic setting asks; else the
+    math path), so flash and memory-efficient kernels alternate by block on unpacked steps. A tool that replays a step's attention with the mask pointer or bias
+    strides of another step, or the window of another run of steps, attends across
+    documents. The window and the step's kind end every line (" w=<n> d=<docs>" on packed
+    steps, the documents counted on the GPU; " w=<n> u" on unpacked ones). No sync in the
+    loop."""
+
+    batch, seq, vocab, d, heads, layers = 8, 128, 1024, 256, 4, 4
+    p_start, p_unpacked = 1.0 / 40, 0.25
+    windows = (16, 24, 32, 48, 64)
+    run_min, run_max = 5, 15
+
+    def setup(self, mode="eager"):
+        import random
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        self.sdpa_kernel = sdpa_kernel
+        self.sdpa_backends = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+        d, H, T, V = self.d, self.heads, self.seq, self.vocab
+
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                add_block_layers(self, d)
+
+            def forward(self, x, mask, causal):
+                B, T_, C = x.shape
+                q, k, v = self.qkv(self.ln1(x)).view(B, T_, 3, H, C // H).permute(2, 0, 3, 1, 4)
+                y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
+                x = x + self.proj(y.transpose(1, 2).reshape(B, T_, C))
+                return x + self.fc2(F.gelu(self.fc1(self.ln2(x)), approximate="tanh"))
+
+        self.model = nn.ModuleDict({
+            "tok": nn.Embedding(V, d),
+            "blocks": nn.ModuleList([Block() for _ in range(self.layers)]),
+            "ln_f": nn.LayerNorm(d),
+            "head": nn.Linear(d, V, bias=False),
+        }).to(self.dev)
+        self.pos = nn.Parameter(0.02 * torch.randn(1, T, d, device=self.dev, generator=self.gen))
+        self.opt = torch.optim.AdamW(list(self.model.parameters()) + [self.pos], lr=3e-4, weight_decay=0.01,
+                                     fused=True)
+        p = torch.arange(T, device=self.dev)
+        self.tri = p.view(T, 1) >= p.view(1, T)                         # causal, the diagonal kept
+        self.dist = (p.view(T, 1) - p.view(1, T)).float()               # query minus key
+        slopes = torch.tensor([2.0 ** (-8.0 * (h + 1) / H) for h in range(H)], device=self.dev)
+        self.alibi = (-slopes.view(1, H, 1, 1) * self.dist).to(torch.bfloat16)
+        self.neg = torch.tensor(float("-inf"), dtype=torch.bfloat16, device=self.dev)
+        self.ndocs = torch.zeros(self.steps, dtype=torch.int64, device=self.dev)
+        self.rng = random.Random(4242)
+        self.run_left, self.window = 0, self.windows[0]
+        self.notes = {}
+
+    def forward(self, idx, gmask, lbias):
+        m = self.model
+        x = m["tok"](idx) + self.pos
+        for li, b in enumerate(m["blocks"]):
+            if li % 2 == 0:
+                x = b(x, gmask, gmask is None)                          # global: documents, or causal
+            else:
+                x = b(x, lbias, False)                                  # local: window and ALiBi
+        return m["head"](m["ln_f"](x))
+
+    def step(self, i):
+        if self.run_left == 0:
+            self.window = self.rng.choice(self.windows)
+            self.run_left = self.rng.randint(self.run_min, self.run_max)
+        self.run_left -= 1
+        packed = self.rng.random() >= self.p_unpacked
+        B, T, V = self.batch, self.seq, self.vocab
+        tok = torch.randint(0, V, (B, T + 1), device=self.dev, generator=self.gen)
+        near = self.dist < self.window
+        if packed:
+            starts = torch.rand(B, T + 1, device=self.dev, generator=self.gen) < self.p_start
+            starts[:, 0] = True
+            doc = torch.cumsum(starts.int(), dim=1)[:, :T]
+            gmask = ((doc.unsqueeze(2) == doc.unsqueeze(1)) & self.tri).unsqueeze(1)   # B, 1, T, T
+            lbias = torch.where(gmask & near, self.alibi, self.neg)                   # B, H, T, T
+            targets = tok[:, 1:].masked_fill(starts[:, 1:], -100)
+            self.ndocs[i].copy_(starts[:, :T].sum())
+        else:
+            gmask = None
+            lbias = torch.where((self.tri & near).view(1, 1, T, T), self.alibi, self.neg)   # 1, H, T, T
+            targets = tok[:, 1:]
+        self.opt.zero_grad(set_to_none=True)
+        with self.sdpa_kernel(self.sdpa_backends), torch.autocast(device_type="cuda", dtype=torch.bfloat16):
+            logits = self.forward(tok[:, :-1], gmask, lbias)
+        loss = F.cross_entropy(logits.float().reshape(-1, V), targets.reshape(-1), ignore_index=-100)
+        loss.backward()
+        self.opt.step()
+        self.notes[i] = (self.window, packed)
+        return loss
+
+    def loss_lines(self):
+        nd = self.ndocs.tolist()
+        for i, (w, packed) in self.notes.items():
+            self.extra[i] = "w=%d %s" % (w, ("d=%d" % nd[i]) if packed else "u")
+        return super().loss_lines()
+
+
+class AdaHessianWorkload(Workload):
+    """AdaHessian (Yao et al., 2021) on a small convolutional net, written out as its
+    reference implementation steps: every third step the gradients come from
+    torch.autograd.grad(create_graph=True) and the Hessian's diagonal is estimated by
+    Hutchinson's method with two Rademacher probes (torch.randint on a CUDA generator of its
+    own, times 2 minus 1), each a Hessian-vector product torch.autograd.grad(grads, params,
+    grad_outputs=probes), the first retaining the graph: double backward through three
+    convolutions (cuDNN, deterministic algorithms, in the roles of convolution_backward's
+    derivative, which a first-order step never gives them), SiLU and the cross-entropy; the
+    estimate of a convolution's weight averaged over its kernel's spatial positions. The
+    other steps take plain first-order gradients and reuse the last estimate. The update
+    (weight decay, first moment, second moment of the Hessian diagonal, bias corrections,
+    hessian_power 1) runs as foreach ops with host-computed scalars. Images 3 x 16 x 16 in
+    batches of 64, labelled by a frozen random conv net. A tool that replays a Hessian
+    step's double backward with another step's probe or graph pointers, or takes a
+    first-order step's sequence for the start of a Hessian step's, steps with another
+    curvature. The Hutchinson trace estimate ends every third line (" h=<hex>"). No sync in
+    the loop."""
+
+    batch, img, nout = 64, 16, 10
+    update_each, probes = 3, 2
+    lr, beta1, beta2, eps, wd = 0.02, 0.9, 0.999, 1e-4, 5e-4
+
+    def setup(self, mode="eager"):
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 16, 3, padding=1), nn.SiLU(),
+            nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.SiLU(),
+            nn.Conv2d(32, 64, 3, stride=2, padding=1), nn.SiLU()).to(self.dev)
+        self.head = nn.Linear(64 * (self.img // 4) ** 2, self.nout).to(self.dev)
+        self.params = list(self.features.parameters()) + list(self.head.parameters())
+        self.teacher = nn.Sequential(                               # labels: a frozen random net's argmax
+            nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.Tanh(),
+            nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.Tanh(),
+            nn.Flatten(), nn.Linear(32 * (self.img // 4) ** 2, self.nout)).to(self.dev)
+        self.teacher.requires_grad_(False)
+        self.zgen = torch.Generator(device=self.dev)
+        self.zgen.manual_seed(31337)
+        self.m = [torch.zeros_like(p) for p in self.params]
+        self.v = [torch.zeros_like(p) for p in self.params]
+        self.hess = [torch.zeros_like(p) for p in self.params]
+        self.t = 0
+        self.h_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.h_steps = []
+
+    def forward(self, x):
+        return self.head(self.features(x).flatten(1))
+
+    def step(self, i):
+        x = torch.randn(self.batch, 3, self.img, self.img, device=self.dev, generator=self.gen)
+        with torch.no_grad():
+            y = self.teacher(x).argmax(dim=-1)
+        loss = F.cross_entropy(self.forward(x), y)
+        hess_step = i % self.update_each == 0
+        grads = torch.autograd.grad(loss, self.params, create_graph=hess_step)
+        if hess_step:
+            est = [torch.zeros_like(p) for p in self.params]
+            trace = torch.zeros((), device=self.dev)
+            for n in range(self.probes):
+                zs = [torch.randint(0, 2, p.shape, device=self.dev, generator=self.zgen).float() * 2.0 - 1.0
+                      for p in self.params]
+                hzs = torch.autograd.grad(grads, self.params, grad_outputs=zs, retain_graph=n < self.probes - 1)
+                with torch.no_grad():
+                    for e, hz, z in zip(est, hzs, zs):
+                        e.add_(hz * z, alpha=1.0 / self.probes)
+                    trace = trace + sum((hz * z).sum() for hz, z in zip(hzs, zs)) / self.probes
+            with torch.no_grad():
+                self.hess = [e.abs().mean(dim=(2, 3), keepdim=True).expand_as(e).clone() if e.dim() == 4
+                             else e.abs() for e in est]
+                self.h_buf[i].copy_(trace)
+            self.h_steps.append(i)
+            grads = [g.detach() for g in grads]
+        self.t += 1
+        b1, b2 = self.beta1, self.beta2
+        bc1, bc2 = 1.0 - b1 ** self.t, 1.0 - b2 ** self.t
+        with torch.no_grad():
+            torch._foreach_mul_(self.params, 1.0 - self.lr * self.wd)
+            torch._foreach_mul_(self.m, b1)
+            torch._foreach_add_(self.m, grads, alpha=1.0 - b1)
+            torch._foreach_mul_(self.v, b2)
+            torch._foreach_addcmul_(self.v, self.hess, self.hess, value=1.0 - b2)
+            denom = torch._foreach_div(self.v, bc2)
+            torch._foreach_sqrt_(denom)
+            torch._foreach_add_(denom, self.eps)
+            torch._foreach_addcdiv_(self.params, self.m, denom, value=-self.lr / bc1)
+        return loss.detach()
+
+    def loss_lines(self):
+        h = tensor_hexes(self.h_buf)
+        for i in self.h_steps:
+            self.extra[i] = "h=" + h[i]
+        return super().loss_lines()
+
+
+class SplineWorkload(Workload):
+    """A neural spline flow (rational-quadratic coupling layers with linear tails, Durkan
+    et al. 2019, as nflows computes them) trained by maximum likelihood on a warped 8-D
+    density, in batches of 1024: in each of 4 coupling layers an MLP on one half of the
+    dimensions gives every element of the other half 8 bin widths, 8 heights and 7 interior
+    derivatives; softmax and torch.cumsum make the knots, torch.searchsorted (right=True) on
+    the knots finds each element's bin, gather picks the bin's knot, width, height, slope and
+    derivatives, so the spline's kernels read operands at indices computed earlier in the
+    same step; elements outside [-3, 3] pass through unchanged by torch.where; a flip between
+    layers. The loss is the negative log-likelihood plus 0.05 times relu(the q-quantile of
+    the latent's absolute values minus 2.5), torch.quantile over 8192 values (a sort, gathers
+    and a lerp, differentiated through the sort's scatter) at a level q in [0.9, 0.99] that a
+    seeded host random.Random draws every step (the value of a fill kernel). A histogram of
+    the latent over the 16 equiprobable bins of N(0, 1) (torch.bucketize against 15 fixed
+    edges, counted by comparison) gives a chi-square statistic. AdamW (foreach),
+    clip_grad_norm_(5.0). Every 10th step 1024 samples drawn through the inverse spline
+    (searchsorted on the heights' knots, the quadratic's root) are scored against the data's
+    warp. A tool that replays a gather with an index pointer of another step, or a quantile
+    with another step's level, trains on other values. The quantile level in permille, the
+    quantile and the chi-square end every line (" q=<k> t=<hex> c=<hex>"), the samples' score
+    every 10th (" ev=<hex>"). No sync in the loop."""
+
+    batch, dim, bins, hidden, couplings, tail = 1024, 8, 8, 128, 4, 3.0
+    min_w = min_h = min_d = 1e-3
+    nsample, tail_weight, tail_level = 1024, 0.05, 2.5
+
+    def setup(self, mode="eager"):
+        import random
+        D2, K, H = self.dim // 2, self.bins, self.hidden
+        self.conds = nn.ModuleList()
+        for _ in range(self.couplings):
+            net = nn.Sequential(nn.Linear(D2, H), nn.SiLU(), nn.Linear(H, H), nn.SiLU(),
+                                nn.Linear(H, D2 * (3 * K - 1)))
+            with torch.no_grad():
+                net[-1].weight.mul_(0.1)
+                net[-1].bias.zero_()
+            self.conds.append(net)
+        self.conds.to(self.dev)
+        self.opt = torch.optim.AdamW(self.conds.parameters(), lr=1e-3, weight_decay=0.0, foreach=True)
+        self.dconst = math.log(math.exp(1.0 - self.min_d) - 1.0)      # softplus of it: 1 - min_d
+        # The 15 inner edges of N(0, 1)'s 16 equiprobable bins.
+        qs = torch.arange(1, 16, dtype=torch.float64) / 16.0
+        self.edges = (math.sqrt(2.0) * torch.erfinv(2.0 * qs - 1.0)).float().to(self.dev)
+        self.bin_ids = torch.arange(16, device=self.dev)
+        self.eval_gen = torch.Generator(device=self.dev)
+        self.rng = random.Random(1729)
+        self.t_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.c_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.ev_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.notes = {}
+
+    def data(self, n, gen):
+        z = torch.randn(n, self.dim, device=self.dev, generator=gen)
+        a, b = z[:, 0::2], z[:, 1::2]
+        return torch.stack([a, 0.5 * b + torch.sin(1.5 * a)], dim=2).reshape(n, self.dim)
+
+    def knots(self, u, lo):
+        """Bin sizes from unnormalised values (softmax, a floor), their knots by cumsum from
+        -tail to tail (the ends set exactly), and the sizes again as knot differences."""
+        K, B = self.bins, self.tail
+        w = F.softmax(u, dim=-1)
+        w = self.min_w + (1.0 - self.min_w * K) * w
+        c = 2.0 * B * torch.cumsum(w, dim=-1) - B
+        c = torch.cat([lo, c[..., :-1], -lo], dim=-1)                 # K + 1 knots
+        return c, c[..., 1:] - c[..., :-1]
+
+    def rqs(self, x, p, inverse):
+        """The rational-quadratic spline of x (N, D2) given the conditioner's output p."""
+        N, D2, K, B = x.shape[0], self.dim // 2, self.bins, self.tail
+        p = p.view(N, D2, 3 * K - 1)
+        scale = 1.0 / math.sqrt(self.hidden)
+        lo = torch.full((N, D2, 1), -B, device=self.dev)
+        cw, wid = self.knots(p[..., :K] * scale, lo)
+        ch, hgt = self.knots(p[..., K:2 * K] * scale, lo)
+        d = self.min_d + F.softplus(F.pad(p[..., 2 * K:], (1, 1), value=self.dconst))   # K + 1
+        inside = (x >= -B) & (x <= B)
+        xc = x.clamp(-B, B).unsqueeze(-1)
+        idx = torch.searchsorted(ch if inverse else cw, xc, right=True) - 1
+        idx = idx.clamp(0, K - 1)
+
+        def pick(t):
+            return t.gather(-1, idx).squeeze(-1)
+
+        x_cw, x_w, x_ch, x_h = pick(cw), pick(wid), pick(ch), pick(hgt)
+        x_delta = pick(hgt / wid)
+        x_d, x_d1 = pick(d[..., :-1]), pick(d[..., 1:])
+        xs = xc.squeeze(-1)
+        if inverse:
+            s = x_d + x_d1 - 2.0 * x_delta
+            a = (xs - x_ch) * s + x_h * (x_delta - x_d)
+            b = x_h * x_d - (xs - x_ch) * s
+            c = -x_delta * (xs - x_ch)
+            disc = (b.square() - 4.0 * a * c).clamp(min=0.0)
+            root = (2.0 * c) / (-b - disc.sqrt())
+            y = root * x_w + x_cw
+            return torch.where(inside, y, x), None
+        theta = (xs - x_cw) / x_w
+        tomt = theta * (1.0 - theta)
+        num = x_h * (x_delta * theta.square() + x_d * tomt)
+        den = x_delta + (x_d + x_d1 - 2.0 * x_delta) * tomt
+        y = x_ch + num / den
+        dnum = x_delta.square() * (x_d1 * theta.square() + 2.0 * x_delta * tomt + x_d * (1.0 - theta).square())
+        ld = torch.log(dnum) - 2.0 * torch.log(den)
+        return torch.where(inside, y, x), torch.where(inside, ld, torch.zeros_like(ld))
+
+    def log_prob(self, x):
+        D2 = self.dim // 2
+        h, logdet = x, torch.zeros(x.shape[0], device=self.dev)
+        for net in self.conds:
+            a, b = h[:, :D2], h[:, D2:]
+            b, ld = self.rqs(b, net(a), inverse=False)
+            h = torch.cat([a, b], dim=1).flip(1)
+            logdet = logdet + ld.sum(dim=1)
+        base = -0.5 * (h.square() + math.log(2.0 * math.pi)).sum(dim=1)
+        return base + logdet, h
+
+    def sample(self, n, gen):
+        D2 = self.dim // 2
+        h = torch.randn(n, self.dim, device=self.dev, generator=gen)
+        for net in reversed(self.conds):
+            h = h.flip(1)
+            a, b = h[:, :D2], h[:, D2:]
+            b, _ = self.rqs(b, net(a), inverse=True)
+            h = torch.cat([a, b], dim=1)
+        return h
+
+    def step(self, i):
+        q = self.rng.randint(900, 990)
+        x = self.data(self.batch, self.gen)
+        lp, h = self.log_prob(x)
+        tq = torch.quantile(h.abs().flatten(), q / 1000.0)
+        loss = -lp.mean() + self.tail_weight * F.relu(tq - self.tail_level)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.conds.parameters(), 5.0, foreach=True)
+        self.opt.step()
+        with torch.no_grad():
+            bins = torch.bucketize(h.detach().flatten(), self.edges)
+            counts = (bins.unsqueeze(1) == self.bin_ids).sum(dim=0).float()
+            expect = h.numel() / 16.0
+            self.c_buf[i].copy_(((counts - expect).square() / expect).sum())
+            self.t_buf[i].copy_(tq.detach())
+            ev = i % 10 == 0
+            if ev:
+                self.eval_gen.manual_seed(8100 + i)
+                s = self.sample(self.nsample, self.eval_gen)
+                resid = s[:, 1::2] - torch.sin(1.5 * s[:, 0::2])
+                self.ev_buf[i].copy_((resid.square().mean() - 0.25).abs())
+        self.notes[i] = (q, ev)
+        return loss.detach()
+
+    def loss_lines(self):
+        t, c, ev = tensor_hexes(self.t_buf), tensor_hexes(self.c_buf), tensor_hexes(self.ev_buf)
+        for i, (q, has_ev) in self.notes.items():
+            self.extra[i] = "q=%d t=%s c=%s" % (q, t[i], c[i]) + (" ev=" + ev[i] if has_ev else "")
+        return super().loss_lines()
+
+
+class HostFuncWorkload(TaskWorkload):
+    """Host functions enqueued on the stream between kernels, as libraries that run host
+    code in stream order do (CuPy's Stream.launch_host_func, DALI, a loss-scale or logging
+    hook that must see a step's values without a sync): every step, after backward, the loss
+    is copied (non_blocking) into slot i mod 4 of a pinned ring, then a Python function made
+    by ctypes.CFUNCTYPE is enqueued on the current stream by the driver's cuLaunchHostFunc
+    or, on about a third of the steps (a seeded host random.Random), cuStreamAddCallback;
+    its user data encodes the step and the slot, so it changes every step. Run by the
+    driver's thread when the stream reaches it, the function reads the loss from pinned
+    memory, updates a host-side running average and writes a gradient scale (the average over
+    the loss, clamped to [0.5, 1.5], divided by 1 + a / 100 on steps with an auxiliary read)
+    into slot i mod 4 of a second pinned ring; a copy enqueued after it brings that slot to
+    the GPU and the gradients are multiplied by it before SGD (momentum 0.9, foreach). On
+    about a third of the steps a second host function, enqueued between the forward and the
+    backward, reads the logits' mean square a (copied to a third pinned ring) for the scale.
+    Every 10th step the main thread waits for that step's function on a
+    threading.Condition, with no CUDA call, and cuts the learning rate (a Python float) by
+    0.8 when the running average did not fall since the last wait; it waits so too after the
+    last warm-up step and the last step, ahead of the runner's synchronize(). The MLP (4
+    layers, dropout 0.1). A tool that runs a host function before the work held ahead of it (it
+    reads an old loss), after the copy behind it (the GPU gets an old scale), with another
+    step's user data, or holds it until a later sync (the wait then times out), gives other
+    values. The loss as the host function read it, the scale it wrote, the auxiliary value
+    (or -) and the API (f: cuLaunchHostFunc, c: cuStreamAddCallback) end every line
+    (" h=<hex> s=<hex> a=<hex>|- k=f|c"), the learning rate every 10th (" lr=<float.hex>").
+    No CUDA sync in the loop; the host functions take the GIL, which the main thread
+    releases in every CUDA call it makes from Python and in its waits."""
+
+    ring, p_callback, p_aux, wait_every, wait_s = 4, 1.0 / 3, 1.0 / 3, 10, 120.0
+    lr0 = 0.05
+
+    def setup(self, mode="eager"):
+        import ctypes
+        import gc
+        import random
+        import threading
+        self.ct = ctypes
+        cu = ctypes.CDLL("libcuda.so.1")
+        self.HostFn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+        self.StreamCb = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p)
+        self.cu_launch_host_func = cu.cuLaunchHostFunc
+        self.cu_launch_host_func.argtypes = [ctypes.c_void_p, self.HostFn, ctypes.c_void_p]
+        self.cu_launch_host_func.restype = ctypes.c_int
+        try:
+            self.cu_add_callback = cu.cuStreamAddCallback
+            self.cu_add_callback.argtypes = [ctypes.c_void_p, self.StreamCb, ctypes.c_void_p, ctypes.c_uint]
+            self.cu_add_callback.restype = ctypes.c_int
+        except AttributeError:                                       # a driver without the old API
+            self.cu_add_callback, self.p_callback = None, 0.0
+        self.host_fn = self.HostFn(self.on_host_fn)                  # kept alive while the process runs
+        self.stream_cb = self.StreamCb(self.on_stream_cb)
+        self.model = MLP(self.din, self.hidden, self.nout, layers=4, dropout=0.1).to(self.dev)
+        self.params = list(self.model.parameters())
+        self.lr = self.lr0
+        self.opt = torch.optim.SGD(self.params, lr=self.lr, momentum=0.9, foreach=True)
+        self.label_setup()
+        R = self.ring
+        self.loss_pin = torch.zeros(R, dtype=torch.float32, pin_memory=True)
+        self.aux_pin = torch.zeros(R, dtype=torch.float32, pin_memory=True)
+        self.ctl_pin = torch.ones(R, dtype=torch.float32, pin_memory=True)
+        self.addr = {"loss": self.loss_pin.data_ptr(), "aux": self.aux_pin.data_ptr(), "ctl": self.ctl_pin.data_ptr()}
+        self.scale_dev = torch.ones(1, dtype=torch.float32, device=self.dev)
+        self.rng = random.Random(6174)
+        self.cv = threading.Condition()
+        self.done_upto = -1
+        self.failure = None
+        self.avg, self.avg_at_wait = None, None
+        self.aux_read = {}                                           # step -> a as read
+        self.reads = {}                                              # step -> (loss read, scale written)
+        self.notes = {}
+        # A collection of cyclic garbage on the driver's thread, inside a host function,
+        # could free a tensor whose block the allocator then records an event for: a CUDA
+        # call where none is allowed. Nothing here makes cycles; collections wait for finish().
+        self.gc_was_enabled = gc.isenabled()
+        gc.disable()
+
+    def f32_at(self, name, k):
+        return self.ct.c_float.from_address(self.addr[name] + 4 * k)
+
+    def on_host_fn(self, ud):
+        self.host_call(int(ud or 0))
+
+    def on_stream_cb(self, stream, status, ud):
+        if status != 0 and self.failure is None:
+            self.failure = RuntimeError("hostfunc: a stream callback got status %d" % status)
+        self.host_call(int(ud or 0))
+
+    def host_call(self, ud):
+        i, k, aux = (ud >> 4) - 1, (ud >> 1) & 7, ud & 1
+        try:
+            if aux:
+                self.aux_read[i] = self.f32_at("aux", k).value
+                return
+            loss = self.f32_at("loss", k).value
+            if math.isfinite(loss):
+                self.avg = loss if self.avg is None else 0.9 * self.avg + 0.1 * loss
+            scale = 1.0
+            if self.avg is not None and math.isfinite(loss) and loss > 0.0:
+                scale = min(1.5, max(0.5, self.avg / loss))
+            a = self.aux_read.get(i)
+            if a is not None and math.isfinite(a):
+                scale /= 1.0 + a / 100.0
+            cell = self.f32_at("ctl", k)
+            cell.value = scale
+            self.reads[i] = (loss, cell.value)
+        except BaseException as e:  # noqa: BLE001 (handed to the main thread)
+            if self.failure is None:
+                self.failure = e
+        finally:
+            if not aux:
+                with self.cv:
+                    self.done_upto = i
+                    self.cv.notify_all()
+
+    def enqueue(self, i, k, aux, use_callback):
+        ud = ((i + 1) << 4) | (k << 1) | (1 if aux else 0)
+        stream = torch.cuda.current_stream(self.dev).cuda_stream
+        if use_callback:
+            rc = self.cu_add_callback(stream, self.stream_cb, ud, 0)
+            what = "cuStreamAddCallback"
+        else:
+            rc = self.cu_launch_host_func(stream, self.host_fn, ud)
+            what = "cuLaunchHostFunc"
+        if rc != 0:
+            raise RuntimeError("hostfunc: %s failed with CUresult %d" % (what, rc))
+
+    def check(self):
+        if self.failure is not None:
+            raise RuntimeError("hostfunc: a host function failed: %r" % (self.failure,))
+
+    def step(self, i):
+        self.check()
+        k = i % self.ring
+        use_callback = self.rng.random() < self.p_callback
+        aux = self.rng.random() < self.p_aux
+        x, y = self.batch_for(i)
+        self.opt.zero_grad(set_to_none=True)
+        logits = self.model(x)
+        if aux:
+            self.aux_pin[k].copy_(logits.detach().square().mean(), non_blocking=True)
+            self.enqueue(i, k, True, False)
+        loss = F.cross_entropy(logits, y)
+        loss.backward()
+        self.loss_pin[k].copy_(loss.detach(), non_blocking=True)
+        self.enqueue(i, k, False, use_callback)
+        self.scale_dev.copy_(self.ctl_pin[k:k + 1], non_blocking=True)    # after the function wrote it
+        with torch.no_grad():
+            for p in self.params:
+                p.grad.mul_(self.scale_dev)
+        self.opt.step()
+        note = "k=" + ("c" if use_callback else "f")
+        decide = i % self.wait_every == self.wait_every - 1
+        if decide or i in (self.args.warmup - 1, self.steps - 1):
+            # Also before the runner's synchronize() after the warmup and after the last
+            # step, so that no host function waits for the GIL while the runner holds it.
+            with self.cv:
+                ok = self.cv.wait_for(lambda: self.done_upto >= i or self.failure is not None, timeout=self.wait_s)
+            self.check()
+            if not ok:
+                raise RuntimeError("hostfunc: the host function of step %d did not run within %.0f s"
+                                   % (i, self.wait_s))
+        if decide:
+            if self.avg_at_wait is not None and not self.avg < self.avg_at_wait:
+                self.lr *= 0.8
+                self.opt.param_groups[0]["lr"] = self.lr
+            self.avg_at_wait = self.avg
+            note += " lr=" + float.hex(self.lr)
+        self.notes[i] = (aux, note)
+        return loss
+
+    def loss_lines(self):
+        self.check()
+        for i, (aux, note) in self.notes.items():
+            loss, scale = self.reads.get(i, (float("nan"), float("nan")))
+            a = self.aux_read.get(i) if aux else None
+            self.extra[i] = "h=%s s=%s a=%s %s" % (f32_hex(loss), f32_hex(scale),
+                                                   f32_hex(a) if a is not None else "-", note)
+        return super().loss_lines()
+
+    def finish(self):
+        import gc
+        if self.gc_was_enabled:
+            gc.enable()
+
+
 WORKLOADS = {
     "mlp": ClassifierWorkload,
     "mlp_item": MLPItem,
@@ -8265,6 +8944,11 @@ WORKLOADS = {
     "streamchurn": StreamChurnWorkload,
     "hostpause": HostPauseWorkload,
     "cpuadam": CPUAdamWorkload,
+    "meanflow": MeanFlowWorkload,
+    "docmask": DocMaskWorkload,
+    "adahessian": AdaHessianWorkload,
+    "spline": SplineWorkload,
+    "hostfunc": HostFuncWorkload,
     "pipeline2": Pipeline2Workload,
     "ddp2": DDP2Workload,
 }
