@@ -218,10 +218,10 @@ void OwnDriverCalls::rememberOwnLines() const {
   CUlogIterator end = 0;
   std::vector<CUlogIterator> mine;
   // The log's iterator counts lines: where no thread logged one since the
-  // scope opened (most resolutions, whose probes the driver did not log)
-  // there is nothing to find, and no dump is made. Otherwise the dump
-  // starts with room for those lines alone (a resolution's one or two),
-  // not the whole log's.
+  // scope opened (none of the probes failed, or a driver that keeps no such
+  // log) there is nothing to find, and no dump is made. Otherwise the dump
+  // starts with room for those lines alone (a resolution's one or two), not
+  // the whole log's.
   CUlogIterator now = start_;
   const auto current = real<ApiId::k_cuLogsCurrent_12090>();
   const bool logged = !(current && current(&now, 0) == CUDA_SUCCESS && now == start_);
