@@ -124,4 +124,22 @@ __device__ __forceinline__ void spinCycles(long long cycles) {
   }
 }
 
+// Three word-wise functions of one signature (fn 0, 1, 2), for kernels whose
+// launches on one buffer must keep their order (any two differ when swapped),
+// and for their host mirrors (traps_r29, traps_r31). dst must not alias src.
+__host__ __device__ inline void orderedOpAt(int fn, uint32_t* dst, const uint32_t* src, int n, uint32_t salt,
+                                            int k) {
+  switch (fn) {
+    case 0:
+      dst[k] = rotl(dst[k], 5) + (src[(uint32_t(k) + salt) % uint32_t(n)] ^ salt);
+      break;
+    case 1:
+      dst[k] = (dst[k] ^ src[(k * 3 + 1) % n]) * 0x9e3779b1u + salt;
+      break;
+    default:
+      dst[k] = rotl(dst[k] ^ salt, 13) - src[n - 1 - k];
+      break;
+  }
+}
+
 }  // namespace

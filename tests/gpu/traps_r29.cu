@@ -253,31 +253,18 @@ void consumeHost(std::vector<uint32_t>& acc, const std::vector<uint32_t>& x, uin
 }
 
 // Three one-block kernels of one signature (long_rare_edits, nested_trip_counts):
-// the order of any two launches on one buffer matters.
-__host__ __device__ inline void edAt(int fn, uint32_t* dst, const uint32_t* src, int n, uint32_t salt, int k) {
-  switch (fn) {
-    case 0:
-      dst[k] = rotl(dst[k], 5) + (src[(uint32_t(k) + salt) % uint32_t(n)] ^ salt);
-      break;
-    case 1:
-      dst[k] = (dst[k] ^ src[(k * 3 + 1) % n]) * 0x9e3779b1u + salt;
-      break;
-    default:
-      dst[k] = rotl(dst[k] ^ salt, 13) - src[n - 1 - k];
-      break;
-  }
-}
+// the order of any two launches on one buffer matters (trap_mirror.cuh).
 __global__ void edA(uint32_t* dst, const uint32_t* src, int n, uint32_t salt) {
   const int k = blockIdx.x * blockDim.x + threadIdx.x;
-  if (k < n) edAt(0, dst, src, n, salt, k);
+  if (k < n) orderedOpAt(0, dst, src, n, salt, k);
 }
 __global__ void edB(uint32_t* dst, const uint32_t* src, int n, uint32_t salt) {
   const int k = blockIdx.x * blockDim.x + threadIdx.x;
-  if (k < n) edAt(1, dst, src, n, salt, k);
+  if (k < n) orderedOpAt(1, dst, src, n, salt, k);
 }
 __global__ void edC(uint32_t* dst, const uint32_t* src, int n, uint32_t salt) {
   const int k = blockIdx.x * blockDim.x + threadIdx.x;
-  if (k < n) edAt(2, dst, src, n, salt, k);
+  if (k < n) orderedOpAt(2, dst, src, n, salt, k);
 }
 // One launch of kernel fn (kL threads) and its mirror.
 void runEd(int fn, cudaStream_t s, uint32_t* dst, const uint32_t* src, uint32_t salt, std::vector<uint32_t>& hDst,
@@ -293,7 +280,7 @@ void runEd(int fn, cudaStream_t s, uint32_t* dst, const uint32_t* src, uint32_t 
       edC<<<1, kL, 0, s>>>(dst, src, kL, salt);
       break;
   }
-  for (int k = 0; k < kL; ++k) edAt(fn, hDst.data(), hSrc.data(), kL, salt, k);
+  for (int k = 0; k < kL; ++k) orderedOpAt(fn, hDst.data(), hSrc.data(), kL, salt, k);
 }
 
 // ================================================================ ptr_table_modes

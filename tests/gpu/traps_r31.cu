@@ -204,24 +204,11 @@ __device__ __forceinline__ void gridDepWait() { asm volatile("griddepcontrol.wai
 __device__ __forceinline__ void gridDepTrigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 
 // Three one-block kernels of one signature: the order of any two launches on
-// one buffer matters. dst must not alias src.
-__host__ __device__ inline void opAt(int fn, uint32_t* dst, const uint32_t* src, int n, uint32_t salt, int k) {
-  switch (fn) {
-    case 0:
-      dst[k] = rotl(dst[k], 5) + (src[(uint32_t(k) + salt) % uint32_t(n)] ^ salt);
-      break;
-    case 1:
-      dst[k] = (dst[k] ^ src[(k * 3 + 1) % n]) * 0x9e3779b1u + salt;
-      break;
-    default:
-      dst[k] = rotl(dst[k] ^ salt, 13) - src[n - 1 - k];
-      break;
-  }
-}
+// one buffer matters (trap_mirror.cuh's orderedOpAt). dst must not alias src.
 template <int F>
 __global__ void opK(uint32_t* dst, const uint32_t* src, int n, uint32_t salt) {
   const int k = blockIdx.x * blockDim.x + threadIdx.x;
-  if (k < n) opAt(F, dst, src, n, salt, k);
+  if (k < n) orderedOpAt(F, dst, src, n, salt, k);
 }
 // One launch of kernel fn (kL threads, one block) and its mirror.
 void runOp(int fn, cudaStream_t s, uint32_t* dst, const uint32_t* src, uint32_t salt, std::vector<uint32_t>& hDst,
@@ -238,7 +225,7 @@ void runOp(int fn, cudaStream_t s, uint32_t* dst, const uint32_t* src, uint32_t 
       break;
   }
   CKL();
-  for (int k = 0; k < kL; ++k) opAt(fn, hDst.data(), hSrc.data(), kL, salt, k);
+  for (int k = 0; k < kL; ++k) orderedOpAt(fn, hDst.data(), hSrc.data(), kL, salt, k);
 }
 
 // A set of one-block buffers and their mirrors.
@@ -546,7 +533,7 @@ void holesInWindows() {
         CKD(cuLaunchKernel(fnB, 1, 1, 1, kL, 1, 1, 0, cu(M), params, nullptr));
         ++byFunction;
       }
-      for (int k = 0; k < kL; ++k) opAt(1, m.h[1].data(), q.h[1].data(), kL, sl, k);
+      for (int k = 0; k < kL; ++k) orderedOpAt(1, m.h[1].data(), q.h[1].data(), kL, sl, k);
     }
     runOp(0, M, m.d[0], q.d[0], salt ^ 0x66u, m.h[0], q.h[0]);
     scriptOps(M, m, 16, 3120, salt, {0, 1, 2, 3}, {0, 1, 2, 3});
