@@ -23,6 +23,7 @@ CASE: mlp mlp_item gpt amp sidestream lastbatch partgraph gemm cnn lstm dynamic 
       oddbytes prefetch evring zerocopy autotune
       memops bgeval streamchurn hostpause cpuadam
       meanflow docmask adahessian spline hostfunc
+      groupmm pinhost ssmscan sac memhist
       pipeline2 ddp2 (or "list")
 
 --steps N is the total number of training steps; the first W (--warmup) are untimed.
@@ -123,13 +124,27 @@ memory, the gradient scale it wrote, the auxiliary value it read or -, cuLaunchH
 cuStreamAddCallback) on every line, meanflow and spline " ev=<hex>" (the one-step samples'
 mean squared distance to the nearest center; the inverse flow's samples against the data's
 warp) every 10th, adahessian " h=<hex>" (the Hutchinson trace estimate) every 3rd and hostfunc
-" lr=<float.hex>" (the learning rate after the host's decision) every 10th.
+" lr=<float.hex>" (the learning rate after the host's decision) every 10th; groupmm
+" n=<counts> a=<hex>" (the first layer's tokens per expert, the load-balancing loss) on every
+line and " g=1|0" (torch._grouped_mm, or the dense fallback) on the first, pinhost
+" r=<step> l=<hex> g=<hex> a=<hex> lr=<float.hex>" or " r=- lr=<float.hex>" (the step whose
+metrics the host read from pinned memory after its event, its loss, gradient norm and
+accuracy as read, the learning rate they set), ssmscan " L=<n> o=<offset> h=<hex>" (the
+chunk's length and offset in the token stream, the carried state's mean absolute value; " z"
+added where the state was reset), sac " e=<n> u=<n> a=<hex> r=<hex>" (environment steps and
+updates of the iteration, the entropy temperature, the mean reward) and memhist
+" m=<allocated>/<reserved>/<segments>" (the caching allocator's counts) on every line, memhist
+" t=<a>/<f>/<s>/<u> g=<n>/<x>" (a memory-history window's recorded allocations, completed
+frees, segments allocated or mapped and freed or unmapped; the snapshot's segments and
+expandable ones) on the last step of each of its three windows.
 ppo's loss is the mean of
-its 8 minibatch losses, wgangp's the critic's. decode is inference, not training: its "loss" is the sum of the chosen
+its 8 minibatch losses, wgangp's the critic's, sac's the mean critic loss of its updates. decode is inference, not training: its "loss" is the sum of the chosen
 tokens' logits.
 No-sync cases keep the losses in a preallocated GPU tensor and read them after the loop.
-expandable runs with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True and mallocasync with
-PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync, which main() sets before it imports torch.
+expandable runs with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, mallocasync with
+PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync and pinhost with
+PYTORCH_CUDA_ALLOC_CONF=pinned_use_background_threads:True, which main() sets before it
+imports torch.
 --json writes {"case", "mode", "steps", "ms_per_step_median", "peak_mem_bytes",
 "device_used_peak_bytes", "warmup_s", ...}.
 --profile-json profiles P steps after warmup with torch.profiler and writes the number of
@@ -157,8 +172,8 @@ os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 
 def set_allocator_options(case):
-    """expandable and mallocasync run under their allocator options, set before torch is
-    imported (PyTorch reads the allocator backend when it loads)."""
+    """expandable, mallocasync and pinhost run under their allocator options, set before
+    torch is imported (PyTorch reads the allocator backend when it loads)."""
     if case == "expandable":
         # The caching allocator reads its configuration when it initialises, at the first
         # CUDA allocation at the latest; set before torch is imported, it is never late
@@ -183,6 +198,17 @@ def set_allocator_options(case):
                 continue
             parts = [p for p in conf.split(",") if p and not p.strip().startswith("backend:")]
             os.environ[key] = ",".join(parts + ["backend:cudaMallocAsync"])
+    if case == "pinhost":
+        # The caching host allocator's background thread, which polls the events of freed
+        # pinned blocks (read when the host allocator first needs the option, after this);
+        # a setting of it the caller made is replaced.
+        for key in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"):
+            conf = os.environ.get(key, "")
+            if key == "PYTORCH_ALLOC_CONF" and not conf:
+                continue
+            parts = [p for p in conf.split(",")
+                     if p and not p.strip().startswith("pinned_use_background_threads:")]
+            os.environ[key] = ",".join(parts + ["pinned_use_background_threads:True"])
 
 
 if __name__ == "__main__":
@@ -8835,6 +8861,671 @@ class HostFuncWorkload(TaskWorkload):
             gc.enable()
 
 
+# --------------------------------------------------------------------------- fourteenth red-team round
+# Patterns the rounds before leave out, each chosen for what a tool that holds launches back,
+# matches them against recorded sequences and replays graphs with patched arguments could get
+# wrong: a dropless mixture of experts on torch._grouped_mm (CUTLASS grouped GEMMs whose
+# per-group pointers, strides and sizes a preparation kernel writes into device memory from
+# offsets computed on the GPU in the same step, launched on clusters with TMA descriptors in
+# their parameters); pinned host memory that PyTorch's caching host allocator hands out and
+# takes back on its own (pin_memory() batches and non_blocking copies to the host, their
+# blocks' events polled by the allocator's background thread, the host cache emptied mid-run
+# so pinned blocks are freed and allocated again), with metrics read on the host after an
+# event three steps later steering the learning rate; a selective state-space model trained
+# through its reference scan (a Python loop over every time step, forward and backward, its
+# trip count drawn every step, the state carried from step to step); soft actor-critic
+# (reparameterised Normal samples whose validation reads back, a replay buffer written at a
+# moving pointer and sampled over a growing range, polyak-averaged target critics, counts of
+# environment steps and updates drawn every step); and the caching allocator instrumented and
+# retuned mid-run (memory history recorded in windows and snapshotted, a memory fraction and a
+# garbage-collection threshold that make it free segments inside allocations on either
+# thread, expandable segments switched on).
+
+class GroupMMWorkload(Workload):
+    """Dropless mixture-of-experts training as torchtitan's MoE layers run it on Hopper: a
+    2-layer token-mixing LM (a token shift, then an MoE feed-forward of 8 SwiGLU experts, d 256,
+    hidden 512, top-2 routing) whose experts run as torch._grouped_mm (bf16): every step the
+    router's top-2 (chosen with a load-balancing bias updated on the GPU, aux-loss-free style,
+    plus a Switch-style auxiliary loss) assigns the 2048 (token, expert) pairs to experts, and
+    the layout is computed on the GPU with no sync: per-expert counts, each pair's rank by a
+    cumsum, groups padded to multiples of 16 rows (at least 16), their end offsets by a cumsum
+    (int32, the last one the static 2176 rows), a scatter of token ids into the padded rows and
+    an index_select of the tokens. Each grouped GEMM is a preparation kernel
+    (prepare_grouped_gemm_data, one block of 8 threads) that writes the groups' pointers,
+    strides and problem sizes into a buffer from the caching allocator, read by a CUTLASS
+    kernel (persistent, warp-specialised, 2x1 clusters, TMA descriptors in its parameters,
+    replaced per group in device memory); backward runs them again with transposed operands,
+    the weights' gradients as 2d x 2d grouped GEMMs over the ragged token dimension. So the
+    rows each expert multiplies change every step while no launch argument but pointers does:
+    a tool that replays a grouped GEMM with another step's offsets pointer, or moves the
+    preparation kernel away from the GEMM that reads its table, multiplies other rows.
+    Tokens: arithmetic progressions mod 512 with a per-row stride, one in ten replaced. Fused
+    AdamW, clip_grad_norm_(foreach). Where torch._grouped_mm cannot run (a probe in setup
+    raises) the experts run densely (every expert on every row, each row's own kept) and the
+    first line says " g=0" instead of " g=1". The first layer's tokens per expert and the
+    auxiliary loss end every line (" n=<counts> a=<hex>"). No sync in the loop."""
+
+    batch, seq, vocab, d, hidden, experts, topk, layers = 8, 128, 512, 256, 512, 8, 2, 2
+    align, aux_weight, bias_rate = 16, 0.01, 1e-3
+
+    def setup(self, mode="eager"):
+        B, T, V, D, H, E, K = self.batch, self.seq, self.vocab, self.d, self.hidden, self.experts, self.topk
+        N = B * T
+        self.tokens = N
+        self.pairs = N * K
+        self.rows = N * K + E * self.align                  # the padded layout: static, a multiple of 16
+        nl = self.layers
+
+        class Net(nn.Module):
+            pass
+
+        net = Net()
+        net.emb = nn.Embedding(V, D)
+        net.norms = nn.ModuleList([nn.LayerNorm(D) for _ in range(nl)])
+        net.routers = nn.ModuleList([nn.Linear(D, E, bias=False) for _ in range(nl)])
+        net.norm_f = nn.LayerNorm(D)
+        net.head = nn.Linear(D, V, bias=False)
+        net = net.to(self.dev)
+        g = self.gen
+        net.shift = nn.Parameter(0.5 * torch.ones(nl, D, device=self.dev))
+        net.w1 = nn.Parameter(torch.randn(nl, E, H, D, device=self.dev, generator=g) * D ** -0.5)
+        net.w3 = nn.Parameter(torch.randn(nl, E, H, D, device=self.dev, generator=g) * D ** -0.5)
+        net.w2 = nn.Parameter(torch.randn(nl, E, D, H, device=self.dev, generator=g) * H ** -0.5)
+        self.net = net
+        self.params = list(net.parameters())
+        self.opt = torch.optim.AdamW(self.params, lr=1e-3, weight_decay=0.01, fused=True)
+        self.ebias = torch.zeros(nl, E, device=self.dev)                 # the balancing bias (no gradient)
+        self.expert_ids = torch.arange(E, device=self.dev)
+        self.pair_token = torch.arange(self.pairs, device=self.dev) // K  # pair p is token p // K's
+        self.last_end = torch.full((1,), self.rows, dtype=torch.long, device=self.dev)
+        self.row_ids = torch.arange(self.rows, device=self.dev)
+        self.ar = torch.arange(T + 1, device=self.dev)
+        self.count_buf = torch.zeros(self.steps, E, dtype=torch.int32, device=self.dev)
+        self.aux_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.grouped = self.probe()
+
+    def probe(self):
+        """Whether torch._grouped_mm runs here (forward and backward, the layouts the loop uses)."""
+        try:
+            g = torch.Generator(device=self.dev)
+            g.manual_seed(5)
+            a = torch.randn(64, 32, device=self.dev, generator=g).to(torch.bfloat16).requires_grad_()
+            w = torch.randn(3, 48, 32, device=self.dev, generator=g).requires_grad_()
+            offs = torch.tensor([16, 48, 64], dtype=torch.int32, device=self.dev)
+            out = torch._grouped_mm(a, w.to(torch.bfloat16).transpose(-2, -1), offs=offs)
+            out.float().square().sum().backward()
+            torch.cuda.synchronize(self.dev)
+            return True
+        except Exception as e:  # noqa: BLE001 (no grouped GEMM here: the same loop, dense)
+            print("workloads: groupmm: torch._grouped_mm unavailable (%s: %s); dense experts instead"
+                  % (type(e).__name__, str(e).splitlines()[0] if str(e) else ""))
+            return False
+
+    def gmm(self, x, w, offs):
+        """x (rows, in) bf16 times each group's expert w (E, out, in), row by row."""
+        wt = w.to(torch.bfloat16).transpose(-2, -1)                      # E, in, out (a view)
+        if self.grouped:
+            return torch._grouped_mm(x, wt, offs=offs)
+        group = torch.searchsorted(offs.long(), self.row_ids, right=True)  # each row's expert
+        return torch.matmul(x.unsqueeze(0), wt)[group, self.row_ids]
+
+    def moe(self, li, x):
+        """The MoE feed-forward of layer li on x (N, D): output, auxiliary loss, counts."""
+        net, E, K, al = self.net, self.experts, self.topk, self.align
+        probs = net.routers[li](x).softmax(dim=-1)                        # N, E
+        with torch.no_grad():
+            eid = (probs + self.ebias[li]).topk(K, dim=-1).indices        # N, K: chosen with the bias
+        gate = probs.gather(1, eid)
+        gate = gate / gate.sum(dim=-1, keepdim=True)
+        with torch.no_grad():
+            e = eid.reshape(-1)                                          # pairs, token-major
+            onehot = e.unsqueeze(1) == self.expert_ids                   # pairs, E
+            counts = onehot.sum(dim=0)                                   # E
+            rank = onehot.long().cumsum(dim=0).gather(1, e.unsqueeze(1)).squeeze(1) - 1
+            padded = ((counts + (al - 1)) // al * al).clamp_min(al)
+            ends = padded.cumsum(dim=0)
+            dest = (ends - padded)[e] + rank                             # each pair's row
+            src = torch.full((self.rows,), self.tokens, dtype=torch.long, device=self.dev)
+            src.scatter_(0, dest, self.pair_token)                       # padding rows: the zero row
+            offs = torch.cat([ends[:-1], self.last_end]).to(torch.int32)
+        xz = torch.cat([x, x.new_zeros(1, x.shape[1])]).index_select(0, src).to(torch.bfloat16)
+        h = F.silu(self.gmm(xz, net.w1[li], offs)) * self.gmm(xz, net.w3[li], offs)
+        y = self.gmm(h, net.w2[li], offs)                                 # rows, D
+        ya = y.float().index_select(0, dest).view(self.tokens, K, -1)
+        out = (ya * gate.unsqueeze(-1)).sum(dim=1)
+        frac = counts.float() / self.pairs
+        aux = E * (frac * probs.mean(dim=0)).sum()
+        with torch.no_grad():
+            self.ebias[li] += self.bias_rate * torch.sign(frac.mean() - frac)
+        return out, aux, counts
+
+    def step(self, i):
+        B, T, V, net = self.batch, self.seq, self.vocab, self.net
+        start = torch.randint(0, V, (B, 1), device=self.dev, generator=self.gen)
+        stride = torch.randint(1, 16, (B, 1), device=self.dev, generator=self.gen)
+        tok = (start + stride * self.ar) % V
+        noise = torch.randint(0, V, (B, T + 1), device=self.dev, generator=self.gen)
+        flip = torch.rand(B, T + 1, device=self.dev, generator=self.gen) < 0.1
+        tok = torch.where(flip, noise, tok)
+        self.opt.zero_grad(set_to_none=True)
+        x = net.emb(tok[:, :-1])                                         # B, T, D
+        aux_total, first_counts = None, None
+        for li in range(self.layers):
+            h = net.norms[li](x)
+            h = h + net.shift[li] * F.pad(h[:, :-1], (0, 0, 1, 0))        # the previous token's features
+            y, aux, counts = self.moe(li, h.reshape(B * T, -1))
+            x = x + y.view(B, T, -1)
+            aux_total = aux if aux_total is None else aux_total + aux
+            if first_counts is None:
+                first_counts = counts
+        logits = net.head(net.norm_f(x))
+        loss = F.cross_entropy(logits.reshape(-1, V), tok[:, 1:].reshape(-1)) + self.aux_weight * aux_total
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.params, 1.0, foreach=True)
+        self.opt.step()
+        self.count_buf[i].copy_(first_counts)
+        self.aux_buf[i].copy_(aux_total.detach())
+        return loss.detach()
+
+    def loss_lines(self):
+        counts = self.count_buf.tolist()
+        aux = tensor_hexes(self.aux_buf)
+        for i in range(self.steps):
+            self.extra[i] = "n=%s a=%s" % (",".join(str(c) for c in counts[i]), aux[i])
+        if self.steps:
+            self.extra[0] += " g=%d" % int(self.grouped)
+        return super().loss_lines()
+
+
+class PinHostWorkload(TaskWorkload):
+    """Pinned host memory that PyTorch's caching host allocator hands out and takes back on
+    its own, as input pipelines and metric loggers use it, with the allocator's background
+    event thread on (PYTORCH_CUDA_ALLOC_CONF=pinned_use_background_threads:True, set by main()
+    before torch is imported): the dataset (16384 x 256, labels from a fixed projection) lives
+    in host memory; every step gathers a batch of 96 to 384 rows (a seeded host random.Random)
+    by index_select on the host, pin_memory() copies it into a block of the host allocator,
+    .to(non_blocking=True) copies it to the GPU on the compute stream, and the pinned tensors
+    are dropped at once: the allocator records an event on the stream and returns the block to
+    its free list only once the event completes, which its background thread polls with
+    cudaEventQuery every 100 microseconds (the main thread too, before it makes a new block).
+    After the step a side stream waits for the compute stream and copies the loss, the gradient
+    norm and the accuracy to the host with .to("cpu", non_blocking=True) (a pinned block of
+    the same allocator) and records an event; three steps later the host synchronizes that
+    event, reads the values and sets the learning rate from them (down by 0.9 when the loss
+    is above its running average, else up by 1.02, clamped), then drops the block. Every 25th
+    step torch._C._host_emptyCache() frees the free blocks (cudaFreeHost), with no sync before
+    it, so pinned memory is freed and allocated again (the driver may give the same addresses
+    back) while copies out of other blocks are in flight. A tool that answers a block's event
+    as complete while the copy before it is still held lets the host rewrite a batch the GPU
+    has not read; one that replays a copy from a freed block reads memory that is gone. The
+    MLP (6 layers, dropout 0.1), AdamW (foreach), clip_grad_norm_. The step whose metrics the
+    host read, the values as it read them and the learning rate they set end every line
+    (" r=<step> l=<hex> g=<hex> a=<hex> lr=<float.hex>", or " r=- lr=<float.hex>" on the first
+    three). No sync in the loop but the event, three steps behind."""
+
+    rows = (96, 160, 256, 384)
+    dataset, lag, empty_every = 16384, 3, 25
+    lr0, lr_min, lr_max = 1e-3, 1e-4, 3e-3
+
+    def setup(self, mode="eager"):
+        import random
+        self.model = MLP(self.din, self.hidden, self.nout, layers=6, dropout=0.1).to(self.dev)
+        self.params = list(self.model.parameters())
+        self.lr = self.lr0
+        self.opt = torch.optim.AdamW(self.params, lr=self.lr, weight_decay=0.01, foreach=True)
+        self.label_setup()
+        with torch.no_grad():
+            x = torch.randn(self.dataset, self.din, device=self.dev, generator=self.gen)
+            y = (x @ self.label_proj).argmax(dim=-1)
+        self.host_x, self.host_y = x.cpu(), y.cpu()                     # the dataset, in host memory
+        self.cpu_gen = torch.Generator().manual_seed(9731)
+        self.rng = random.Random(5150)
+        self.log_stream = torch.cuda.Stream(device=self.dev)
+        self.pending = []                                               # (step, pinned metrics, event)
+        self.avg = None
+        self.empty_host = getattr(torch._C, "_host_emptyCache", None)
+        if self.empty_host is None:
+            print("workloads: pinhost: torch._C._host_emptyCache missing: the host cache is never emptied")
+        print("workloads: pinhost: PYTORCH_CUDA_ALLOC_CONF=%s" % os.environ.get("PYTORCH_CUDA_ALLOC_CONF"))
+        self.notes = {}
+
+    def step(self, i):
+        n = self.rng.choice(self.rows)
+        idx = torch.randint(0, self.dataset, (n,), generator=self.cpu_gen)
+        xb = self.host_x.index_select(0, idx).pin_memory()              # blocks of the host allocator
+        yb = self.host_y.index_select(0, idx).pin_memory()
+        x = xb.to(self.dev, non_blocking=True)
+        y = yb.to(self.dev, non_blocking=True)
+        del xb, yb                                                      # freed: reused once their events complete
+        self.opt.zero_grad(set_to_none=True)
+        logits = self.model(x)
+        loss = F.cross_entropy(logits, y)
+        loss.backward()
+        gnorm = torch.nn.utils.clip_grad_norm_(self.params, 1.0, foreach=True)
+        self.opt.step()
+        with torch.no_grad():
+            acc = (logits.argmax(dim=-1) == y).float().mean()
+            metrics = torch.stack([loss.detach(), gnorm, acc])
+        main = torch.cuda.current_stream(self.dev)
+        self.log_stream.wait_stream(main)
+        with torch.cuda.stream(self.log_stream):
+            host = metrics.to("cpu", non_blocking=True)                 # a pinned block, filled on the side stream
+            ev = torch.cuda.Event()
+            ev.record(self.log_stream)
+        metrics.record_stream(self.log_stream)
+        self.pending.append((i, host, ev))
+        del host
+        note = "r=-"
+        if len(self.pending) > self.lag:
+            j, host, ev = self.pending.pop(0)
+            ev.synchronize()
+            lv, gv, av = host.tolist()
+            del host                                                    # its block goes back behind an event
+            if math.isfinite(lv):
+                if self.avg is not None:
+                    self.lr = min(self.lr_max, max(self.lr_min, self.lr * (0.9 if lv > self.avg else 1.02)))
+                self.avg = lv if self.avg is None else 0.9 * self.avg + 0.1 * lv
+            for group in self.opt.param_groups:
+                group["lr"] = self.lr
+            note = "r=%d l=%s g=%s a=%s" % (j, f32_hex(lv), f32_hex(gv), f32_hex(av))
+        if self.empty_host is not None and i % self.empty_every == self.empty_every - 1:
+            self.empty_host()                                           # no sync: only completed blocks go
+        self.notes[i] = note + " lr=" + float.hex(self.lr)
+        return loss
+
+    def loss_lines(self):
+        for i, note in self.notes.items():
+            self.extra[i] = note
+        return super().loss_lines()
+
+    def finish(self):
+        # The pinned blocks still held go back, and the background thread takes their events
+        # off its queue, before the process exits.
+        self.pending.clear()
+        torch.cuda.synchronize(self.dev)
+        time.sleep(0.05)
+
+
+class SSMScanWorkload(Workload):
+    """A selective state-space model (Mamba, Gu and Dao 2023) trained through its reference
+    scan, as mamba_ssm's selective_scan_ref and the minimal PyTorch ports run it where the
+    fused kernel is missing: 2 blocks (d 128, inner 256, state 16; in_proj, a causal depthwise
+    conv of width 4 written as shifted products, x_proj, softplus dt_proj, A = -exp(A_log),
+    skip D, SiLU gate, out_proj) whose recurrence s = exp(dt A) s + dt B u is a Python loop
+    over the time steps, each iteration an elementwise update of the (8, 256, 16) state and an
+    einsum with C (a batched GEMM) on views (unbind) at the iteration's offset, its output
+    stacked; backward runs the loop again in reverse on the autograd thread. The chunk length
+    (48 to 128) is drawn every step by a seeded host random.Random, so the loop's trip count
+    changes every step while every iteration has the same shapes and only its pointers move by
+    a stride; the training is truncated backpropagation through time over a token stream
+    resident on the GPU (phrases of 16 tokens repeated 3 times, 5 % noise), read at an offset
+    that advances by the chunk length, the state carried (detached) from one step to the next
+    and reset to zeros with probability 1/20. A tool that replays an iteration's launches with
+    another iteration's offsets, or a step's loop for a longer or shorter one, trains on other
+    values. AdamW (foreach), clip_grad_norm_. The chunk length, its offset in the stream and
+    the carried state's mean absolute value end every line (" L=<n> o=<offset> h=<hex>", and
+    " z" where the state was reset). No sync in the loop."""
+
+    batch, vocab, d, expand, d_state, d_conv, layers = 8, 64, 128, 2, 16, 4, 2
+    lengths, phrase, repeats, noise, p_reset = (48, 64, 80, 96, 112, 128), 16, 3, 0.05, 0.05
+
+    def setup(self, mode="eager"):
+        import random
+        D, Di, N, Kc = self.d, self.expand * self.d, self.d_state, self.d_conv
+        R = math.ceil(D / 16)                                           # dt_rank
+
+        class Mamba(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.norm = nn.LayerNorm(D)
+                self.in_proj = nn.Linear(D, 2 * Di, bias=False)
+                self.conv_w = nn.Parameter(torch.empty(Di, Kc).uniform_(-0.5, 0.5))
+                self.conv_b = nn.Parameter(torch.zeros(Di))
+                self.x_proj = nn.Linear(Di, R + 2 * N, bias=False)
+                self.dt_proj = nn.Linear(R, Di)
+                with torch.no_grad():                                   # dt in [1e-3, 1e-1], as in Mamba
+                    dt = torch.exp(torch.rand(Di) * (math.log(0.1) - math.log(1e-3)) + math.log(1e-3))
+                    self.dt_proj.bias.copy_(dt + torch.log(-torch.expm1(-dt)))
+                self.A_log = nn.Parameter(torch.log(torch.arange(1, N + 1, dtype=torch.float32)).repeat(Di, 1))
+                self.skip = nn.Parameter(torch.ones(Di))
+                self.out_proj = nn.Linear(Di, D, bias=False)
+
+            def forward(self, x, s):
+                L = x.shape[1]
+                u, z = self.in_proj(self.norm(x)).chunk(2, dim=-1)     # B, L, Di each
+                up = F.pad(u.transpose(1, 2), (Kc - 1, 0))             # B, Di, L + Kc - 1
+                conv = self.conv_b.unsqueeze(-1)
+                for k in range(Kc):
+                    conv = conv + up[:, :, k:k + L] * self.conv_w[:, k:k + 1]
+                u = F.silu(conv).transpose(1, 2)                       # B, L, Di
+                dt, Bm, Cm = self.x_proj(u).split([R, N, N], dim=-1)
+                dt = F.softplus(self.dt_proj(dt))                      # B, L, Di
+                dA = torch.exp(dt.unsqueeze(-1) * -torch.exp(self.A_log))      # B, L, Di, N
+                dBu = (dt * u).unsqueeze(-1) * Bm.unsqueeze(2)                 # B, L, Di, N
+                ys = []
+                for dA_t, dBu_t, C_t in zip(dA.unbind(1), dBu.unbind(1), Cm.unbind(1)):     # the scan
+                    s = dA_t * s + dBu_t
+                    ys.append(torch.einsum("bdn,bn->bd", s, C_t))
+                y = torch.stack(ys, dim=1) + u * self.skip
+                return x + self.out_proj(y * F.silu(z)), s
+
+        self.emb = nn.Embedding(self.vocab, D)
+        self.blocks = nn.ModuleList([Mamba() for _ in range(self.layers)])
+        self.norm_f = nn.LayerNorm(D)
+        self.head = nn.Linear(D, self.vocab, bias=False)
+        self.model = nn.ModuleList([self.emb, self.blocks, self.norm_f, self.head]).to(self.dev)
+        self.params = list(self.model.parameters())
+        self.opt = torch.optim.AdamW(self.params, lr=2e-3, weight_decay=0.01, foreach=True)
+        self.state_shape = (self.batch, Di, N)
+        # The token stream: phrases of 16 tokens, each repeated 3 times, 5 % noise; long
+        # enough for every step at the longest chunk.
+        span = self.phrase * self.repeats
+        nph = (self.steps * max(self.lengths) + 1) // span + 2
+        ph = torch.randint(0, self.vocab, (self.batch, nph, 1, self.phrase), device=self.dev, generator=self.gen)
+        stream = ph.expand(self.batch, nph, self.repeats, self.phrase).reshape(self.batch, -1)
+        flip = torch.rand(stream.shape, device=self.dev, generator=self.gen) < self.noise
+        other = torch.randint(0, self.vocab, stream.shape, device=self.dev, generator=self.gen)
+        self.stream = torch.where(flip, other, stream)
+        self.pos = 0
+        self.states = None
+        self.rng = random.Random(1312)
+        self.h_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.notes = {}
+
+    def step(self, i):
+        L = self.rng.choice(self.lengths)
+        reset = self.states is None or self.rng.random() < self.p_reset
+        if reset:
+            self.states = [torch.zeros(self.state_shape, device=self.dev) for _ in self.blocks]
+        o = self.pos
+        tok = self.stream[:, o:o + L + 1]
+        self.pos += L
+        self.opt.zero_grad(set_to_none=True)
+        x = self.emb(tok[:, :-1])
+        carried = []
+        for blk, s0 in zip(self.blocks, self.states):
+            x, s = blk(x, s0)
+            carried.append(s)
+        logits = self.head(self.norm_f(x))
+        loss = F.cross_entropy(logits.reshape(-1, self.vocab), tok[:, 1:].reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.params, 1.0, foreach=True)
+        self.opt.step()
+        self.states = [s.detach() for s in carried]
+        self.h_buf[i].copy_(self.states[-1].abs().mean())
+        self.notes[i] = (L, o, reset)
+        return loss.detach()
+
+    def loss_lines(self):
+        h = tensor_hexes(self.h_buf)
+        for i, (L, o, reset) in self.notes.items():
+            self.extra[i] = "L=%d o=%d h=%s" % (L, o, h[i]) + (" z" if reset else "")
+        return super().loss_lines()
+
+
+class SACWorkload(Workload):
+    """Soft actor-critic (Haarnoja et al. 2018) on a vectorised environment on the GPU (32
+    point masses pushed towards goals; a goal reached ends the episode, 50 steps truncate
+    it; resets by torch.where), as SAC implementations write it: every step collects 1 to 4
+    environment steps and then runs 1 or 2 updates (both counts drawn by a seeded host
+    random.Random), so the step's launch sequence has no period. The policy is a tanh-squashed
+    torch.distributions.Normal built every time it is used, whose argument validation reads
+    `valid.all()` back (a sync) and whose log_prob's support check is another; actions come
+    from rsample() (the default CUDA generator), log-probabilities take the tanh correction
+    (2 (log 2 - u - softplus(-2u))). Transitions go into a replay buffer of 8192 on the GPU
+    by index_copy_ at a write pointer that moves 32 rows per environment step and wraps; each
+    update samples 256 of them with torch.randint over the filled part (a bound that grows
+    every environment step until the buffer is full); twin critics regress onto the
+    entropy-regularised target of polyak-averaged target critics (torch._foreach_lerp_ after
+    every update), the actor steps on every second update (backward(inputs=...) through the
+    critics), and the temperature log_alpha is learned against a target entropy. Three Adam
+    optimizers (foreach). A tool that replays one iteration's sequence for another's count of
+    collections or updates, or a buffer write at another step's pointer, trains on other
+    transitions. The loss is the mean critic loss of the step's updates; the counts, the
+    temperature and the mean reward of the collected steps end every line
+    (" e=<n> u=<n> a=<hex> r=<hex>")."""
+
+    syncs = True
+    envs, obs_dim, act_dim, hidden, limit = 32, 7, 2, 128, 50
+    capacity, batch, gamma, tau, lr = 8192, 256, 0.99, 0.005, 3e-4
+    collect_range, update_range, actor_every = (1, 4), (1, 2), 2
+    log_std_min, log_std_max = -5.0, 2.0
+
+    def setup(self, mode="eager"):
+        import copy
+        import random
+        H, O, A = self.hidden, self.obs_dim, self.act_dim
+
+        def mlp(nin, nout):
+            return nn.Sequential(nn.Linear(nin, H), nn.ReLU(), nn.Linear(H, H), nn.ReLU(), nn.Linear(H, nout))
+
+        self.actor = mlp(O, 2 * A).to(self.dev)
+        self.q1 = mlp(O + A, 1).to(self.dev)
+        self.q2 = mlp(O + A, 1).to(self.dev)
+        self.q1_t = copy.deepcopy(self.q1).requires_grad_(False)
+        self.q2_t = copy.deepcopy(self.q2).requires_grad_(False)
+        self.actor_params = list(self.actor.parameters())
+        self.critic_params = list(self.q1.parameters()) + list(self.q2.parameters())
+        self.target_params = list(self.q1_t.parameters()) + list(self.q2_t.parameters())
+        self.log_alpha = torch.zeros((), device=self.dev, requires_grad=True)
+        self.actor_opt = torch.optim.Adam(self.actor_params, lr=self.lr, foreach=True)
+        self.critic_opt = torch.optim.Adam(self.critic_params, lr=self.lr, foreach=True)
+        self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=self.lr, foreach=True)
+        self.target_entropy = -float(A)
+        C, Ne = self.capacity, self.envs
+        self.buf_obs = torch.zeros(C, O, device=self.dev)
+        self.buf_act = torch.zeros(C, A, device=self.dev)
+        self.buf_rew = torch.zeros(C, device=self.dev)
+        self.buf_next = torch.zeros(C, O, device=self.dev)
+        self.buf_term = torch.zeros(C, device=self.dev)
+        self.ptr, self.size, self.updates = 0, 0, 0
+        self.ar_env = torch.arange(Ne, device=self.dev)
+        self.pos = torch.zeros(Ne, 2, device=self.dev)
+        self.vel = torch.zeros(Ne, 2, device=self.dev)
+        self.goal = torch.rand(Ne, 2, device=self.dev, generator=self.gen) * 2.0 - 1.0
+        self.t = torch.zeros(Ne, device=self.dev)
+        self.rng = random.Random(27182)
+        self.alpha_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.rew_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.counts = {}
+
+    def observe(self):
+        return torch.cat([self.pos, self.vel, self.goal - self.pos, (self.t / self.limit).unsqueeze(1)], dim=1)
+
+    def policy(self, obs, with_logp=True):
+        """A tanh-squashed Normal policy: actions and (with_logp) their log-probabilities."""
+        mu, log_std = self.actor(obs).chunk(2, dim=-1)
+        std = log_std.clamp(self.log_std_min, self.log_std_max).exp()
+        dist = torch.distributions.Normal(mu, std)                      # argument validation: syncs
+        u = dist.rsample()
+        if not with_logp:
+            return torch.tanh(u), None
+        logp = dist.log_prob(u).sum(dim=-1)                             # support check: a sync
+        logp = logp - (2.0 * (math.log(2.0) - u - F.softplus(-2.0 * u))).sum(dim=-1)
+        return torch.tanh(u), logp
+
+    def env_step(self, a):
+        self.vel = 0.9 * self.vel + 0.1 * a
+        self.pos = (self.pos + 0.1 * self.vel).clamp(-2.0, 2.0)
+        self.t = self.t + 1.0
+        dist = (self.goal - self.pos).norm(dim=1)
+        reached = dist < 0.1
+        reward = reached.float() - dist - 0.01 * a.square().sum(dim=1)
+        nxt = self.observe()
+        done = (reached | (self.t >= self.limit)).unsqueeze(1)
+        fresh = torch.rand(self.envs, 2, device=self.dev, generator=self.gen) * 2.0 - 1.0
+        self.goal = torch.where(done, fresh, self.goal)
+        self.pos = torch.where(done, torch.zeros_like(self.pos), self.pos)
+        self.vel = torch.where(done, torch.zeros_like(self.vel), self.vel)
+        self.t = torch.where(done.squeeze(1), torch.zeros_like(self.t), self.t)
+        return nxt, reward, reached.float()
+
+    def collect(self):
+        with torch.no_grad():
+            obs = self.observe()
+            a, _ = self.policy(obs, with_logp=False)
+            nxt, reward, term = self.env_step(a)
+            idx = (self.ar_env + self.ptr) % self.capacity
+            self.buf_obs.index_copy_(0, idx, obs)
+            self.buf_act.index_copy_(0, idx, a)
+            self.buf_rew.index_copy_(0, idx, reward)
+            self.buf_next.index_copy_(0, idx, nxt)
+            self.buf_term.index_copy_(0, idx, term)
+        self.ptr = (self.ptr + self.envs) % self.capacity
+        self.size = min(self.size + self.envs, self.capacity)
+        return reward.mean()
+
+    def update(self):
+        idx = torch.randint(0, self.size, (self.batch,), device=self.dev, generator=self.gen)
+        o, a, r, o2, term = (b.index_select(0, idx) for b in (self.buf_obs, self.buf_act, self.buf_rew,
+                                                              self.buf_next, self.buf_term))
+        with torch.no_grad():
+            a2, logp2 = self.policy(o2)
+            oa2 = torch.cat([o2, a2], dim=1)
+            q_next = torch.min(self.q1_t(oa2), self.q2_t(oa2)).squeeze(1)
+            target = r + self.gamma * (1.0 - term) * (q_next - self.log_alpha.exp() * logp2)
+        oa = torch.cat([o, a], dim=1)
+        q_loss = F.mse_loss(self.q1(oa).squeeze(1), target) + F.mse_loss(self.q2(oa).squeeze(1), target)
+        self.critic_opt.zero_grad(set_to_none=True)
+        q_loss.backward()
+        self.critic_opt.step()
+        self.updates += 1
+        if self.updates % self.actor_every == 0:
+            a_new, logp = self.policy(o)
+            oa_new = torch.cat([o, a_new], dim=1)
+            q_new = torch.min(self.q1(oa_new), self.q2(oa_new)).squeeze(1)
+            actor_loss = (self.log_alpha.exp().detach() * logp - q_new).mean()
+            self.actor_opt.zero_grad(set_to_none=True)
+            actor_loss.backward(inputs=self.actor_params)
+            self.actor_opt.step()
+            alpha_loss = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
+            self.alpha_opt.zero_grad(set_to_none=True)
+            alpha_loss.backward()
+            self.alpha_opt.step()
+        with torch.no_grad():
+            torch._foreach_lerp_(self.target_params, self.critic_params, self.tau)
+        return q_loss.detach()
+
+    def step(self, i):
+        ne = self.rng.randint(*self.collect_range)
+        nu = self.rng.randint(*self.update_range)
+        reward = None
+        for _ in range(ne):
+            r = self.collect()
+            reward = r if reward is None else reward + r
+        total = None
+        for _ in range(nu):
+            q = self.update()
+            total = q if total is None else total + q
+        self.rew_buf[i].copy_(reward / ne)
+        self.alpha_buf[i].copy_(self.log_alpha.detach().exp())
+        self.counts[i] = (ne, nu)
+        return total / nu
+
+    def loss_lines(self):
+        a, r = tensor_hexes(self.alpha_buf), tensor_hexes(self.rew_buf)
+        for i, (ne, nu) in self.counts.items():
+            self.extra[i] = "e=%d u=%d a=%s r=%s" % (ne, nu, a[i], r[i])
+        return super().loss_lines()
+
+
+class MemHistWorkload(TaskWorkload):
+    """The caching allocator instrumented and retuned in the middle of a run, as memory
+    debugging and tuning do it: the MLP (6 layers of 1024, dropout 0.1, AdamW foreach) on
+    batches of 64 to 512 rows (a seeded host random.Random) plus a temporary of 8 x 1024
+    floats per row reduced into the loss, so allocation sizes change every step.
+    torch.cuda.memory._record_memory_history(stacks="python") is on for three windows of 20
+    steps (from steps 60, 160 and 260): the allocator records every allocation and free, those
+    of the autograd thread too, and torch.cuda.memory._snapshot() is taken at each window's
+    end. From step 100 a memory fraction of 1 GiB (set_per_process_memory_fraction) and a
+    garbage-collection threshold of 0.1 (torch.cuda.memory._set_allocator_settings) make the
+    allocator free cached segments (cudaFree, a device synchronization) inside allocations that
+    find no free block, at points only its state decides, mid-forward on the main thread or
+    mid-backward on the autograd thread; from step 200 expandable segments are switched on
+    (the same call, which also turns the threshold off again) and torch.cuda.empty_cache()
+    returns the old segments, so later ones are address ranges whose pages the allocator maps
+    and unmaps (cuMemCreate, cuMemMap) beside the ones cudaMalloc gave before. The allocator's
+    counts follow from the program's allocations alone, so a tool in the way must leave them as
+    they are: the allocated and reserved bytes and the segments end every line
+    (" m=<allocated>/<reserved>/<segments>"), and each window's last line adds the recorded
+    allocations, completed frees, segments allocated or mapped and freed or unmapped, and the
+    snapshot's segments and expandable ones (" t=<a>/<f>/<s>/<u> g=<n>/<x>"). No sync in the
+    loop but empty_cache's at step 200 and the allocator's own."""
+
+    din, hidden = 256, 1024
+    rows = (64, 128, 256, 512)
+    windows, window_len = (60, 160, 260), 20
+    gc_from, gc_threshold, limit_mib, expandable_from = 100, 0.1, 1024, 200
+
+    def setup(self, mode="eager"):
+        import random
+        self.model = MLP(self.din, self.hidden, self.nout, layers=6, dropout=0.1).to(self.dev)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
+        self.fwd = self.model
+        self.label_setup()
+        self.rng = random.Random(8086)
+        self.record = torch.cuda.memory._record_memory_history
+        self.settings = torch.cuda.memory._set_allocator_settings
+        self.index = self.dev.index if self.dev.index is not None else torch.cuda.current_device()
+        self.recording = False
+        self.notes = {}
+
+    def window_end(self):
+        """What the window recorded, from a snapshot taken before recording stops."""
+        snap = torch.cuda.memory._snapshot()
+        traces = snap.get("device_traces", [])
+        trace = traces[self.index] if self.index < len(traces) else []
+        acts = {}
+        for entry in trace:
+            acts[entry.get("action")] = acts.get(entry.get("action"), 0) + 1
+        segs = [s for s in snap.get("segments", []) if s.get("device", self.index) == self.index]
+        return "t=%d/%d/%d/%d g=%d/%d" % (
+            acts.get("alloc", 0), acts.get("free_completed", 0),
+            acts.get("segment_alloc", 0) + acts.get("segment_map", 0),
+            acts.get("segment_free", 0) + acts.get("segment_unmap", 0),
+            len(segs), sum(1 for s in segs if s.get("is_expandable")))
+
+    def step(self, i):
+        if i == self.gc_from:
+            total = torch.cuda.get_device_properties(self.dev).total_memory
+            torch.cuda.set_per_process_memory_fraction(min(1.0, self.limit_mib * 2 ** 20 / total), self.dev)
+            self.settings("garbage_collection_threshold:%g" % self.gc_threshold)
+        if i == self.expandable_from:
+            self.settings("expandable_segments:True")       # the threshold, not named, goes back to off
+            torch.cuda.empty_cache()
+        if i in self.windows:
+            self.record("all", context="all", stacks="python", max_entries=200000)
+            self.recording = True
+        n = self.rng.choice(self.rows)
+        x = torch.randn(n, self.din, device=self.dev, generator=self.gen)
+        y = (x @ self.label_proj).argmax(dim=-1)
+        tmp = torch.randn(n, 8 * self.hidden, device=self.dev, generator=self.gen)
+        self.opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(self.model(x), y) + 1e-3 * tmp.square().mean()
+        del tmp
+        loss.backward()
+        self.opt.step()
+        stats = torch.cuda.memory_stats(self.dev)
+        note = "m=%d/%d/%d" % (stats.get("allocated_bytes.all.current", 0),
+                               stats.get("reserved_bytes.all.current", 0), stats.get("segment.all.current", 0))
+        if self.recording and i - self.window_len + 1 in self.windows:
+            note += " " + self.window_end()
+            self.record(None)
+            self.recording = False
+        self.notes[i] = note
+        return loss.detach()
+
+    def loss_lines(self):
+        for i, note in self.notes.items():
+            self.extra[i] = note
+        return super().loss_lines()
+
+    def finish(self):
+        if self.recording:
+            self.record(None)
+            self.recording = False
+
+
 WORKLOADS = {
     "mlp": ClassifierWorkload,
     "mlp_item": MLPItem,
@@ -8949,6 +9640,11 @@ WORKLOADS = {
     "adahessian": AdaHessianWorkload,
     "spline": SplineWorkload,
     "hostfunc": HostFuncWorkload,
+    "groupmm": GroupMMWorkload,
+    "pinhost": PinHostWorkload,
+    "ssmscan": SSMScanWorkload,
+    "sac": SACWorkload,
+    "memhist": MemHistWorkload,
     "pipeline2": Pipeline2Workload,
     "ddp2": DDP2Workload,
 }
