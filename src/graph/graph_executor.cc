@@ -1,6 +1,7 @@
 #include "graph/graph_executor.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "core/hot_path.h"
@@ -107,6 +108,24 @@ struct GraphHandle {
   };
   std::vector<EventOp> eventOps;  // every event op, in op order
   std::vector<int32_t> tailRecordOf;  // branched: per branch, the eventOps index of its tail record (-1: none)
+  // Completion a host wait implies (branched, no legacy stream, at most 64
+  // streams; else empty). A record issued after the graph completes after
+  // the graph's own nodes: a program record node, or a branch's tail wait,
+  // that followed it in the segment would complete first, and a host that
+  // waited for that one would find the earlier record, or its stream, still
+  // pending (tests/sim sim_review49_queries). So each branch, after the
+  // graph, also waits for the records issued after the graph that its end
+  // followed in the segment, in the order of the branches' last ops, and the
+  // launch stream's last op, a record that follows any of them, is issued
+  // after the graph too (its node keeps its placeholder).
+  //   lastRecordOf[b]: eventOps index of branch b's last op if it is a
+  //   record with a node (-1: none); endFollows[b]: the branches whose last
+  //   record branch b's last op follows (bit per branch, b's own excluded);
+  //   branchesByEnd: the branches in the order of their last ops.
+  std::vector<int32_t> lastRecordOf;
+  std::vector<uint64_t> endFollows;
+  std::vector<uint32_t> branchesByEnd;
+  int32_t launchBranch = -1;  // branched and launched on a program stream: its branch
   std::vector<uint32_t> recordOps;                           // indices into eventOps of the records
   std::vector<std::pair<uint64_t, uint32_t>> recordScratch;  // launch-time (event, index), reserved at build
   // Kernel parameter offsets of op i: paramOffsets[paramStart[i] .. paramStart[i + 1]).
@@ -611,6 +630,32 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
         ev.tailBranch = int32_t(si);
         g->tailRecordOf[si] = int32_t(e);
       }
+      if (!hasLegacy && streams.size() <= 64) {
+        // What each stream's position follows in the segment: a wait on a
+        // record carries what the record's stream had followed, and a
+        // branch's last record stands for the branch (GraphHandle::endFollows).
+        std::vector<uint64_t> follows(streams.size(), 0), recordFollows;
+        g->lastRecordOf.assign(streams.size(), -1);
+        size_t e = 0;  // g->eventOps is in op order
+        for (size_t i = 0; i < ops.size(); ++i) {
+          const size_t si = streamOf[i];
+          if (ops[i].kind == OpKind::EventRecord) {
+            const bool last = lastOpOn[si] == int64_t(i);
+            recordFollows.push_back(follows[si] | (last ? uint64_t(1) << si : 0));
+            while (e < g->eventOps.size() && g->eventOps[e].op < i) ++e;
+            if (last && e < g->eventOps.size() && g->eventOps[e].op == i && g->eventOps[e].node)
+              g->lastRecordOf[si] = int32_t(e);
+          } else if (ops[i].kind == OpKind::EventWait) {
+            const int32_t instance = req.waitInstance[i];
+            if (instance >= 0 && size_t(instance) < recordFollows.size()) follows[si] |= recordFollows[size_t(instance)];
+          }
+        }
+        g->endFollows.resize(streams.size());
+        for (size_t si = 0; si < streams.size(); ++si) g->endFollows[si] = follows[si] & ~(uint64_t(1) << si);
+        for (uint32_t si = 0; si < streams.size(); ++si) g->branchesByEnd.push_back(si);
+        std::sort(g->branchesByEnd.begin(), g->branchesByEnd.end(),
+                  [&](uint32_t a, uint32_t b) { return lastOpOn[a] < lastOpOn[b]; });
+      }
     }
     g->recordScratch.reserve(g->recordOps.size());
     for (size_t si = 0; si < g->tailEvents.size(); ++si)
@@ -671,6 +716,7 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
     }
     if (!branched || launchOn >= 0) {
       g->launchStream = asStream(streams[branched ? size_t(launchOn) : 0]);
+      g->launchBranch = branched ? int32_t(launchOn) : -1;
       if (branched)
         GRAFT_DEBUG("a graph of {} streams forks from and joins into stream {:#x}: launched on it", streams.size(),
                     streams[size_t(launchOn)]);
@@ -870,10 +916,28 @@ int GraphExecutor::runLaunch(LaunchJob& job, std::string* why) {
   // work follows the whole graph, whose tail events its own branch's tail
   // follows: it waits for no tail event, and its last record stays in its node.
   const int joinBranch = job.onJoinStream ? g->joinsInto : -1;
+  // The branches whose last record is issued after the graph, and the launch
+  // stream's last record when it is too (GraphHandle::endFollows).
+  const int launchBranch = job.onJoinStream ? g->joinsInto : g->launchBranch;
+  uint64_t recordsAfter = 0;
+  int32_t launchRecordAfter = -1;
+  if (!g->endFollows.empty()) {
+    for (size_t b = 0; b < g->tailRecordOf.size(); ++b) {
+      const int32_t t = g->tailRecordOf[b];
+      if (t >= 0 && int(b) != joinBranch && !g->eventOps[size_t(t)].superseded) recordsAfter |= uint64_t(1) << b;
+    }
+    if (launchBranch >= 0) {
+      const int32_t t = g->lastRecordOf[size_t(launchBranch)];
+      if (t >= 0 && !g->eventOps[size_t(t)].superseded && (g->endFollows[size_t(launchBranch)] & recordsAfter)) {
+        launchRecordAfter = t;
+        recordsAfter |= uint64_t(1) << launchBranch;
+      }
+    }
+  }
   for (size_t k = 0; k < g->eventOps.size(); ++k) {
     GraphHandle::EventOp& e = g->eventOps[k];
     if (!e.node) continue;
-    const bool afterTail = e.tailBranch >= 0 && e.tailBranch != joinBranch;
+    const bool afterTail = (e.tailBranch >= 0 && e.tailBranch != joinBranch) || int32_t(k) == launchRecordAfter;
     const CUevent want = e.superseded || afterTail ? e.placeholder : reinterpret_cast<CUevent>(job.events[k]);
     if (want == e.holds) continue;
     const CUresult refused = setNodeEvent(g->exec, e, want);
@@ -912,7 +976,26 @@ int GraphExecutor::runLaunch(LaunchJob& job, std::string* why) {
   applyToInstance(job);  // the graph holds this instance's values now
   // After the graph: each program stream of a branch waits for its branch.
   bool ok = true;
-  for (size_t i = 0; ok && i < g->tailOrder.size(); ++i) {
+  if (!g->endFollows.empty()) {
+    // Branch by branch in the order of their last ops: the tail wait, waits
+    // for the records issued after the graph that the branch's end followed,
+    // then the branch's own last record if it is issued after the graph.
+    uint64_t issued = 0;
+    for (size_t i = 0; ok && i < g->branchesByEnd.size(); ++i) {
+      const uint32_t b = g->branchesByEnd[i];
+      const CUstream s = g->branchStreams[b];
+      if (int(b) != joinBranch && g->tailEvents[b]) ok = (r = waitOn(s, g->tailEvents[b])) == CUDA_SUCCESS;
+      for (uint64_t f = g->endFollows[b] & issued; ok && f; f &= f - 1) {
+        const int32_t t = g->lastRecordOf[size_t(std::countr_zero(f))];
+        ok = (r = waitOn(s, reinterpret_cast<CUevent>(job.events[size_t(t)]))) == CUDA_SUCCESS;
+      }
+      if (!ok || !(recordsAfter & (uint64_t(1) << b))) continue;
+      const int32_t t = int(b) == launchBranch ? launchRecordAfter : g->tailRecordOf[b];
+      ok = (r = issueOp(instanceOp(job, g->eventOps[size_t(t)].op), s, kernels_, job.pointers)) == CUDA_SUCCESS;
+      issued |= uint64_t(1) << b;
+    }
+  }
+  for (size_t i = 0; ok && g->endFollows.empty() && i < g->tailOrder.size(); ++i) {
     const uint32_t b = g->tailOrder[i];
     if (int(b) == joinBranch) continue;
     ok = (r = waitOn(g->branchStreams[b], g->tailEvents[b])) == CUDA_SUCCESS;
