@@ -118,7 +118,16 @@ their own in training/.
 # growing range, polyak targets, counts of environment steps and updates drawn every step),
 # and the caching allocator instrumented and retuned mid-run (memory history windows and
 # snapshots, a memory fraction and garbage-collection threshold that free segments inside
-# allocations on either thread, expandable segments switched on).
+# allocations on either thread, expandable segments switched on); then a fifteenth round:
+# whole training steps graphed by the program for three batch buckets and an eval pass in one
+# shared memory pool (torch.cuda.graph(pool=...)), replayed in a host-random order between eager
+# steps; CTC speech recognition on cuDNN's CTC loss (label and length arrays on the host, read in
+# the call, or on the device, read back first; the gradient made by the forward call); rotary
+# embeddings in complex arithmetic under bf16 autocast at a moving offset into a table rebuilt
+# with a new base, the attention backend switched per step by sdpa_kernel; selective activation
+# checkpointing whose policy, switched every step, picks which forward kernels backward launches
+# again; and a host staging area registered (cudaHostRegister) and unregistered every 40 steps,
+# its copies pinned and asynchronous in one phase and pageable in the next.
 ISSUE_CASES = ["mlp", "mlp_item", "gpt", "amp", "sidestream", "lastbatch", "partgraph", "gemm"]
 OTHER_CASES = ["cnn", "lstm", "dynamic", "accum", "inductor_mlp", "inductor_gpt", "sdpa", "ddp",
                "vit", "diffusion", "gan", "expandable", "decode", "loader", "serve",
@@ -137,6 +146,7 @@ OTHER_CASES = ["cnn", "lstm", "dynamic", "accum", "inductor_mlp", "inductor_gpt"
                "memops", "bgeval", "streamchurn", "hostpause", "cpuadam",
                "meanflow", "docmask", "adahessian", "spline", "hostfunc",
                "groupmm", "pinhost", "ssmscan", "sac", "memhist",
+               "sharedpool", "ctc", "ropecplx", "selckpt", "hostreg",
                "pipeline2", "ddp2"]
 # Cases that need two GPUs: with one, workloads.py exits 77 for them (check_losses.py
 # reports them skipped and goes on).
@@ -175,18 +185,21 @@ CASES = ISSUE_CASES + OTHER_CASES
 # spins until a kernel the floor drops writes a flag into host memory, and raises at its
 # deadline) and autotune (Triton's benchmarker sets its launch counts from timings read
 # back, which a floor makes near zero). So does sac (like ppo, its Normal policies'
-# argument and support validation raises on NaN).
+# argument and support validation raises on NaN). So does ctc (on its device-array steps
+# PyTorch reads the label and input lengths back to check them for cuDNN; a garbage length
+# sends the loss to PyTorch's own CTC, whose backward the deterministic setting refuses).
 # Not bgeval: its evaluator thread reads a loss and a count back, but they set only a
 # learning rate (a kernel argument) and the line, never what is launched (a non-finite count
 # is written as -1); nor cpuadam, whose host reads feed a CPU optimizer and a checksum; nor
 # hostfunc, whose host functions' reads set a gradient scale (copied to the GPU) and a
 # learning rate, never what is launched (a non-finite loss leaves the scale at 1); nor
 # pinhost, whose metrics read from pinned memory set only a learning rate (a non-finite loss
-# leaves it as it was).
+# leaves it as it was); nor hostreg, whose host reads of the loss set only a learning rate (a
+# non-finite loss leaves it as it was).
 GARBAGE_SENSITIVE_CASES = ("dynamic", "moe", "condstep", "linalg", "lbfgs", "plateau", "swa",
                            "parametrize", "sparse", "gnn", "ppo", "reentrant", "beam", "encpad",
                            "packed", "bncma", "qat", "pcgrad", "latechange", "anomaly", "zerocopy",
-                           "autotune", "sac")
+                           "autotune", "sac", "ctc")
 HANDGRAPH_CASES = ("mlp", "mlp_item", "gpt")
 # What graft must reach on the issue's cases besides equal losses (check_losses.py fails a
 # case below them): the share of ops through graphs, in percent, and graph node updates

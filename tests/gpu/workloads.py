@@ -24,6 +24,7 @@ CASE: mlp mlp_item gpt amp sidestream lastbatch partgraph gemm cnn lstm dynamic 
       memops bgeval streamchurn hostpause cpuadam
       meanflow docmask adahessian spline hostfunc
       groupmm pinhost ssmscan sac memhist
+      sharedpool ctc ropecplx selckpt hostreg
       pipeline2 ddp2 (or "list")
 
 --steps N is the total number of training steps; the first W (--warmup) are untimed.
@@ -136,7 +137,22 @@ updates of the iteration, the entropy temperature, the mean reward) and memhist
 " m=<allocated>/<reserved>/<segments>" (the caching allocator's counts) on every line, memhist
 " t=<a>/<f>/<s>/<u> g=<n>/<x>" (a memory-history window's recorded allocations, completed
 frees, segments allocated or mapped and freed or unmapped; the snapshot's segments and
-expandable ones) on the last step of each of its three windows.
+expandable ones) on the last step of each of its three windows; sharedpool
+" g=e<b>|c<b>|r<b>|l<b>|u k=<rows>" (eager padded to bucket b before its captures, capture,
+replay, logging step, eager with no bucket; the batch's rows), ctc " L=<n> p=h|d|r b=<hex>" (the
+labels' total length; cuDNN's CTC with host or device label arrays, or the CTC written out; the
+share of frames whose argmax is the blank), ropecplx " T=<n> s=<n> a=f|e|m" (the sequence length,
+the position offset into the rotary table, the attention backend: flash, memory-efficient,
+math), selckpt " ac=o|a|f|l|n n=<hex>" (the checkpointing policy: selective by op, selective
+with every second matmul, full, every second block, none; the gradient norm) and hostreg
+" p=1|0 l=<hex> lr=<float.hex>" (whether PyTorch sees the staging area as pinned, the loss as
+the host read it, the learning rate of the step) on every line, sharedpool " n=<hex>" (the
+gradient norm) on its logging steps (every 10th) and " ev=<hex>" (the eval loss) every 10th,
+5 later, ropecplx " th=<base> f=<hex>" (the rotary base and the table's real parts summed) where
+it rebuilt its table, and on the first line ctc " c=<h><d>" (which forms of F.ctc_loss its
+probes took, 1 or 0 each), ropecplx " be=<letters>" (the attention backends its probe found),
+selckpt " sac=1|0" (selective checkpointing, or plain checkpoints) and hostreg " reg=1|0"
+(whether the host memory could be registered).
 ppo's loss is the mean of
 its 8 minibatch losses, wgangp's the critic's, sac's the mean critic loss of its updates. decode is inference, not training: its "loss" is the sum of the chosen
 tokens' logits.
@@ -9526,6 +9542,828 @@ class MemHistWorkload(TaskWorkload):
             self.recording = False
 
 
+# --------------------------------------------------------------------------- fifteenth red-team round
+# Patterns the rounds before leave out, each chosen for what a tool that holds launches back,
+# matches them against recorded sequences and replays graphs with patched arguments could get
+# wrong: whole training steps graphed by the program for three batch buckets and an eval pass,
+# all four graphs in one shared memory pool (so each graph's temporaries lie where another's
+# gradients or temporaries were), replayed in a host-random order between eager steps; CTC
+# speech recognition through cuDNN's CTC loss, whose labels and lengths are host arrays it
+# reads in the call (or device arrays, read back to the host first) and whose gradient comes
+# out of the forward call; rotary position embeddings in complex arithmetic (view_as_complex,
+# torch.polar) under bf16 autocast, at a host-drawn position offset into the frequency table,
+# with the attention backend (flash, memory-efficient, math) picked per step by sdpa_kernel;
+# selective activation checkpointing (create_selective_checkpoint_contexts), whose policy,
+# switched every step, decides which of the forward's kernels backward launches again and
+# which outputs it takes from a cache; and a host staging ring pinned in place by
+# cudaHostRegister for some phases and unregistered for others, so the same host addresses are
+# copied from and to with pinned semantics (async, the host waits on events) in one phase and
+# pageable semantics (the source taken, the destination filled, before the call returns) in
+# the next.
+
+class SharedPoolWorkload(TaskWorkload):
+    """Bucketed CUDA graphs of the whole training step sharing one memory pool, as serving and
+    training code that graphs several batch shapes does (vLLM's decode buckets, graphed
+    training steps per sequence bucket): steps 0-39 train eagerly; at steps 40, 41 and 42 the
+    program captures the whole step (forward with dropout, backward, AdamW with
+    capturable=True) for batches of 256, 128 and 64 rows, largest first as PyTorch's docs
+    advise, each by torch.cuda.graph(pool=<one torch.cuda.graph_pool_handle()>) on a side
+    stream after that step's training there as the warm-up, the gradients set to None before
+    each capture (each capture's backward makes them from the pool, so a later capture may
+    place its temporaries where an earlier graph writes its gradients); at step 43 an eval
+    graph (eval mode, no_grad, a held-out set of 512) joins the same pool. From then on every
+    step draws its batch size (48 to 320, a seeded host random.Random), pads it with zero rows
+    of weight 0 to the smallest bucket that holds it (the loss is the weighted mean of the
+    per-row cross-entropy) and replays that bucket's graph on the default stream after
+    copying the batch into its static tensors; a batch of 320 fits no bucket and trains
+    eagerly, and every 10th step is a logging step that trains the padded batch eagerly with
+    clip_grad_norm_ (its gradients at new addresses outside the pool); every 10th step, 5
+    later, the eval graph is replayed (eagerly before step 43). So four graphs whose pool
+    memory overlaps run in an order no one fixed, with eager steps, and the Philox state
+    PyTorch fills before each replay, between them. A tool that orders an eager copy into the
+    static tensors, or the read of a static loss, around the wrong replay, or treats one
+    graph's pool addresses as another's, gives other values. The step's path and rows end
+    every line (" g=e<b>|c<b>|r<b>|l<b>|u k=<rows>": eager padded to bucket b before the
+    captures, capture, replay, logging step, unbucketed eager), the logging steps' gradient
+    norm (" n=<hex>") and the eval loss (" ev=<hex>") theirs. No sync in the loop apart from
+    torch.cuda.graph's own at the four captures."""
+
+    buckets = (256, 128, 64)                  # captured in this order into one pool
+    sizes = (48, 64, 100, 128, 200, 256, 320)
+    capture_at, log_every, eval_every, neval = 40, 10, 10, 512
+
+    def setup(self, mode="eager"):
+        import random
+        self.model = MLP(self.din, self.hidden, self.nout, layers=6, dropout=0.1).to(self.dev)
+        self.params = list(self.model.parameters())
+        self.opt = torch.optim.AdamW(self.params, lr=1e-3, weight_decay=0.01, foreach=True, capturable=True)
+        self.label_setup()
+        self.pool = torch.cuda.graph_pool_handle()
+        self.side = torch.cuda.Stream(device=self.dev)
+        self.static = {b: (torch.zeros(b, self.din, device=self.dev),
+                           torch.zeros(b, dtype=torch.long, device=self.dev),
+                           torch.zeros(b, device=self.dev)) for b in self.buckets}
+        self.graphs = {}                                             # bucket -> (CUDAGraph, its static loss)
+        self.eval_graph, self.eval_loss = None, None
+        self.Xe = torch.randn(self.neval, self.din, device=self.dev, generator=self.gen)
+        self.Ye = (self.Xe @ self.label_proj).argmax(dim=-1)
+        self.eval_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.norm_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.rng = random.Random(7919)
+        self.logged, self.evals = [], []
+        self.notes = {}
+
+    def loss_of(self, x, y, w):
+        """The weighted mean cross-entropy: padding rows have weight 0."""
+        ce = F.cross_entropy(self.model(x), y, reduction="none")
+        return (ce * w).sum() / w.sum()
+
+    def fill(self, b, n):
+        """n fresh samples into bucket b's static tensors, the rows after them zero, weight 0."""
+        x, y, w = self.static[b]
+        xb = torch.randn(n, self.din, device=self.dev, generator=self.gen)
+        x[:n].copy_(xb)
+        y[:n].copy_((xb @ self.label_proj).argmax(dim=-1))
+        w[:n].fill_(1.0)
+        if n < b:
+            x[n:].zero_()
+            y[n:].zero_()
+            w[n:].zero_()
+        return x, y, w
+
+    def eager_step(self, x, y, w, clip):
+        self.opt.zero_grad(set_to_none=True)
+        loss = self.loss_of(x, y, w)
+        loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(self.params, 1.0, foreach=True) if clip else None
+        self.opt.step()
+        return loss, norm
+
+    def capture(self, b):
+        x, y, w = self.fill(b, b)
+        main = torch.cuda.current_stream(self.dev)
+        self.side.wait_stream(main)
+        with torch.cuda.stream(self.side):
+            loss, _ = self.eager_step(x, y, w, False)              # the warm-up: this step's training
+        main.wait_stream(self.side)
+        loss.record_stream(main)
+        self.opt.zero_grad(set_to_none=True)                       # the capture's backward makes them, in the pool
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, pool=self.pool, stream=self.side):
+            static_loss = self.loss_of(x, y, w)
+            static_loss.backward()
+            self.opt.step()
+        self.graphs[b] = (g, static_loss)
+        return loss
+
+    def capture_eval(self):
+        self.model.eval()
+        main = torch.cuda.current_stream(self.dev)
+        self.side.wait_stream(main)
+        with torch.no_grad():
+            with torch.cuda.stream(self.side):
+                F.cross_entropy(self.model(self.Xe), self.Ye)      # the warm-up
+            main.wait_stream(self.side)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g, pool=self.pool, stream=self.side):
+                self.eval_loss = F.cross_entropy(self.model(self.Xe), self.Ye)
+        self.model.train()
+        self.eval_graph = g
+
+    def step(self, i):
+        k = i - self.capture_at
+        if 0 <= k < len(self.buckets):
+            b = self.buckets[k]
+            loss, note = self.capture(b), "g=c%d k=%d" % (b, b)
+        else:
+            n = self.rng.choice(self.sizes)
+            fits = [b for b in self.buckets if b >= n]
+            if not fits:                                           # no bucket holds it: eager, unpadded
+                x = torch.randn(n, self.din, device=self.dev, generator=self.gen)
+                y = (x @ self.label_proj).argmax(dim=-1)
+                loss, _ = self.eager_step(x, y, torch.ones(n, device=self.dev), False)
+                note = "g=u"
+            else:
+                b = min(fits)
+                x, y, w = self.fill(b, n)
+                if i % self.log_every == self.log_every - 1:      # logging: eager, the norm kept
+                    loss, norm = self.eager_step(x, y, w, True)
+                    self.norm_buf[i].copy_(norm)
+                    self.logged.append(i)
+                    note = "g=l%d" % b
+                elif b in self.graphs:
+                    g, loss = self.graphs[b]
+                    g.replay()
+                    note = "g=r%d" % b
+                else:
+                    loss, _ = self.eager_step(x, y, w, False)
+                    note = "g=e%d" % b
+            note += " k=%d" % n
+        if i == self.capture_at + len(self.buckets):
+            self.capture_eval()
+        if i % self.eval_every == self.eval_every // 2 - 1:
+            if self.eval_graph is not None:
+                self.eval_graph.replay()
+                self.eval_buf[i].copy_(self.eval_loss)
+            else:
+                self.model.eval()
+                with torch.no_grad():
+                    self.eval_buf[i].copy_(F.cross_entropy(self.model(self.Xe), self.Ye))
+                self.model.train()
+            self.evals.append(i)
+        self.notes[i] = note
+        return loss
+
+    def loss_lines(self):
+        for i, note in self.notes.items():
+            self.extra[i] = note
+        norms, evs = tensor_hexes(self.norm_buf), tensor_hexes(self.eval_buf)
+        for i in self.logged:
+            self.extra[i] += " n=" + norms[i]
+        for i in self.evals:
+            self.extra[i] += " ev=" + evs[i]
+        return super().loss_lines()
+
+
+class CTCWorkload(Workload):
+    """Speech recognition with the CTC loss, as ASR recipes (ESPnet, wav2letter-style models,
+    torchaudio's tutorials) train it: utterances of 96 frames of 40 features, synthesised
+    every step from label sequences of 4 to 18 symbols (31 labels and the blank; each symbol
+    held 2 or 3 frames, silences of 0 or 1 frames between, drawn by a seeded host
+    random.Random, so every step's labels and their lengths differ) as a per-label prototype
+    plus noise, a time mask of 0 to 10 frames at a host-drawn start (SpecAugment style); the
+    model subsamples by a stride-2 Conv1d (to 48 frames), a second Conv1d, a bidirectional
+    2-layer GRU (cuDNN) and a Linear to log-probabilities. F.ctc_loss (mean reduction) runs
+    where PyTorch gives it to cuDNN (float32 log-probabilities, blank 0, every input length the
+    full 48 frames): on about half the steps with the labels as a concatenated int32 CPU tensor
+    and the lengths as Python tuples (cudnnCTCLoss's host label and length arrays, read in the
+    call; the mean's divisor a tensor made from the host's lengths), on the others as int32
+    tensors on the GPU (cudnnCTCLoss_v8's device arrays; PyTorch reads the lengths back first
+    to check them); the gradient comes out of the forward call and backward only scales it.
+    Probes in setup try both forms with a backward (the deterministic setting refuses
+    PyTorch's own CUDA CTC backward); a form that fails is not used, and if both fail a CTC
+    written out in PyTorch (the alpha recursion in log space, a Python loop over the frames)
+    stands in. AdamW (foreach), clip_grad_norm_. A tool that lets cuDNN read another step's
+    host arrays, or replays its CTC kernels with the workspace or label layout of another
+    step, trains on other alignments. The labels' total length, the step's form (h: host
+    arrays, d: device arrays, r: the written-out CTC) and the share of frames whose argmax is
+    the blank end every line (" L=<n> p=h|d|r b=<hex>"); the first adds which forms the probes
+    took (" c=<h><d>", 1 or 0 each). No sync in the loop but the device form's read-back."""
+
+    batch, frames, feats, classes, hidden = 16, 96, 40, 32, 128
+    len_range, hold_range, gap_range, lead_max, mask_max = (4, 18), (2, 3), (0, 1), 4, 10
+
+    def setup(self, mode="eager"):
+        import random
+        Fd, H, V = self.feats, self.hidden, self.classes
+        self.conv = nn.Sequential(nn.Conv1d(Fd, H, 5, stride=2, padding=2), nn.GELU(),
+                                  nn.Conv1d(H, H, 3, padding=1), nn.GELU()).to(self.dev)
+        self.rnn = nn.GRU(H, H, num_layers=2, bidirectional=True, batch_first=True).to(self.dev)
+        self.out = nn.Linear(2 * H, V).to(self.dev)
+        self.params = list(self.conv.parameters()) + list(self.rnn.parameters()) + list(self.out.parameters())
+        self.opt = torch.optim.AdamW(self.params, lr=1e-3, weight_decay=0.01, foreach=True)
+        self.proto = torch.randn(V, Fd, device=self.dev, generator=self.gen)   # each label's frame features
+        self.rng = random.Random(6502)
+        self.blank_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.host_ok = self.probe(True)
+        self.dev_ok = self.probe(False)
+        self.notes = {}
+
+    def probe(self, host):
+        """Whether F.ctc_loss in this form runs forward and backward here, at the loop's sizes."""
+        what = "host arrays" if host else "device arrays"
+        try:
+            g = torch.Generator(device=self.dev)
+            g.manual_seed(17)
+            T = (self.frames + 2 * 2 - 5) // 2 + 1                         # after the stride-2 convolution
+            lp = torch.randn(T, self.batch, self.classes, device=self.dev, generator=g).requires_grad_()
+            targets = [[1 + (7 * j + b) % (self.classes - 1) for j in range(self.len_range[0] + b % 15)]
+                       for b in range(self.batch)]
+            loss = self.ctc(lp.log_softmax(dim=-1), targets, host)
+            loss.backward()
+            torch.cuda.synchronize(self.dev)
+            return True
+        except Exception as e:  # noqa: BLE001 (this form is not used)
+            print("workloads: ctc: F.ctc_loss with %s unavailable (%s: %s)"
+                  % (what, type(e).__name__, str(e).splitlines()[0] if str(e) else ""))
+            return False
+
+    def ctc(self, log_probs, targets, host):
+        """F.ctc_loss over log_probs (T, B, V) and label lists, blank 0, every input length T."""
+        T, B = log_probs.shape[0], len(targets)
+        lengths = [len(t) for t in targets]
+        flat = torch.tensor([c for t in targets for c in t], dtype=torch.int32)   # concatenated, on the host
+        if host:
+            return F.ctc_loss(log_probs, flat, (T,) * B, tuple(lengths), blank=0, reduction="mean")
+        il = torch.full((B,), T, dtype=torch.int32, device=self.dev)
+        tl = torch.tensor(lengths, dtype=torch.int32).to(self.dev, non_blocking=True)
+        return F.ctc_loss(log_probs, flat.to(self.dev, non_blocking=True), il, tl, blank=0, reduction="mean")
+
+    def ctc_ref(self, log_probs, targets):
+        """The CTC loss written out (mean reduction): the alpha recursion over the extended
+        label sequence in log space, -1e30 standing for log 0 so no gradient is NaN."""
+        T, B, _ = log_probs.shape
+        S = 2 * max(len(t) for t in targets) + 1
+        ext, skip, ends = [], [], []
+        for t in targets:
+            e = [0] * S
+            for j, c in enumerate(t):
+                e[2 * j + 1] = c
+            ext.append(e)
+            skip.append([s >= 2 and e[s] != 0 and e[s] != e[s - 2] for s in range(S)])
+            ends.append([2 * len(t), 2 * len(t) - 1])
+        ext = torch.tensor(ext, device=self.dev)
+        skip = torch.tensor(skip, device=self.dev)
+        ends = torch.tensor(ends, device=self.dev)
+        neg = -1e30
+        lp = log_probs.gather(2, ext.unsqueeze(0).expand(T, B, S))          # T, B, S
+        alpha = torch.cat([lp[0, :, :2], lp.new_full((B, S - 2), neg)], dim=1)
+        for t in range(1, T):
+            a2 = F.pad(alpha[:, :-1], (1, 0), value=neg)
+            a3 = F.pad(alpha[:, :-2], (2, 0), value=neg).masked_fill(~skip, neg)
+            alpha = torch.logsumexp(torch.stack([alpha, a2, a3]), dim=0) + lp[t]
+        nll = -torch.logsumexp(alpha.gather(1, ends), dim=1)                 # B
+        tl = torch.tensor([len(t) for t in targets], dtype=torch.float32, device=self.dev)
+        return (nll / tl).mean()
+
+    def utterances(self):
+        """Each utterance's labels (no symbol twice in a row) and its frames' labels (0: silence)."""
+        V, N = self.classes, self.frames
+        targets, frames = [], []
+        for _ in range(self.batch):
+            labels, prev = [], 0
+            for _ in range(self.rng.randint(*self.len_range)):
+                c = self.rng.randint(1, V - 2)
+                if prev and c >= prev:                                     # 1..V-1 but the one before
+                    c += 1
+                labels.append(c)
+                prev = c
+            row = [0] * self.rng.randint(0, self.lead_max)
+            for c in labels:
+                row += [c] * self.rng.randint(*self.hold_range)
+                row += [0] * self.rng.randint(*self.gap_range)
+            targets.append(labels)
+            frames.append((row + [0] * N)[:N])
+        return targets, frames
+
+    def step(self, i):
+        B, N = self.batch, self.frames
+        targets, frames = self.utterances()
+        w = self.rng.randint(0, self.mask_max)
+        s = self.rng.randint(0, N - w)
+        r = self.rng.random()
+        fl = torch.tensor(frames, dtype=torch.long).to(self.dev, non_blocking=True)
+        feat = self.proto[fl] + 0.5 * torch.randn(B, N, self.feats, device=self.dev, generator=self.gen)
+        if w:
+            feat[:, s:s + w] = 0.0
+        self.opt.zero_grad(set_to_none=True)
+        h = self.conv(feat.transpose(1, 2)).transpose(1, 2).contiguous()     # B, T, H
+        h, _ = self.rnn(h)
+        log_probs = self.out(h).log_softmax(dim=-1).transpose(0, 1).contiguous()   # T, B, V (float32)
+        if self.host_ok or self.dev_ok:
+            host = self.host_ok and (not self.dev_ok or r < 0.5)
+            loss = self.ctc(log_probs, targets, host)
+            path = "h" if host else "d"
+        else:
+            loss = self.ctc_ref(log_probs, targets)
+            path = "r"
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.params, 5.0, foreach=True)
+        self.opt.step()
+        with torch.no_grad():
+            self.blank_buf[i].copy_((log_probs.detach().argmax(dim=-1) == 0).float().mean())
+        self.notes[i] = "L=%d p=%s" % (sum(len(t) for t in targets), path)
+        return loss.detach()
+
+    def loss_lines(self):
+        b = tensor_hexes(self.blank_buf)
+        for i, note in self.notes.items():
+            self.extra[i] = "%s b=%s" % (note, b[i])
+        if self.steps:
+            self.extra[0] = self.extra.get(0, "") + " c=%d%d" % (int(self.host_ok), int(self.dev_ok))
+        return super().loss_lines()
+
+
+class RoPECplxWorkload(Workload):
+    """A Llama-style language model with rotary position embeddings computed as the Meta
+    reference code computes them, in complex arithmetic: the frequency table is
+    torch.polar(ones, outer(positions, inverse frequencies)) (complex64, 1024 positions), and
+    every attention layer turns its queries and keys into complex pairs (view_as_complex on a
+    float32 copy), multiplies them by the table's rows and turns them back (view_as_real,
+    flatten, type_as), under bf16 autocast; RMSNorm, SwiGLU, 4 layers, d 256, 4 heads. Every
+    step draws its sequence length (64, 128 or 256, the batch 2048 tokens over it) and a
+    position offset into the table (a seeded host random.Random; positions drawn from a longer
+    range, as randomized positional encodings train for length generalization), so the
+    complex kernels read the table at an interior pointer that moves every step; the RoPE base
+    is raised every 75 steps (10^4 to 5 x 10^5, adjusted base frequency as long-context
+    training raises it) and the table rebuilt at a new address. Attention is
+    F.scaled_dot_product_attention (causal) under sdpa_kernel with one backend a step, flash,
+    memory-efficient or math, drawn by the host RNG among those a probe in setup finds
+    working, so the kernels of attention and of its backward change family from step to step
+    at one shape. Tokens: phrases of 16 repeated with 5 % noise. AdamW (foreach),
+    clip_grad_norm_. A tool that replays a step's rotary kernels at another step's offset or
+    table, or one backend's attention for another, trains on other values. The length, the
+    offset and the backend end every line (" T=<n> s=<n> a=f|e|m"); the lines that rebuilt the
+    table add the base and its real parts' sum (" th=<n> f=<hex>"), the first line the
+    backends the probe found (" be=<letters>"). No sync in the loop."""
+
+    tokens, lengths, vocab, d, heads, layers, ffn = 2048, (64, 128, 256), 1024, 256, 4, 4, 768
+    maxpos, phrase, noise = 1024, 16, 0.05
+    thetas, theta_every = (10000.0, 40000.0, 160000.0, 500000.0), 75
+
+    def setup(self, mode="eager"):
+        import random
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        self.sdpa_kernel = sdpa_kernel
+        D, H, Hf = self.d, self.heads, self.ffn
+        hd = D // H
+
+        class RMSNorm(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.weight = nn.Parameter(torch.ones(D))
+
+            def forward(self, x):
+                xf = x.float()
+                return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-5)).type_as(x) * self.weight
+
+        def rotary(x, fc):                                   # x: B, T, H, hd; fc: T, hd/2 (complex64)
+            xc = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+            out = torch.view_as_real(xc * fc.view(1, fc.shape[0], 1, fc.shape[1])).flatten(3)
+            return out.type_as(x)
+
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.attn_norm = RMSNorm()
+                self.wq = nn.Linear(D, D, bias=False)
+                self.wk = nn.Linear(D, D, bias=False)
+                self.wv = nn.Linear(D, D, bias=False)
+                self.wo = nn.Linear(D, D, bias=False)
+                self.ffn_norm = RMSNorm()
+                self.w1 = nn.Linear(D, Hf, bias=False)
+                self.w2 = nn.Linear(Hf, D, bias=False)
+                self.w3 = nn.Linear(D, Hf, bias=False)
+
+            def forward(self, x, fc):
+                B, T, _ = x.shape
+                h = self.attn_norm(x)
+                q = rotary(self.wq(h).view(B, T, H, hd), fc)
+                k = rotary(self.wk(h).view(B, T, H, hd), fc)
+                v = self.wv(h).view(B, T, H, hd)
+                y = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                                   is_causal=True)
+                x = x + self.wo(y.transpose(1, 2).reshape(B, T, D))
+                h = self.ffn_norm(x)
+                return x + self.w2(F.silu(self.w1(h)) * self.w3(h))
+
+        self.tok = nn.Embedding(self.vocab, D)
+        self.blocks = nn.ModuleList([Block() for _ in range(self.layers)])
+        self.norm = RMSNorm()
+        self.head = nn.Linear(D, self.vocab, bias=False)
+        self.model = nn.ModuleList([self.tok, self.blocks, self.norm, self.head]).to(self.dev)
+        self.params = list(self.model.parameters())
+        self.opt = torch.optim.AdamW(self.params, lr=1e-3, weight_decay=0.01, foreach=True)
+        self.backends = [(c, b) for c, b in (("f", SDPBackend.FLASH_ATTENTION), ("e", SDPBackend.EFFICIENT_ATTENTION),
+                                             ("m", SDPBackend.MATH)) if self.probe(c, b)]
+        if not self.backends:
+            raise RuntimeError("ropecplx: no attention backend ran in the probe")
+        self.phase, self.freqs = -1, None
+        self.f_buf = torch.zeros(len(self.thetas), dtype=torch.float32, device=self.dev)
+        self.rng = random.Random(31337)
+        self.notes = {}
+
+    def probe(self, letter, backend):
+        """Whether this backend alone runs causal bf16 attention forward and backward here."""
+        try:
+            g = torch.Generator(device=self.dev)
+            g.manual_seed(23)
+            q = torch.randn(2, self.heads, 64, self.d // self.heads, device=self.dev, generator=g,
+                            dtype=torch.bfloat16).requires_grad_()
+            with self.sdpa_kernel(backend):
+                y = F.scaled_dot_product_attention(q, q * 0.5, q * 0.25, is_causal=True)
+            y.float().square().sum().backward()
+            torch.cuda.synchronize(self.dev)
+            return True
+        except Exception as e:  # noqa: BLE001 (this backend is not drawn)
+            print("workloads: ropecplx: attention backend %s unavailable (%s: %s)"
+                  % (letter, type(e).__name__, str(e).splitlines()[0] if str(e) else ""))
+            return False
+
+    def table(self, theta):
+        """The rotary frequency table for base theta: maxpos x hd/2, complex64."""
+        hd = self.d // self.heads
+        inv = 1.0 / (theta ** (torch.arange(0, hd, 2, device=self.dev)[:hd // 2].float() / hd))
+        ang = torch.outer(torch.arange(self.maxpos, device=self.dev, dtype=torch.float32), inv)
+        return torch.polar(torch.ones_like(ang), ang)
+
+    def step(self, i):
+        note = ""
+        phase = min(i // self.theta_every, len(self.thetas) - 1)
+        if phase != self.phase:
+            self.phase = phase
+            self.freqs = self.table(self.thetas[phase])                    # a new table, at a new address
+            self.f_buf[phase].copy_(torch.view_as_real(self.freqs)[..., 0].sum())
+            note = " th=%d f=@%d" % (int(self.thetas[phase]), phase)
+        T = self.rng.choice(self.lengths)
+        B = self.tokens // T
+        s = self.rng.randint(0, self.maxpos - T)
+        letter, backend = self.backends[self.rng.randrange(len(self.backends))]
+        P, V = self.phrase, self.vocab
+        ph = torch.randint(0, V, (B, 1, P), device=self.dev, generator=self.gen)
+        tok = ph.expand(B, (T + P) // P, P).reshape(B, -1)[:, :T + 1]
+        flip = torch.rand(B, T + 1, device=self.dev, generator=self.gen) < self.noise
+        other = torch.randint(0, V, (B, T + 1), device=self.dev, generator=self.gen)
+        tok = torch.where(flip, other, tok)
+        fc = self.freqs[s:s + T]                                           # T, hd/2: an interior pointer
+        self.opt.zero_grad(set_to_none=True)
+        with self.sdpa_kernel(backend), torch.autocast(device_type="cuda", dtype=torch.bfloat16):
+            x = self.tok(tok[:, :-1])
+            for b in self.blocks:
+                x = b(x, fc)
+            logits = self.head(self.norm(x))
+        loss = F.cross_entropy(logits.float().reshape(-1, V), tok[:, 1:].reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.params, 1.0, foreach=True)
+        self.opt.step()
+        self.notes[i] = "T=%d s=%d a=%s%s" % (T, s, letter, note)
+        return loss.detach()
+
+    def loss_lines(self):
+        f = tensor_hexes(self.f_buf)
+        for i, note in self.notes.items():
+            if "f=@" in note:
+                head, _, k = note.rpartition("f=@")
+                note = head + "f=" + f[int(k)]
+            self.extra[i] = note
+        if self.steps:
+            self.extra[0] = self.extra.get(0, "") + " be=" + "".join(c for c, _ in self.backends)
+        return super().loss_lines()
+
+
+class SelCkptWorkload(Workload):
+    """Selective activation checkpointing as torchtitan applies it: a GPT (6 pre-norm blocks,
+    d 256, 4 heads, bias-free Linears, causal F.scaled_dot_product_attention in float32, which
+    runs as memory-efficient attention, residual dropout 0.1) whose blocks run through
+    torch.utils.checkpoint.checkpoint(use_reentrant=False, context_fn=...) with
+    create_selective_checkpoint_contexts: a policy function sees every ATen op of the block's
+    forward (a TorchDispatchMode) and says which outputs to keep and which to recompute, and
+    backward, on the autograd thread, runs the block again under a second mode that launches
+    the recomputed ops (dropout again with the CUDA RNG state set back to the forward's) and
+    hands out the kept outputs from its cache with no launch. The policy changes every step (a
+    seeded host random.Random): "o" keeps every matmul's and the attention's outputs, "a"
+    keeps the attention's and every second matmul's (torchtitan's op-level policy, its matmul
+    count kept per forward and recompute), "f" keeps nothing (the vanilla recompute, through
+    the same contexts), "l" checkpoints every second block plainly and runs the others
+    without, "n" checkpoints nothing. So backward launches a different subset of the
+    forward's kernels every step, twins of forward launches that differ in pointers only, with
+    the Philox offsets of the forward's dropout. Where the selective contexts fail (a probe in
+    setup) "o" and "a" checkpoint plainly and the first line says " sac=0". Tokens: phrases
+    of 16 repeated with 5 % noise. AdamW (foreach), clip_grad_norm_. A tool that replays a
+    recompute with the sequence of another policy, or a dropout of the recompute with a fresh
+    offset, gets other gradients. The policy and the gradient norm end every line
+    (" ac=o|a|f|l|n n=<hex>"), " sac=1|0" the first. No sync in the loop."""
+
+    batch, seq, vocab, d, heads, layers, p = 16, 128, 1024, 256, 4, 6, 0.1
+    phrase, noise, kinds = 16, 0.05, "oafln"
+
+    def setup(self, mode="eager"):
+        import collections
+        import random
+        from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
+        self.checkpoint = checkpoint
+        D, H, p = self.d, self.heads, self.p
+        aten = torch.ops.aten
+        self.mm_ops = {aten.mm.default, aten.addmm.default}
+        self.save_ops = set(self.mm_ops)
+        for name in ("_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention",
+                     "_scaled_dot_product_cudnn_attention"):
+            packet = getattr(aten, name, None)
+            if packet is not None and hasattr(packet, "default"):
+                self.save_ops.add(packet.default)
+
+        def make_policy(kind, counts):
+            def policy(ctx, op, *args, **kwargs):
+                if kind == "f" or op not in self.save_ops:
+                    return CheckpointPolicy.PREFER_RECOMPUTE
+                if kind == "a" and op in self.mm_ops:
+                    key = "recompute" if ctx.is_recompute else "forward"
+                    counts[key] += 1
+                    if counts[key] % 2 == 0:                       # every second matmul recomputed
+                        return CheckpointPolicy.PREFER_RECOMPUTE
+                return CheckpointPolicy.MUST_SAVE
+            return policy
+
+        def context_fn():
+            return create_selective_checkpoint_contexts(make_policy(self.kind, collections.defaultdict(int)))
+
+        self.context_fn = context_fn
+
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.ln1 = nn.LayerNorm(D)
+                self.qkv = nn.Linear(D, 3 * D, bias=False)
+                self.proj = nn.Linear(D, D, bias=False)
+                self.ln2 = nn.LayerNorm(D)
+                self.fc1 = nn.Linear(D, 4 * D, bias=False)
+                self.fc2 = nn.Linear(4 * D, D, bias=False)
+                self.drop = nn.Dropout(p)
+
+            def forward(self, x):
+                B, T, C = x.shape
+                q, k, v = self.qkv(self.ln1(x)).view(B, T, 3, H, C // H).permute(2, 0, 3, 1, 4)
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                x = x + self.drop(self.proj(y.transpose(1, 2).reshape(B, T, C)))
+                return x + self.drop(self.fc2(F.gelu(self.fc1(self.ln2(x)))))
+
+        self.model = nn.ModuleDict({
+            "tok": nn.Embedding(self.vocab, D),
+            "blocks": nn.ModuleList([Block() for _ in range(self.layers)]),
+            "ln_f": nn.LayerNorm(D),
+            "head": nn.Linear(D, self.vocab, bias=False),
+        }).to(self.dev)
+        self.pos = nn.Parameter(0.02 * torch.randn(1, self.seq, D, device=self.dev, generator=self.gen))
+        self.drop = nn.Dropout(p)
+        self.params = list(self.model.parameters()) + [self.pos]
+        self.opt = torch.optim.AdamW(self.params, lr=1e-3, weight_decay=0.01, foreach=True)
+        self.sac = self.probe()
+        self.norm_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.rng = random.Random(8191)
+        self.notes = {}
+
+    def probe(self):
+        """Whether a block runs forward and backward under the selective contexts here."""
+        self.kind = "a"
+        try:
+            x = torch.randn(2, 16, self.d, device=self.dev).requires_grad_()
+            y = self.checkpoint(self.model["blocks"][0], x, use_reentrant=False, context_fn=self.context_fn)
+            y.square().mean().backward()
+            torch.cuda.synchronize(self.dev)
+            ok = True
+        except Exception as e:  # noqa: BLE001 (plain checkpointing instead)
+            print("workloads: selckpt: selective checkpointing unavailable (%s: %s); plain checkpoints"
+                  % (type(e).__name__, str(e).splitlines()[0] if str(e) else ""))
+            ok = False
+        for q in self.params:
+            q.grad = None
+        return ok
+
+    def forward(self, idx):
+        m = self.model
+        x = self.drop(m["tok"](idx) + self.pos[:, :idx.shape[1]])
+        for li, b in enumerate(m["blocks"]):
+            if self.kind in "oaf" and self.sac:
+                x = self.checkpoint(b, x, use_reentrant=False, context_fn=self.context_fn)
+            elif self.kind in "oaf" or (self.kind == "l" and li % 2 == 1):
+                x = self.checkpoint(b, x, use_reentrant=False)
+            else:
+                x = b(x)
+        return m["head"](m["ln_f"](x))
+
+    def step(self, i):
+        self.kind = self.rng.choice(self.kinds)
+        B, T, P, V = self.batch, self.seq, self.phrase, self.vocab
+        ph = torch.randint(0, V, (B, 1, P), device=self.dev, generator=self.gen)
+        tok = ph.expand(B, (T + P) // P, P).reshape(B, -1)[:, :T + 1]
+        flip = torch.rand(B, T + 1, device=self.dev, generator=self.gen) < self.noise
+        other = torch.randint(0, V, (B, T + 1), device=self.dev, generator=self.gen)
+        tok = torch.where(flip, other, tok)
+        self.opt.zero_grad(set_to_none=True)
+        logits = self.forward(tok[:, :-1])
+        loss = F.cross_entropy(logits.reshape(-1, V), tok[:, 1:].reshape(-1))
+        loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(self.params, 1.0, foreach=True)
+        self.opt.step()
+        self.norm_buf[i].copy_(norm)
+        self.notes[i] = self.kind
+        return loss.detach()
+
+    def loss_lines(self):
+        n = tensor_hexes(self.norm_buf)
+        for i, kind in self.notes.items():
+            self.extra[i] = "ac=%s n=%s" % (kind, n[i])
+        if self.steps:
+            self.extra[0] = self.extra.get(0, "") + " sac=%d" % int(self.sac)
+        return super().loss_lines()
+
+
+class HostRegWorkload(TaskWorkload):
+    """A host staging ring pinned in place and unpinned again, as loaders that page-lock
+    existing host memory do (DGL's pin_memory_inplace, vLLM's and offloading libraries'
+    torch.cuda.cudart().cudaHostRegister on tensors they own): the dataset (16384 x 256, labels
+    from a fixed projection) lives in pageable host memory, and every step gathers a batch of
+    96, 160 or 256 rows (a seeded host random.Random) by index_select into a slot of a staging
+    area (one CPU tensor, the slots and a metrics ring carved out of it at page offsets) and
+    copies it to the GPU with .to(non_blocking=True). The area alternates every 40 steps: in a
+    pageable phase (steps 0-39, 80-119, ...) it is ordinary memory and the loader uses one slot,
+    gathering the next step's batch into it as soon as this step's copies return (a copy from
+    pageable memory has taken its bytes by then), and the loss, gradient norm and accuracy are
+    copied back into it with non_blocking=True and read at once (a copy into pageable memory is
+    done when it returns); in a pinned phase the area is registered (cudaHostRegister, through
+    torch.cuda.cudart()), the loader rotates three slots and rewrites one only after the
+    event recorded behind its copies completed, and the metrics come back asynchronously into
+    a slot the host reads two steps later after that step's event. Between phases every event
+    is synchronized and the area registered or unregistered (cudaHostUnregister). The loss as
+    the host read it sets the learning rate (down by 0.95 above its running average, else up
+    by 1.01, clamped). The same host addresses thus change between memory the driver knows and
+    memory it does not every 40 steps: a tool that decides a copy's semantics by what it saw of
+    an address before (copying out of pageable memory late, after the host rewrote it, or
+    leaving the host to read a metrics slot before the copy into it ran) gives other values.
+    Whether PyTorch sees the area as pinned (is_pinned(), a pointer-attributes query), the loss
+    as the host read it and the learning rate the step used end every line
+    (" p=1|0 l=<hex> lr=<float.hex>"); the first line adds whether registration works here
+    (" reg=1|0", probed by the driver's cuMemHostRegister; with 0 every phase is pageable).
+    The MLP (6 layers, dropout 0.1), AdamW (foreach), clip_grad_norm_. No sync in the loop but
+    the pageable phases' read-backs and the pinned phases' event waits."""
+
+    rows = (96, 160, 256)
+    dataset, ring, lag, phase = 16384, 3, 2, 40
+    lr0, lr_min, lr_max = 1e-3, 1e-4, 3e-3
+
+    def setup(self, mode="eager"):
+        import ctypes
+        import random
+        self.model = MLP(self.din, self.hidden, self.nout, layers=6, dropout=0.1).to(self.dev)
+        self.params = list(self.model.parameters())
+        self.lr = self.lr0
+        self.opt = torch.optim.AdamW(self.params, lr=self.lr, weight_decay=0.01, foreach=True)
+        self.label_setup()
+        with torch.no_grad():
+            x = torch.randn(self.dataset, self.din, device=self.dev, generator=self.gen)
+            y = (x @ self.label_proj).argmax(dim=-1)
+        self.host_x, self.host_y = x.cpu(), y.cpu()                     # the dataset, in pageable memory
+        R, N, page = self.ring, max(self.rows), 4096
+
+        def up(n):
+            return (n + page - 1) // page * page
+
+        sx, sy, sm = R * N * self.din * 4, R * N * 8, R * 3 * 4
+        self.area = torch.zeros(up(sx) + up(sy) + up(sm), dtype=torch.uint8)   # one range to register
+        self.stage_x = self.area[:sx].view(torch.float32).view(R, N, self.din)
+        self.stage_y = self.area[up(sx):up(sx) + sy].view(torch.int64).view(R, N)
+        self.met = self.area[up(sx) + up(sy):up(sx) + up(sy) + sm].view(torch.float32).view(R, 3)
+        self.area_ptr, self.area_bytes = self.area.data_ptr(), self.area.numel()
+        self.cudart = torch.cuda.cudart()
+        # The probe goes through the driver, so that a refusal leaves no error pending in the
+        # runtime (which PyTorch's next launch check would raise).
+        cu = ctypes.CDLL("libcuda.so.1")
+        reg, unreg = cu.cuMemHostRegister_v2, cu.cuMemHostUnregister
+        reg.argtypes, reg.restype = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint], ctypes.c_int
+        unreg.argtypes, unreg.restype = [ctypes.c_void_p], ctypes.c_int
+        rc = reg(self.area_ptr, self.area_bytes, 0)
+        self.can_register = rc == 0 and unreg(self.area_ptr) == 0
+        if not self.can_register:
+            print("workloads: hostreg: cuMemHostRegister refused the staging area (CUresult %d): "
+                  "every phase pageable" % rc)
+        self.registered = False
+        self.ev_in = [None] * R
+        self.pending = []                                               # (step, slot, event): metrics in flight
+        self.ready = None                                               # rows already gathered into slot 0
+        self.cpu_gen = torch.Generator().manual_seed(2718)
+        self.rng = random.Random(1618)
+        self.avg = None
+        self.read = {}                                                  # step -> the loss as the host read it
+        self.notes = {}
+
+    def set_registered(self, on):
+        if on:
+            rc = self.cudart.cudaHostRegister(self.area_ptr, self.area_bytes, 0)
+        else:
+            rc = self.cudart.cudaHostUnregister(self.area_ptr)
+        if rc != self.cudart.cudaError.success:
+            raise RuntimeError("hostreg: cudaHost%sregister failed (%r)" % ("R" if on else "Un", rc))
+        self.registered = on
+
+    def gather(self, k):
+        """A batch into slot k: its rows."""
+        n = self.rng.choice(self.rows)
+        idx = torch.randint(0, self.dataset, (n,), generator=self.cpu_gen)
+        torch.index_select(self.host_x, 0, idx, out=self.stage_x[k, :n])
+        torch.index_select(self.host_y, 0, idx, out=self.stage_y[k, :n])
+        return n
+
+    def took(self, j, loss):
+        """The host read step j's loss: the learning rate follows it."""
+        self.read[j] = loss
+        if math.isfinite(loss):
+            if self.avg is not None:
+                self.lr = min(self.lr_max, max(self.lr_min, self.lr * (0.95 if loss > self.avg else 1.01)))
+            self.avg = loss if self.avg is None else 0.9 * self.avg + 0.1 * loss
+        for group in self.opt.param_groups:
+            group["lr"] = self.lr
+
+    def drain(self):
+        for ev in self.ev_in:
+            if ev is not None:
+                ev.synchronize()
+        self.ev_in = [None] * self.ring
+        while self.pending:
+            j, k, ev = self.pending.pop(0)
+            ev.synchronize()
+            self.took(j, float(self.met[k, 0]))
+
+    def step(self, i):
+        pin = self.can_register and (i // self.phase) % 2 == 1
+        if pin != self.registered:
+            self.drain()                                                # nothing in flight to or from the area
+            self.set_registered(pin)
+        if pin:
+            k = i % self.ring
+            if self.ev_in[k] is not None:
+                self.ev_in[k].synchronize()                             # the copies out of slot k are done
+            n = self.gather(k)
+        else:
+            k = 0
+            n = self.ready if self.ready is not None else self.gather(0)
+            self.ready = None
+        x = self.stage_x[k, :n].to(self.dev, non_blocking=True)
+        y = self.stage_y[k, :n].to(self.dev, non_blocking=True)
+        if pin:
+            ev = torch.cuda.Event()
+            ev.record()
+            self.ev_in[k] = ev
+        elif (i + 1) // self.phase == i // self.phase and i + 1 < self.steps:
+            self.ready = self.gather(0)                                 # the slot rewritten at once
+        self.opt.zero_grad(set_to_none=True)
+        logits = self.model(x)
+        loss = F.cross_entropy(logits, y)
+        loss.backward()
+        gnorm = torch.nn.utils.clip_grad_norm_(self.params, 1.0, foreach=True)
+        lr = self.lr
+        self.opt.step()
+        with torch.no_grad():
+            acc = (logits.argmax(dim=-1) == y).float().mean()
+            metrics = torch.stack([loss.detach(), gnorm, acc])
+        self.met[k].copy_(metrics, non_blocking=True)
+        if pin:
+            ev = torch.cuda.Event()
+            ev.record()
+            self.pending.append((i, k, ev))
+            if len(self.pending) > self.lag:
+                j, kj, evj = self.pending.pop(0)
+                evj.synchronize()
+                self.took(j, float(self.met[kj, 0]))
+        else:
+            self.took(i, float(self.met[0, 0]))                         # the copy was done when copy_ returned
+        self.notes[i] = ("p=%d" % int(self.stage_x.is_pinned()), lr)
+        return loss
+
+    def loss_lines(self):
+        self.drain()
+        for i, (note, lr) in self.notes.items():
+            self.extra[i] = "%s l=%s lr=%s" % (note, f32_hex(self.read.get(i, float("nan"))), float.hex(lr))
+        if self.steps:
+            self.extra[0] = self.extra.get(0, "") + " reg=%d" % int(self.can_register)
+        return super().loss_lines()
+
+    def finish(self):
+        self.drain()
+        if self.registered:
+            torch.cuda.synchronize(self.dev)
+            self.set_registered(False)
+
+
 WORKLOADS = {
     "mlp": ClassifierWorkload,
     "mlp_item": MLPItem,
@@ -9645,6 +10483,11 @@ WORKLOADS = {
     "ssmscan": SSMScanWorkload,
     "sac": SACWorkload,
     "memhist": MemHistWorkload,
+    "sharedpool": SharedPoolWorkload,
+    "ctc": CTCWorkload,
+    "ropecplx": RoPECplxWorkload,
+    "selckpt": SelCkptWorkload,
+    "hostreg": HostRegWorkload,
     "pipeline2": Pipeline2Workload,
     "ddp2": DDP2Workload,
 }
