@@ -38,6 +38,11 @@
 //                cuEventSynchronize(Fend).
 // implied-pts-main  the per-thread default stream as the main stream, s1 and
 //                s2 created streams, cuEventSynchronize(Fend).
+// mid-event-sync implied-event-sync with 12 launches queued on m after Fend
+//                (the next step's work) before the host waits for Fend: Fend
+//                is no longer m's last op (a review of 65e5afd).
+// pts-side-sync  implied-pts, the host synchronizing the per-thread s2 and
+//                querying E2 and s2 before it waits for Fend (the same review).
 // implied-legacy the legacy stream joined only implicitly: s1, s2 blocking
 //                streams (each: adds from the legacy stream's last result,
 //                then records E1 / E2 last); the legacy stream adds both into
@@ -216,8 +221,9 @@ struct ForkJoin {
   CUstream m = nullptr, s1 = nullptr, s2 = nullptr;
   bool mPts = false, s2Pts = false;
   CUevent f0 = nullptr, e1 = nullptr, e2 = nullptr, fend = nullptr;
-  CUdeviceptr x = 0, a1 = 0, a2 = 0, c = 0, d = 0;
-  uint64_t hx = 0, ha1 = 0, ha2 = 0, hc = 0, hd = 0;  // the host mirror
+  CUdeviceptr x = 0, a1 = 0, a2 = 0, c = 0, d = 0, z = 0;
+  uint64_t hx = 0, ha1 = 0, ha2 = 0, hc = 0, hd = 0, hz = 0;  // the host mirror
+  int trailing = 0;  // launches on m after Fend (the next step's work queued before the host waits)
 
   const simtest::DriverApi& api(bool perThread) const { return perThread ? *pt : *cu; }
   const simtest::DriverApi& mApi() const { return api(mPts); }
@@ -235,7 +241,7 @@ struct ForkJoin {
     SIM_CHECK(cu->cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
     if (!s2Pts) SIM_CHECK(cu->cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
     for (CUevent* e : {&f0, &e1, &e2, &fend}) SIM_CHECK(cu->cuEventCreate(e, CU_EVENT_DISABLE_TIMING));
-    for (CUdeviceptr* p : {&x, &a1, &a2, &c, &d}) *p = simtest::zeroedBuffer(*cu);
+    for (CUdeviceptr* p : {&x, &a1, &a2, &c, &d, &z}) *p = simtest::zeroedBuffer(*cu);
   }
 
   // The step's ops (Fend recorded last on m).
@@ -262,6 +268,8 @@ struct ForkJoin {
     hc = ha1 + 100;
     hd = ha2 + 200;
     SIM_CHECK(M.cuEventRecord(fend, mS()));
+    for (int k = 0; k < trailing; ++k) SIM_CHECK(simtest::launchAdd(M, g_add, z, z, 1, mS()));
+    hz += uint64_t(trailing);
   }
 
   // After the host knows Fend complete: everything of the step is complete.
@@ -296,15 +304,20 @@ struct ForkJoin {
     expectValueMt(peek(a2), ha2, "a2", step);
     expectValueMt(peek(c), hc, "c", step);
     expectValueMt(peek(d), hd, "d", step);
+    if (trailing) {
+      SIM_CHECK(mApi().cuStreamSynchronize(mS()));
+      expectValueMt(peek(z), hz, "z", step);
+    }
   }
 };
 
 enum class SyncKind { Event, Stream, Copy, Ctx };
 
-void implied(const simtest::Driver& drv, int steps, SyncKind sync, bool mainPts, bool sidePts) {
+void implied(const simtest::Driver& drv, int steps, SyncKind sync, bool mainPts, bool sidePts, int trailing = 0) {
   ForkJoin fj;
   fj.create(drv.plain, drv.perThread, sync == SyncKind::Copy ? CU_STREAM_DEFAULT : CU_STREAM_NON_BLOCKING, mainPts,
             sidePts);
+  fj.trailing = trailing;
   for (int i = 0; i < steps; ++i) {
     fj.issue();
     switch (sync) {
@@ -318,6 +331,23 @@ void implied(const simtest::Driver& drv, int steps, SyncKind sync, bool mainPts,
       }
       case SyncKind::Ctx: SIM_CHECK(drv.plain.cuCtxSynchronize()); break;
     }
+    fj.expectAllDone(i, trailing == 0);
+  }
+}
+
+// pts-side-sync: s2 is the per-thread default stream; the host synchronizes
+// it, then asks about E2 (its last op) and s2, then waits for Fend.
+void ptsSideSync(const simtest::Driver& drv, int steps) {
+  ForkJoin fj;
+  fj.create(drv.plain, drv.perThread, CU_STREAM_NON_BLOCKING, false, true);
+  for (int i = 0; i < steps; ++i) {
+    fj.issue();
+    SIM_CHECK(drv.perThread.cuStreamSynchronize(nullptr));
+    expectCodeMt(impliedQuery([&] { return drv.plain.cuEventQuery(fj.e2); }), CUDA_SUCCESS,
+                 "cuEventQuery(E2) after cuStreamSynchronize(per-thread s2)", i);
+    expectCodeMt(impliedQuery([&] { return drv.perThread.cuStreamQuery(nullptr); }), CUDA_SUCCESS,
+                 "cuStreamQuery(per-thread s2) after its synchronize", i);
+    SIM_CHECK(drv.plain.cuEventSynchronize(fj.fend));
     fj.expectAllDone(i);
   }
 }
@@ -736,6 +766,8 @@ int main(int argc, char** argv) {
   else if (mode == "implied-ctx-sync") implied(drv, steps, SyncKind::Ctx, false, false);
   else if (mode == "implied-pts") implied(drv, steps, SyncKind::Event, false, true);
   else if (mode == "implied-pts-main") implied(drv, steps, SyncKind::Event, true, false);
+  else if (mode == "mid-event-sync") implied(drv, steps, SyncKind::Event, false, false, 12);
+  else if (mode == "pts-side-sync") ptsSideSync(drv, steps);
   else if (mode == "implied-legacy") impliedLegacy(cu, steps);
   else if (mode == "implied-legacy-pts") impliedLegacyPts(cu, drv.perThread, steps);
   else if (mode == "rerecord-tails") rerecordTails(cu, steps);
@@ -752,7 +784,7 @@ int main(int argc, char** argv) {
   else if (mode == "two-threads-sync") twoThreadsSync(drv, ctx, steps);
   else {
     std::printf("usage: sim_review49_queries --mode implied-event-sync|implied-stream-sync|implied-copy-sync|"
-                "implied-ctx-sync|implied-pts|implied-pts-main|implied-legacy|implied-legacy-pts|rerecord|rerecord-sync|"
+                "implied-ctx-sync|implied-pts|implied-pts-main|mid-event-sync|pts-side-sync|implied-legacy|implied-legacy-pts|rerecord|rerecord-sync|"
                 "rerecord-tails|alloc-reuse|"
                 "alloc-reuse-fork|alloc-reuse-pts|poll-feed|poll-feed-stream|poll-plain|sync-other-thread|query-other-thread|"
                 "two-threads-sync [--steps N] [--expect-graphs] [--min-graph-pct P] [--implied-poll] [--verbose]\n");
