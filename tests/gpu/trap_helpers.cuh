@@ -4,6 +4,9 @@
 // pinned memory. Every call checks its CUDA status (exit 1 on failure).
 #pragma once
 
+#include <condition_variable>
+#include <mutex>
+
 #include "trap_common.cuh"
 
 namespace {
@@ -66,5 +69,24 @@ cudaTextureObject_t pointTexture(cudaArray_t a) {
   CK(cudaCreateTextureObject(&t, &res, &td, nullptr));
   return t;
 }
+
+// Turns between host threads: waitFor(n) returns once n turns have passed;
+// pass() ends the current turn.
+struct Turns {
+  std::mutex m;
+  std::condition_variable cv;
+  long turn = 0;
+  void waitFor(long want) {
+    std::unique_lock<std::mutex> l(m);
+    cv.wait(l, [&] { return turn == want; });
+  }
+  void pass() {
+    {
+      std::lock_guard<std::mutex> l(m);
+      ++turn;
+    }
+    cv.notify_all();
+  }
+};
 
 }  // namespace

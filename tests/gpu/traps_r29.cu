@@ -1049,23 +1049,6 @@ void nestedTripCounts() {
 
 // ================================================================ two_thread_turns
 
-struct Turns {
-  std::mutex m;
-  std::condition_variable cv;
-  long turn = 0;
-  void waitFor(long want) {
-    std::unique_lock<std::mutex> l(m);
-    cv.wait(l, [&] { return turn == want; });
-  }
-  void pass() {
-    {
-      std::lock_guard<std::mutex> l(m);
-      ++turn;
-    }
-    cv.notify_all();
-  }
-};
-
 struct Party {
   const char* name = "";
   uint32_t seed = 0;

@@ -255,24 +255,6 @@ struct IdleTally {
   }
 };
 
-// Turns between threads: waitFor(n) returns once n turns have passed.
-struct Baton {
-  std::mutex m;
-  std::condition_variable cv;
-  long turn = 0;
-  void waitFor(long want) {
-    std::unique_lock<std::mutex> l(m);
-    cv.wait(l, [&] { return turn == want; });
-  }
-  void pass() {
-    {
-      std::lock_guard<std::mutex> l(m);
-      ++turn;
-    }
-    cv.notify_all();
-  }
-};
-
 // ================================================================ implied_* (three scenarios)
 
 constexpr int kOutWords = 64;
@@ -471,7 +453,7 @@ void ptszThreadHandoff() {
   Buf m0(33201), m1(33202), h0(33203), h1(33204);
   preload(mix);
   CK(cudaDeviceSynchronize());
-  Baton T;
+  Turns T;
   const int half = g_iters / 2;
   IdleTally helperIdle(name), mainIdle(name);
   int forms[3] = {0, 0, 0};

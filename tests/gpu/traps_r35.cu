@@ -269,24 +269,6 @@ void setMixNode(cudaGraphExec_t e, cudaGraphNode_t node, uint32_t* dst, const ui
   CK(cudaGraphExecKernelNodeSetParams(e, node, &p));
 }
 
-// Turns between threads: waitFor(n) returns once n turns have passed.
-struct Baton {
-  std::mutex m;
-  std::condition_variable cv;
-  long turn = 0;
-  void waitFor(long want) {
-    std::unique_lock<std::mutex> l(m);
-    cv.wait(l, [&] { return turn == want; });
-  }
-  void pass() {
-    {
-      std::lock_guard<std::mutex> l(m);
-      ++turn;
-    }
-    cv.notify_all();
-  }
-};
-
 // ================================================================ switch_graph_selector
 
 constexpr unsigned kSwitchBodies = 4;  // case values 0..3; 4 selects none
@@ -635,7 +617,7 @@ void ptszProgramGraph() {
     mixHost(o2.h, in.h, kW, salt ^ 0x1111u);
     mix2Host(out.h, o1.h, o2.h, kW, salt ^ 0x2222u);
   };
-  Baton T;
+  Turns T;
   int forms[3] = {0, 0, 0};
   std::atomic<int> helperLaunches{0};
   std::thread helper([&] {

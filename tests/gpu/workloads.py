@@ -1810,6 +1810,20 @@ class TaskWorkload(ClassifierWorkload):
     def label_setup(self):
         self.label_proj = torch.randn(self.din, self.nout, device=self.dev, generator=self.gen)
 
+    def host_dataset_setup(self):
+        """A 6-layer MLP with dropout under foreach AdamW at lr0 (self.lr), and a dataset of
+        self.dataset labelled rows made on the GPU and kept in host memory (self.host_x,
+        self.host_y: pinhost's and hostreg's batches come from it)."""
+        self.model = MLP(self.din, self.hidden, self.nout, layers=6, dropout=0.1).to(self.dev)
+        self.params = list(self.model.parameters())
+        self.lr = self.lr0
+        self.opt = torch.optim.AdamW(self.params, lr=self.lr, weight_decay=0.01, foreach=True)
+        self.label_setup()
+        with torch.no_grad():
+            x = torch.randn(self.dataset, self.din, device=self.dev, generator=self.gen)
+            y = (x @ self.label_proj).argmax(dim=-1)
+        self.host_x, self.host_y = x.cpu(), y.cpu()
+
     def batch_for(self, i):
         x = torch.randn(self.batch, self.din, device=self.dev, generator=self.gen)
         return x, (x @ self.label_proj).argmax(dim=-1)
@@ -9085,15 +9099,7 @@ class PinHostWorkload(TaskWorkload):
 
     def setup(self, mode="eager"):
         import random
-        self.model = MLP(self.din, self.hidden, self.nout, layers=6, dropout=0.1).to(self.dev)
-        self.params = list(self.model.parameters())
-        self.lr = self.lr0
-        self.opt = torch.optim.AdamW(self.params, lr=self.lr, weight_decay=0.01, foreach=True)
-        self.label_setup()
-        with torch.no_grad():
-            x = torch.randn(self.dataset, self.din, device=self.dev, generator=self.gen)
-            y = (x @ self.label_proj).argmax(dim=-1)
-        self.host_x, self.host_y = x.cpu(), y.cpu()                     # the dataset, in host memory
+        self.host_dataset_setup()                                       # the dataset, in host memory
         self.cpu_gen = torch.Generator().manual_seed(9731)
         self.rng = random.Random(5150)
         self.log_stream = torch.cuda.Stream(device=self.dev)
@@ -10224,15 +10230,7 @@ class HostRegWorkload(TaskWorkload):
     def setup(self, mode="eager"):
         import ctypes
         import random
-        self.model = MLP(self.din, self.hidden, self.nout, layers=6, dropout=0.1).to(self.dev)
-        self.params = list(self.model.parameters())
-        self.lr = self.lr0
-        self.opt = torch.optim.AdamW(self.params, lr=self.lr, weight_decay=0.01, foreach=True)
-        self.label_setup()
-        with torch.no_grad():
-            x = torch.randn(self.dataset, self.din, device=self.dev, generator=self.gen)
-            y = (x @ self.label_proj).argmax(dim=-1)
-        self.host_x, self.host_y = x.cpu(), y.cpu()                     # the dataset, in pageable memory
+        self.host_dataset_setup()                                       # the dataset, in pageable memory
         R, N, page = self.ring, max(self.rows), 4096
 
         def up(n):
