@@ -88,16 +88,6 @@ namespace {
 
 // ---------------------------------------------------------------- helpers
 
-uint32_t bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-unsigned long long bits(double f) {
-  unsigned long long u;
-  std::memcpy(&u, &f, 8);
-  return u;
-}
 __host__ __device__ inline int clampi(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
 // ================================================================ cg_solver

@@ -126,12 +126,6 @@ namespace {
 
 // ---------------------------------------------------------------- helpers
 
-uint32_t bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-
 constexpr float kPi = 3.14159265358979f;
 
 __global__ void initUniform(float* w, int n, uint32_t seed, float scale) {

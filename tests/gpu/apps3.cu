@@ -118,11 +118,6 @@ namespace {
 
 // ---------------------------------------------------------------- helpers
 
-uint32_t bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
 int blocksFor(int n, int block) { return (n + block - 1) / block; }
 
 __global__ void initUniform(float* w, int n, uint32_t seed, float scale) {

@@ -100,16 +100,6 @@ namespace {
 
 // ---------------------------------------------------------------- helpers
 
-uint32_t bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-unsigned long long bits(double f) {
-  unsigned long long u;
-  std::memcpy(&u, &f, 8);
-  return u;
-}
 int blocksFor(int n, int block) { return (n + block - 1) / block; }
 
 template <typename T>

@@ -75,6 +75,18 @@ struct Digest {
   void add(uint64_t v) { add(&v, sizeof v); }
 };
 
+// A float's or a double's bits, for printing a value exactly.
+inline uint32_t bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline unsigned long long bits(double f) {
+  unsigned long long u;
+  std::memcpy(&u, &f, 8);
+  return u;
+}
+
 // Synchronous copy of a device buffer (on the legacy stream: waits for all
 // blocking streams' work) into a digest.
 uint64_t deviceDigest(const void* d, size_t bytes) {

@@ -5,11 +5,13 @@
 // Single-threaded use; allocates nothing.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "sim_api.h"
 #include "sim_driver_loader.h"
@@ -104,5 +106,51 @@ inline int report(int steps, bool expectGraphs) {
   std::printf("%s: %s: every code and value as the driver gives them\n", g_program, g_mode);
   return 0;
 }
+
+// A host model of a program's buffers (zeroed when tracked): the program
+// applies every op it issues to it in issue order (one stream), and after a
+// synchronize check() compares it with the memory, 8 bytes at a time, the
+// first difference of each buffer counted as a wrong value. Unknown
+// addresses end the program (exit 2).
+struct ShadowMemory {
+  struct Region {
+    uint64_t base;
+    std::vector<uint8_t> bytes;
+    std::string name;
+  };
+  std::vector<Region> regions;
+  void track(uint64_t base, size_t n, const std::string& name) {
+    regions.push_back({base, std::vector<uint8_t>(n, 0), name});
+  }
+  uint8_t* at(uint64_t a, size_t n) {
+    for (Region& r : regions)
+      if (a >= r.base && a + n <= r.base + r.bytes.size()) return r.bytes.data() + (a - r.base);
+    std::printf("%s: %s: the model has no buffer at %#llx (+%zu)\n", g_program, g_mode, (unsigned long long)a, n);
+    std::exit(2);
+  }
+  uint64_t read64(uint64_t a) {
+    uint64_t v;
+    std::memcpy(&v, at(a, 8), 8);
+    return v;
+  }
+  void write64(uint64_t a, uint64_t v) { std::memcpy(at(a, 8), &v, 8); }
+  void check(int step) const {
+    for (const Region& r : regions) {
+      const auto* mem = reinterpret_cast<const uint8_t*>(r.base);
+      for (size_t i = 0; i < r.bytes.size(); i += 8) {
+        uint64_t got = 0, want = 0;
+        const size_t n = std::min<size_t>(8, r.bytes.size() - i);
+        std::memcpy(&got, mem + i, n);
+        std::memcpy(&want, r.bytes.data() + i, n);
+        if (got != want) {
+          char what[96];
+          std::snprintf(what, sizeof what, "%s bytes %zu..%zu", r.name.c_str(), i, i + n - 1);
+          expectValue(got, want, what, step);
+          break;
+        }
+      }
+    }
+  }
+};
 
 }  // namespace simtest::modes

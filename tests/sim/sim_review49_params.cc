@@ -147,28 +147,7 @@ std::vector<uint8_t> packBuffer(const Kern& k, const uint8_t* buffer) {
 }
 
 // A host model of the program's buffers (zeroed at the start), one stream.
-struct Shadow {
-  struct Region {
-    uint64_t base;
-    std::vector<uint8_t> bytes;
-    std::string name;
-  };
-  std::vector<Region> regions;
-  void track(uint64_t base, size_t n, const std::string& name) {
-    regions.push_back({base, std::vector<uint8_t>(n, 0), name});
-  }
-  uint8_t* at(uint64_t a, size_t n) {
-    for (Region& r : regions)
-      if (a >= r.base && a + n <= r.base + r.bytes.size()) return r.bytes.data() + (a - r.base);
-    std::printf("sim_review49_params: %s: the model has no buffer at %#llx\n", g_mode, (unsigned long long)a);
-    std::exit(2);
-  }
-  uint64_t read64(uint64_t a) {
-    uint64_t v;
-    std::memcpy(&v, at(a, 8), 8);
-    return v;
-  }
-  void write64(uint64_t a, uint64_t v) { std::memcpy(at(a, 8), &v, 8); }
+struct Shadow : ShadowMemory {
   // The effect of a sim_add / sim_mix launch with these packed bytes.
   void apply(const Kern& k, const std::vector<uint8_t>& p) {
     uint64_t dst, src, kk;
@@ -177,23 +156,6 @@ struct Shadow {
     std::memcpy(&kk, p.data() + k.off[2], 8);
     const uint64_t v = read64(src);
     write64(dst, k.name.rfind("sim_add", 0) == 0 ? v + kk : simMix64(v ^ kk));
-  }
-  void check(int step) {
-    for (const Region& r : regions) {
-      const auto* mem = reinterpret_cast<const uint8_t*>(r.base);
-      for (size_t i = 0; i < r.bytes.size(); i += 8) {
-        uint64_t got = 0, want = 0;
-        const size_t n = std::min<size_t>(8, r.bytes.size() - i);
-        std::memcpy(&got, mem + i, n);
-        std::memcpy(&want, r.bytes.data() + i, n);
-        if (got != want) {
-          char what[96];
-          std::snprintf(what, sizeof what, "%s bytes %zu..%zu", r.name.c_str(), i, i + n - 1);
-          expectValue(got, want, what, step);
-          break;
-        }
-      }
-    }
   }
 };
 

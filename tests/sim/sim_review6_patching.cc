@@ -148,27 +148,7 @@ CUdeviceptr pinnedBuffer(const simtest::DriverApi& cu, size_t bytes) {
 // A host model of the program's buffers (all zeroed at the start): every op
 // the program issues is applied to it in issue order (one stream), and after a
 // synchronize it must equal the memory.
-struct Shadow {
-  struct Region {
-    uint64_t base;
-    std::vector<uint8_t> bytes;
-    std::string name;
-  };
-  std::vector<Region> regions;
-  void track(uint64_t base, size_t n, const char* name) { regions.push_back({base, std::vector<uint8_t>(n, 0), name}); }
-  uint8_t* at(uint64_t a, size_t n) {
-    for (Region& r : regions)
-      if (a >= r.base && a + n <= r.base + r.bytes.size()) return r.bytes.data() + (a - r.base);
-    std::printf("sim_review6_patching: %s: the model has no buffer at %#llx (+%zu)\n", g_mode, (unsigned long long)a,
-                n);
-    std::exit(2);
-  }
-  uint64_t read64(uint64_t a) {
-    uint64_t v;
-    std::memcpy(&v, at(a, 8), 8);
-    return v;
-  }
-  void write64(uint64_t a, uint64_t v) { std::memcpy(at(a, 8), &v, 8); }
+struct Shadow : ShadowMemory {
   void add(uint64_t dst, uint64_t src, uint64_t k) { write64(dst, read64(src) + k); }
   void copy(uint64_t dst, uint64_t src, size_t n) {
     std::vector<uint8_t> tmp(at(src, n), at(src, n) + n);
@@ -178,24 +158,6 @@ struct Shadow {
     for (size_t r = 0; r < height; ++r) {
       uint8_t* row = at(dst + r * pitch, width * elem);
       for (size_t e = 0; e < width; ++e) std::memcpy(row + e * elem, &value, elem);  // little-endian low bytes
-    }
-  }
-  // Memory must equal the model (the work before is complete).
-  void check(int step) {
-    for (const Region& r : regions) {
-      const auto* mem = reinterpret_cast<const uint8_t*>(r.base);
-      for (size_t i = 0; i < r.bytes.size(); i += 8) {
-        uint64_t got = 0, want = 0;
-        const size_t n = std::min<size_t>(8, r.bytes.size() - i);
-        std::memcpy(&got, mem + i, n);
-        std::memcpy(&want, r.bytes.data() + i, n);
-        if (got != want) {
-          char what[96];
-          std::snprintf(what, sizeof what, "%s bytes %zu..%zu", r.name.c_str(), i, i + n - 1);
-          expectValue(got, want, what, step);
-          break;
-        }
-      }
     }
   }
 };
