@@ -30,6 +30,7 @@ struct ModeArgs {
   std::string mode;
   int steps = 0;
   bool expectGraphs = false;
+  uint64_t minGraphPct = 0;  // --min-graph-pct P: report() also wants P % of effects from graphs
 };
 inline std::string g_modeText;
 inline ModeArgs parseModeArgs(int argc, char** argv, const char* program, int defaultSteps) {
@@ -39,6 +40,7 @@ inline ModeArgs parseModeArgs(int argc, char** argv, const char* program, int de
     if (!std::strcmp(argv[i], "--mode") && i + 1 < argc) a.mode = argv[++i];
     else if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) a.steps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--expect-graphs")) a.expectGraphs = true;
+    else if (!std::strcmp(argv[i], "--min-graph-pct") && i + 1 < argc) a.minGraphPct = std::strtoull(argv[++i], nullptr, 10);
     else a.mode = "?";
   }
   g_program = program;
@@ -89,7 +91,7 @@ inline uint64_t readWord(const simtest::DriverApi& cu, CUdeviceptr p) {
 // main's exit code: 1 for a wrong code or value or a failed call, 3 when
 // `expectGraphs` and no kernel ran from a graph (the path under test was not
 // taken), else 0; with one line saying which.
-inline int report(int steps, bool expectGraphs) {
+inline int report(int steps, bool expectGraphs, uint64_t minGraphPct = 0) {
   SimCounters c{};
   simCounters(&c);
   std::printf("%s: %s: %d steps, %d odd calls; effects from graphs %llu, eager %llu\n", g_program, g_mode, steps,
@@ -104,6 +106,7 @@ inline int report(int steps, bool expectGraphs) {
     return 3;
   }
   std::printf("%s: %s: every code and value as the driver gives them\n", g_program, g_mode);
+  if (minGraphPct && simtest::tooFewFromGraphs(g_program, c, minGraphPct)) return 3;
   return 0;
 }
 
