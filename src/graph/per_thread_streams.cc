@@ -183,15 +183,17 @@ void PerThreadStreams::noteIssued(core::StreamKey key) {
   }
 }
 
-void PerThreadStreams::issued(core::StreamKey key) { issuedAfter(key, nullptr); }
+void PerThreadStreams::issued(core::StreamKey key) { issuedAfter(key, nullptr, nullptr); }
 
-void PerThreadStreams::issuedAfter(core::StreamKey key, CUevent branchTail) {
+void PerThreadStreams::issuedAfter(core::StreamKey key, CUevent branchTail, CUevent lastRecord) {
   Proxy* p = proxyAt(key);
   if (!p) return;
   const uint64_t covers = p->issues.load(std::memory_order_acquire);
   ContextScope scope(p->context);
   const bool onMarker = branchTail && p->marker;
   if (onMarker && real<ApiId::k_cuStreamWaitEvent_3020>()(p->marker, branchTail, 0) != CUDA_SUCCESS) return;
+  if (onMarker && lastRecord && real<ApiId::k_cuStreamWaitEvent_3020>()(p->marker, lastRecord, 0) != CUDA_SUCCESS)
+    return;
   if (real<ApiId::k_cuEventRecord_2000>()(p->exit, onMarker ? p->marker : p->stream.load(std::memory_order_relaxed)) !=
       CUDA_SUCCESS)
     return;  // the join records it

@@ -87,8 +87,12 @@ class PerThreadStreams {
   // `branchTail`. The legacy stream's tail wait comes before the proxy's (see
   // GraphHandle::tailOrder), and a record on the blocking proxy would also
   // wait for it, that is for the legacy branch (tests/sim
-  // sim_review7_threads, pts-graph-legacy-gate). As issued() otherwise.
-  static void issuedAfter(core::StreamKey key, CUevent branchTail);
+  // sim_review7_threads, pts-graph-legacy-gate). `lastRecord` (may be
+  // null): the program's event whose record graft issued on the proxy after
+  // the tail wait (the branch's last op), which `exit` then follows too, so a
+  // host that synchronized the stream finds it complete (tests/sim
+  // sim_review49_queries, pts-side-sync). As issued() otherwise.
+  static void issuedAfter(core::StreamKey key, CUevent branchTail, CUevent lastRecord);
   // Owner thread, before a query of its per-thread stream in the current
   // context reaches the driver: what graft issued on the proxy since the last
   // join counts as the stream's work, with no join (a join's wait is new work

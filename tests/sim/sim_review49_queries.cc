@@ -139,6 +139,9 @@
 // simulated progress per call) or GRAFT_SEGMENT_OPS=4 a few modes happened
 // to pass (implied-stream-sync, implied-copy-sync). The answers turn
 // CUDA_SUCCESS when asked again (--implied-poll passes in every setting).
+// Fixed since (GraphHandle::endFollows, then recordsFollowingEnds and the
+// per-thread marker's wait on the branch's last record) but for
+// implied-legacy-pts.
 //
 // Exit 0: every code and value as the driver gives them; 1: a divergence;
 // 3 with --expect-graphs: no kernel ran from a graph, or with
