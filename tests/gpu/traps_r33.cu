@@ -66,6 +66,13 @@
 //                         wait pending, tail waits issued after the legacy
 //                         stream's leave blocking streams busy after a legacy
 //                         synchronize, and the legacy stream's query counts them.
+//   implied_mid_record    implied_event_queries with seven kernels of the
+//                         next work queued on M behind eM before the host
+//                         waits, so the waited-for record is no longer M's
+//                         last op: a tool cannot move it after its graph
+//                         (it would then wait for those kernels too), and a
+//                         record node there completes before the branches'
+//                         last records re-issued after the graph.
 //   ptsz_thread_handoff   a helper thread and the main thread take turns
 //                         (host-ordered): the helper runs 12 kernels on ITS
 //                         cudaStreamPerThread after waiting on the main
@@ -268,7 +275,7 @@ __global__ void toMapped(uint32_t* out, const uint32_t* b, uint32_t salt) {
   if (k < kOutWords) toMappedAt(out, b, salt, k);
 }
 
-enum class Implied { Events, Streams, Legacy };
+enum class Implied { Events, Streams, Legacy, MidRecord };
 
 // What a tool could get wrong: the host waits on one stream or event; the
 // program's own ordering (event waits, the legacy stream's implicit
@@ -281,12 +288,13 @@ enum class Implied { Events, Streams, Legacy };
 void impliedRun(const char* name, const char* tag, Implied kind) {
   const bool legacyKind = kind == Implied::Legacy;
   const bool askEvents = kind != Implied::Streams;
-  const bool askStreams = kind != Implied::Events;
+  const bool askStreams = kind == Implied::Streams || kind == Implied::Legacy;
+  const bool trailing = kind == Implied::MidRecord;
   cudaStream_t nbM = nonBlockingStream(), nbB = nonBlockingStream(), nbC = nonBlockingStream();
   cudaStream_t blB = blockingStream(), blC = blockingStream(), W = nonBlockingStream();
   cudaEvent_t eF = untimedEvent(), eB = untimedEvent(), eC = untimedEvent(), eM = untimedEvent();
   cudaEvent_t eW = untimedEvent();
-  Buf m0(33101), m1(33102), b0(33103), b1(33104), c0(33105), c1(33106);
+  Buf m0(33101), m1(33102), b0(33103), b1(33104), c0(33105), c1(33106), t0(33107), t1(33108);
   Mapped out = mappedBuffer(kOutWords, 0);
   std::vector<uint32_t> hOut(kOutWords, 0u);
   preload(mix);
@@ -353,7 +361,14 @@ void impliedRun(const char* name, const char* tag, Implied kind) {
     mixOn(M, m1, m0, salt ^ 0x31u);
     CK(cudaStreamWaitEvent(M, eB, 0));
     if (joinC) CK(cudaStreamWaitEvent(M, eC, 0));
-    CK(cudaEventRecord(eM, M));  // M's last op: nothing after the join
+    CK(cudaEventRecord(eM, M));  // M's last op: nothing after the join (but implied_mid_record's)
+    if (trailing) {  // the next work already queued on M behind eM
+      mixOn(M, t0, m1, salt ^ 0x41u);
+      for (int r = 0; r < 3; ++r) {
+        mixOn(M, t1, t0, salt ^ (0x42u + uint32_t(r)));
+        mixOn(M, t0, t1, salt ^ (0x52u + uint32_t(r)));
+      }
+    }
     joinedC = cImplied;
     if (irregular(i, 3311, 3)) {  // before the wait: timing decides (stderr only)
       const cudaError_t q1 = cudaEventQuery(eB);
@@ -417,6 +432,10 @@ void impliedRun(const char* name, const char* tag, Implied kind) {
       b1.check(tag, "b1", i);
       c0.check(tag, "c0", i);
       c1.check(tag, "c1", i);
+      if (trailing) {
+        t0.check(tag, "t0", i);
+        t1.check(tag, "t1", i);
+      }
       print(mappedLabel.c_str(), i, hostDigest(hOut.data(), hOut.size() * 4));
     }
   }
@@ -435,6 +454,7 @@ void impliedRun(const char* name, const char* tag, Implied kind) {
 void impliedEventQueries() { impliedRun("implied_event_queries", "ieq", Implied::Events); }
 void impliedStreamIdle() { impliedRun("implied_stream_idle", "isi", Implied::Streams); }
 void impliedLegacyBlocking() { impliedRun("implied_legacy_blocking", "ilb", Implied::Legacy); }
+void impliedMidRecord() { impliedRun("implied_mid_record", "imr", Implied::MidRecord); }
 
 // ================================================================ ptsz_thread_handoff
 
@@ -1094,6 +1114,7 @@ const Scenario kScenarios[] = {
     {"implied_event_queries", impliedEventQueries},
     {"implied_stream_idle", impliedStreamIdle},
     {"implied_legacy_blocking", impliedLegacyBlocking},
+    {"implied_mid_record", impliedMidRecord},
     {"ptsz_thread_handoff", ptszThreadHandoff},
     {"fresh_thread_ptsz", freshThreadPtsz},
     {"pageable_readback_joined", pageableReadbackJoined},
