@@ -105,9 +105,6 @@ struct GraphHandle {
     // are edges, so its node keeps its placeholder (two unordered record
     // nodes of one event would leave its latest record to the driver).
     bool superseded = false;
-    // Launch-time: recorded after the graph on impliedStream instead of in
-    // its node (GraphHandle::recordsFollowingEnds).
-    bool recordedAfter = false;
   };
   std::vector<EventOp> eventOps;  // every event op, in op order
   std::vector<int32_t> tailRecordOf;  // branched: per branch, the eventOps index of its tail record (-1: none)
@@ -128,18 +125,6 @@ struct GraphHandle {
   std::vector<int32_t> lastRecordOf;
   std::vector<uint64_t> endFollows;
   std::vector<uint32_t> branchesByEnd;
-  // The program's record nodes that follow other branches' last records
-  // (eventOps index, the branches as in endFollows), where those are issued
-  // after the graph: a host that waited for such a record, one in the middle
-  // of its stream (not movable after the graph: it would then wait for the
-  // stream's later work too), would find those records still pending
-  // (tests/sim sim_review49_queries, mid-event-sync). Each such record is
-  // made on impliedStream instead (graft's non-blocking stream, destroyed
-  // with the graph), after waits on its node's placeholder and on the
-  // records issued after the graph that it follows: it completes once
-  // everything it follows eagerly has, and no later.
-  std::vector<std::pair<uint32_t, uint64_t>> recordsFollowingEnds;
-  CUstream impliedStream = nullptr;
   int32_t launchBranch = -1;  // branched and launched on a program stream: its branch
   std::vector<uint32_t> recordOps;                           // indices into eventOps of the records
   std::vector<std::pair<uint64_t, uint32_t>> recordScratch;  // launch-time (event, index), reserved at build
@@ -213,7 +198,6 @@ void destroyHandle(GraphHandle* g) {
     if (e.placeholder) destroyEvent(e.placeholder);
   // Launches still queued on it finish first (the driver releases it then).
   if (g->ownStream) real<ApiId::k_cuStreamDestroy_4000>()(g->ownStream);
-  if (g->impliedStream) real<ApiId::k_cuStreamDestroy_4000>()(g->impliedStream);
   delete g;
 }
 
@@ -659,11 +643,8 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
             const bool last = lastOpOn[si] == int64_t(i);
             recordFollows.push_back(follows[si] | (last ? uint64_t(1) << si : 0));
             while (e < g->eventOps.size() && g->eventOps[e].op < i) ++e;
-            if (e < g->eventOps.size() && g->eventOps[e].op == i && g->eventOps[e].node) {
-              if (last) g->lastRecordOf[si] = int32_t(e);
-              if (const uint64_t ends = follows[si] & ~(uint64_t(1) << si))
-                g->recordsFollowingEnds.emplace_back(uint32_t(e), ends);
-            }
+            if (last && e < g->eventOps.size() && g->eventOps[e].op == i && g->eventOps[e].node)
+              g->lastRecordOf[si] = int32_t(e);
           } else if (ops[i].kind == OpKind::EventWait) {
             const int32_t instance = req.waitInstance[i];
             if (instance >= 0 && size_t(instance) < recordFollows.size()) follows[si] |= recordFollows[size_t(instance)];
@@ -696,12 +677,6 @@ core::GraphHandle* GraphExecutor::build(const core::BuildRequest& req, std::stri
     // took ~19 us longer.
     r = real<ApiId::k_cuGraphUpload_11010>()(g->exec, origin);
     if (r != CUDA_SUCCESS) return fail("cuGraphUpload");
-    if (!g->recordsFollowingEnds.empty() &&
-        (r = real<ApiId::k_cuStreamCreate_2000>()(&g->impliedStream, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS)
-      return fail("creating a stream for records issued after the graph");
-    if (!g->recordsFollowingEnds.empty())
-      GRAFT_DEBUG("{} of the graph's records follow branches' last records: made after the graph when those are",
-                  g->recordsFollowingEnds.size());
 
     g->paramStart.assign(1, 0);
     for (size_t i = 0; i < ops.size(); ++i) {
@@ -959,17 +934,11 @@ int GraphExecutor::runLaunch(LaunchJob& job, std::string* why) {
       }
     }
   }
-  for (const auto& [k, ends] : g->recordsFollowingEnds) {
-    GraphHandle::EventOp& e = g->eventOps[k];
-    const bool afterTail = (e.tailBranch >= 0 && e.tailBranch != joinBranch) || int32_t(k) == launchRecordAfter;
-    e.recordedAfter = !e.superseded && !afterTail && (ends & recordsAfter);
-  }
   for (size_t k = 0; k < g->eventOps.size(); ++k) {
     GraphHandle::EventOp& e = g->eventOps[k];
     if (!e.node) continue;
     const bool afterTail = (e.tailBranch >= 0 && e.tailBranch != joinBranch) || int32_t(k) == launchRecordAfter;
-    const CUevent want =
-        e.superseded || afterTail || e.recordedAfter ? e.placeholder : reinterpret_cast<CUevent>(job.events[k]);
+    const CUevent want = e.superseded || afterTail ? e.placeholder : reinterpret_cast<CUevent>(job.events[k]);
     if (want == e.holds) continue;
     const CUresult refused = setNodeEvent(g->exec, e, want);
     if (refused == CUDA_SUCCESS) {
@@ -1037,19 +1006,6 @@ int GraphExecutor::runLaunch(LaunchJob& job, std::string* why) {
     if (e.superseded || e.tailBranch == joinBranch) continue;
     const OpDesc op = instanceOp(job, e.op);
     ok = (r = issueOp(op, g->branchStreams[b], kernels_, job.pointers)) == CUDA_SUCCESS;
-  }
-  // The records that follow branches' last records issued after the graph
-  // (GraphHandle::recordsFollowingEnds).
-  for (size_t i = 0; ok && i < g->recordsFollowingEnds.size(); ++i) {
-    const auto [k, ends] = g->recordsFollowingEnds[i];
-    const GraphHandle::EventOp& e = g->eventOps[k];
-    if (!e.recordedAfter) continue;
-    ok = (r = waitOn(g->impliedStream, e.placeholder)) == CUDA_SUCCESS;
-    for (uint64_t f = ends & issued; ok && f; f &= f - 1) {
-      const int32_t t = g->lastRecordOf[size_t(std::countr_zero(f))];
-      ok = (r = waitOn(g->impliedStream, reinterpret_cast<CUevent>(job.events[size_t(t)]))) == CUDA_SUCCESS;
-    }
-    if (ok) ok = (r = recordOn(reinterpret_cast<CUevent>(job.events[k]), g->impliedStream)) == CUDA_SUCCESS;
   }
   // Per-thread streams' proxies mark the work just issued there (the join's
   // event): after their branch's tail where it has one, which does not

@@ -4,6 +4,9 @@
 //            kernels, one of which needs a 1536-byte stack (the driver grows
 //            the limit at its launch), and reads the limit back: 1536, as
 //            eagerly, which a launch still held by graft would leave at 1024.
+//            Every change of the limit drops graft's graphs (a graph keeps
+//            the stack it was made under: tests/gpu/traps_r37.cu,
+//            stack_limit_epochs, on an H200), so this part runs eagerly.
 //   attr     each iteration raises a kernel's dynamic shared memory allowance
 //            to 64 KiB, launches it with 64 KiB among four other kernels and
 //            lowers the allowance to 48 KiB again: every launch was made under
@@ -316,8 +319,7 @@ int main(int argc, char** argv) {
     std::printf("sim_launch_settings: %d wrong values, %d failed calls\n", bad, simtest::failedCalls());
     return 1;
   }
-  if (expectGraphs && (sameCounts.graph * 10 < (sameCounts.graph + sameCounts.eager) * 8 ||
-                       stackCounts.graph * 2 < stackCounts.graph + stackCounts.eager)) {
+  if (expectGraphs && sameCounts.graph * 10 < (sameCounts.graph + sameCounts.eager) * 8) {
     std::printf("sim_launch_settings: too few kernels from graphs\n");
     return 1;
   }

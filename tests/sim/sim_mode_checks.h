@@ -2,15 +2,19 @@
 // `--mode` (sim_driver_checks, sim_review_engine, sim_review_graph,
 // sim_review_hook): every return code and value the program gets is compared
 // with what the simulated driver gives eagerly, and main ends with report().
-// Single-threaded use; allocates nothing.
+// Single-threaded use, but for the *Mt checks and impliedQuery (the query
+// reviews: sim_review49_queries, sim_review50_records).
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim_api.h"
@@ -86,6 +90,54 @@ inline uint64_t readWord(const simtest::DriverApi& cu, CUdeviceptr p) {
   uint64_t v = 0;
   SIM_CHECK(cu.cuMemcpyDtoH(&v, p, 8));
   return v;
+}
+
+// ------------------------------------------------- checks from several threads
+// Thread-safe counterparts of expectCode / expectValue (the ones above are
+// single-threaded). Every wrong answer is also tallied by what was asked
+// (printTally).
+inline std::mutex g_checkMutex;
+inline std::vector<std::pair<std::string, int>> g_tally;
+inline void tally(const char* what) {
+  for (auto& t : g_tally)
+    if (t.first == what) {
+      ++t.second;
+      return;
+    }
+  g_tally.emplace_back(what, 1);
+}
+inline bool g_verbose = false;  // --verbose: every wrong answer, not only the first 8
+inline void expectCodeMt(CUresult got, CUresult want, const char* what, int step) {
+  std::lock_guard<std::mutex> lk(g_checkMutex);
+  if (got != want) tally(what);
+  if (got != want && g_verbose) std::printf("%s: %s: step %d: %s returned %d, the driver returns %d\n", g_program, g_mode, step, what, int(got), int(want));
+  expectCode(got, want, what, step);
+}
+inline void expectValueMt(uint64_t got, uint64_t want, const char* what, int step) {
+  std::lock_guard<std::mutex> lk(g_checkMutex);
+  if (got != want) tally(what);
+  expectValue(got, want, what, step);
+}
+// --implied-poll: a query whose work a synchronization already implied
+// complete (impliedQuery) may first say CUDA_ERROR_NOT_READY (counted, not
+// wrong); it is asked again (no op between) until it says something else,
+// 100000 times at most, which must be CUDA_SUCCESS. Without it the first
+// answer must be CUDA_SUCCESS, as eagerly.
+inline bool g_impliedPoll = false;
+inline std::atomic<long> g_impliedNotReady{0};
+template <typename Q>
+CUresult impliedQuery(Q query) {
+  CUresult r = query();
+  if (!g_impliedPoll || r != CUDA_ERROR_NOT_READY) return r;
+  g_impliedNotReady.fetch_add(1);
+  for (int n = 0; n < 100000 && r == CUDA_ERROR_NOT_READY; ++n) r = query();
+  return r;
+}
+inline void printTally() {
+  if (g_impliedPoll)
+    std::printf("%s: %s: %ld implied-complete queries first said CUDA_ERROR_NOT_READY\n", g_program, g_mode,
+                g_impliedNotReady.load());
+  for (const auto& t : g_tally) std::printf("%s: %s: wrong %d times: %s\n", g_program, g_mode, t.second, t.first.c_str());
 }
 
 // main's exit code: 1 for a wrong code or value or a failed call, 3 when

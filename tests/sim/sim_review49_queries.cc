@@ -139,9 +139,9 @@
 // simulated progress per call) or GRAFT_SEGMENT_OPS=4 a few modes happened
 // to pass (implied-stream-sync, implied-copy-sync). The answers turn
 // CUDA_SUCCESS when asked again (--implied-poll passes in every setting).
-// Fixed since (GraphHandle::endFollows, then recordsFollowingEnds and the
-// per-thread marker's wait on the branch's last record) but for
-// implied-legacy-pts.
+// Fixed since (GraphHandle::endFollows, then the per-thread marker's wait on
+// the branch's last record) but for implied-legacy-pts and mid-event-sync
+// (see sim_review50_records).
 //
 // Exit 0: every code and value as the driver gives them; 1: a divergence;
 // 3 with --expect-graphs: no kernel ran from a graph, or with
@@ -164,52 +164,8 @@ namespace {
 
 using namespace simtest::modes;
 
-// Thread-safe counterparts of expectCode / expectValue (the harness's are
-// single-threaded).
-// Every wrong answer is also tallied by what was asked (printed at the end).
-std::mutex g_checkMutex;
-std::vector<std::pair<std::string, int>> g_tally;
-void tally(const char* what) {
-  for (auto& t : g_tally)
-    if (t.first == what) {
-      ++t.second;
-      return;
-    }
-  g_tally.emplace_back(what, 1);
-}
-bool g_verbose = false;  // --verbose: every wrong answer, not only the first 8
-void expectCodeMt(CUresult got, CUresult want, const char* what, int step) {
-  std::lock_guard<std::mutex> lk(g_checkMutex);
-  if (got != want) tally(what);
-  if (got != want && g_verbose) std::printf("%s: %s: step %d: %s returned %d, the driver returns %d\n", g_program, g_mode, step, what, int(got), int(want));
-  expectCode(got, want, what, step);
-}
-void expectValueMt(uint64_t got, uint64_t want, const char* what, int step) {
-  std::lock_guard<std::mutex> lk(g_checkMutex);
-  if (got != want) tally(what);
-  expectValue(got, want, what, step);
-}
-// --implied-poll: a query whose work a synchronization already implied
-// complete (impliedQuery) may first say CUDA_ERROR_NOT_READY (counted, not
-// wrong); it is asked again (no op between) until it says something else,
-// 100000 times at most, which must be CUDA_SUCCESS. Without it the first
-// answer must be CUDA_SUCCESS, as eagerly.
-bool g_impliedPoll = false;
-std::atomic<long> g_impliedNotReady{0};
-template <typename Q>
-CUresult impliedQuery(Q query) {
-  CUresult r = query();
-  if (!g_impliedPoll || r != CUDA_ERROR_NOT_READY) return r;
-  g_impliedNotReady.fetch_add(1);
-  for (int n = 0; n < 100000 && r == CUDA_ERROR_NOT_READY; ++n) r = query();
-  return r;
-}
-void printTally() {
-  if (g_impliedPoll)
-    std::printf("%s: %s: %ld implied-complete queries first said CUDA_ERROR_NOT_READY\n", g_program, g_mode,
-                g_impliedNotReady.load());
-  for (const auto& t : g_tally) std::printf("%s: %s: wrong %d times: %s\n", g_program, g_mode, t.second, t.first.c_str());
-}
+// expectCodeMt / expectValueMt (thread-safe, tallied), impliedQuery
+// (--implied-poll) and printTally: sim_mode_checks.h.
 
 CUfunction g_add = nullptr;
 
