@@ -937,7 +937,16 @@ inline bool limitChangeDropsGraphs(CUlimit limit, size_t value) {
     case CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH:
     case CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT:
     case CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED: break;
-    default: return false;  // set only before any launch, a hint, or grown by every launch as needed
+    // The driver grows the stack for each launch as far as the kernel's code
+    // says it needs, but a kernel whose depth the compiler cannot bound (a
+    // recursion) needs the limit the program set. A graph made under a
+    // smaller limit keeps it: raised later, such a kernel faulted from the
+    // graph where its eager launch ran (an illegal address on an H200,
+    // tests/gpu/traps_r37.cu, stack_limit_epochs). Lowered, a graph made
+    // under the larger limit failed to launch (CUDA_ERROR_LAUNCH_FAILED,
+    // the same trap; its kernels needed less than the new limit).
+    case CU_LIMIT_STACK_SIZE: break;
+    default: return false;  // set only before any launch, or a hint
   }
   size_t current = 0;
   const auto get = real<ApiId::k_cuCtxGetLimit_3010>();
