@@ -127,7 +127,19 @@ their own in training/.
 # with a new base, the attention backend switched per step by sdpa_kernel; selective activation
 # checkpointing whose policy, switched every step, picks which forward kernels backward launches
 # again; and a host staging area registered (cudaHostRegister) and unregistered every 40 steps,
-# its copies pinned and asynchronous in one phase and pageable in the next.
+# its copies pinned and asynchronous in one phase and pageable in the next; then a sixteenth
+# round: heads run by torch.nn.parallel.parallel_apply (four fresh threads a step launching at
+# once onto one stream, the legacy default stream or a side stream the caller made current,
+# blocks handed between threads by that stream's order alone); an eval graph captured by
+# torch.cuda.graph in a background thread (thread_local or relaxed mode, its synchronize and
+# empty_cache from that thread) and replayed there while the main thread trains eagerly; a
+# whole-step graph of the program's own with external event nodes (a wait on a loader stream's
+# eager record, records after the forward and after clipping that eager streams and an early
+# host read wait on while the graph still runs); AWD-LSTM (weight-dropped cuDNN LSTMs packed anew
+# at every call, truncated backpropagation through a length drawn every step with the state
+# carried, NT-ASGD switching on an evaluation read back, averaged weights swapped in by p.data);
+# and DistributedDataParallel over gloo with CUDA buckets staged through pinned memory on gloo's
+# streams and worker threads.
 ISSUE_CASES = ["mlp", "mlp_item", "gpt", "amp", "sidestream", "lastbatch", "partgraph", "gemm"]
 OTHER_CASES = ["cnn", "lstm", "dynamic", "accum", "inductor_mlp", "inductor_gpt", "sdpa", "ddp",
                "vit", "diffusion", "gan", "expandable", "decode", "loader", "serve",
@@ -147,6 +159,7 @@ OTHER_CASES = ["cnn", "lstm", "dynamic", "accum", "inductor_mlp", "inductor_gpt"
                "meanflow", "docmask", "adahessian", "spline", "hostfunc",
                "groupmm", "pinhost", "ssmscan", "sac", "memhist",
                "sharedpool", "ctc", "ropecplx", "selckpt", "hostreg",
+               "papply", "bgcapture", "extevent", "awdlstm", "glooddp",
                "pipeline2", "ddp2"]
 # Cases that need two GPUs: with one, workloads.py exits 77 for them (check_losses.py
 # reports them skipped and goes on).
@@ -188,6 +201,8 @@ CASES = ISSUE_CASES + OTHER_CASES
 # argument and support validation raises on NaN). So does ctc (on its device-array steps
 # PyTorch reads the label and input lengths back to check them for cuDNN; a garbage length
 # sends the loss to PyTorch's own CTC, whose backward the deterministic setting refuses).
+# So does awdlstm (NT-ASGD's switch from SGD to ASGD, which launches other kernels, is decided
+# by an evaluation loss read back).
 # Not bgeval: its evaluator thread reads a loss and a count back, but they set only a
 # learning rate (a kernel argument) and the line, never what is launched (a non-finite count
 # is written as -1); nor cpuadam, whose host reads feed a CPU optimizer and a checksum; nor
@@ -195,11 +210,12 @@ CASES = ISSUE_CASES + OTHER_CASES
 # learning rate, never what is launched (a non-finite loss leaves the scale at 1); nor
 # pinhost, whose metrics read from pinned memory set only a learning rate (a non-finite loss
 # leaves it as it was); nor hostreg, whose host reads of the loss set only a learning rate (a
-# non-finite loss leaves it as it was).
+# non-finite loss leaves it as it was); nor bgcapture and extevent, whose host reads of an
+# evaluation or of the loss set only a learning rate (a non-finite one leaves it as it was).
 GARBAGE_SENSITIVE_CASES = ("dynamic", "moe", "condstep", "linalg", "lbfgs", "plateau", "swa",
                            "parametrize", "sparse", "gnn", "ppo", "reentrant", "beam", "encpad",
                            "packed", "bncma", "qat", "pcgrad", "latechange", "anomaly", "zerocopy",
-                           "autotune", "sac", "ctc")
+                           "autotune", "sac", "ctc", "awdlstm")
 HANDGRAPH_CASES = ("mlp", "mlp_item", "gpt")
 # What graft must reach on the issue's cases besides equal losses (check_losses.py fails a
 # case below them): the share of ops through graphs, in percent, and graph node updates

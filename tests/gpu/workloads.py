@@ -25,6 +25,7 @@ CASE: mlp mlp_item gpt amp sidestream lastbatch partgraph gemm cnn lstm dynamic 
       meanflow docmask adahessian spline hostfunc
       groupmm pinhost ssmscan sac memhist
       sharedpool ctc ropecplx selckpt hostreg
+      papply bgcapture extevent awdlstm glooddp
       pipeline2 ddp2 (or "list")
 
 --steps N is the total number of training steps; the first W (--warmup) are untimed.
@@ -152,10 +153,21 @@ gradient norm) on its logging steps (every 10th) and " ev=<hex>" (the eval loss)
 it rebuilt its table, and on the first line ctc " c=<h><d>" (which forms of F.ctc_loss its
 probes took, 1 or 0 each), ropecplx " be=<letters>" (the attention backends its probe found),
 selckpt " sac=1|0" (selective checkpointing, or plain checkpoints) and hostreg " reg=1|0"
-(whether the host memory could be registered).
-ppo's loss is the mean of
-its 8 minibatch losses, wgangp's the critic's, sac's the mean critic loss of its updates. decode is inference, not training: its "loss" is the sum of the chosen
-tokens' logits.
+(whether the host memory could be registered); papply " p=d|s n=<hex>" (the heads' threads on
+the default or a side stream, the gradient norm), extevent " g=e|c|r a=<hex> n=<hex>" (eager,
+captured after its warm-up, replayed; the accuracy and the gradient norm the logger and stats
+streams read) and awdlstm " T=<n> o=s|a" (the step's length, SGD or ASGD; " e" added where the
+token stream began again) on every line, bgcapture " ev=<hex> acc=<n>" (the evaluator thread's
+summed loss and correct count for that step's snapshot; " cap=t|r" added where it captured its
+graph, thread_local or relaxed) every 10th and " lr=<float.hex>" (the learning rate after the
+main thread took a reply) where it took one, extevent " h=<hex> lr=<float.hex>" (the loss as
+the host read it early, the learning rate it set) every 10th and " ext=1|0" (external events,
+or every step eager) on the first, awdlstm " ev=<hex>" (the held-out loss; " sw" added where
+the optimizer switched to ASGD) every 20th.
+ppo's loss is the mean of its 8 minibatch losses, wgangp's the critic's, sac's the mean critic
+loss of its updates, glooddp's the sum of its two micro-batches' halves, extevent's the logger
+stream's copy. decode is inference, not training: its "loss" is the sum of the chosen tokens'
+logits.
 No-sync cases keep the losses in a preallocated GPU tensor and read them after the loop.
 expandable runs with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, mallocasync with
 PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync and pinhost with
@@ -954,13 +966,14 @@ def fresh_store_path(prefix):
     return path
 
 
-def init_nccl_group(dist, store_path, rank, world, dev):
-    """The NCCL process group over the file store at store_path, bound to dev."""
-    dist.init_process_group("nccl", init_method="file://" + store_path, rank=rank, world_size=world,
-                            device_id=dev)
+def init_group(dist, store_path, rank, world, dev, backend="nccl"):
+    """The process group of `backend` over the file store at store_path; an NCCL group is
+    bound to dev (gloo takes no device: glooddp's CUDA tensors name theirs)."""
+    bound = {"device_id": dev} if backend == "nccl" else {}
+    dist.init_process_group(backend, init_method="file://" + store_path, rank=rank, world_size=world, **bound)
 
 
-def end_nccl_group(dist, store_path, join_peers=None):
+def end_group(dist, store_path, join_peers=None):
     """Destroys the process group, waits for peer processes (join_peers), then removes the
     file store if store_path is given (the rank that made it)."""
     dist.destroy_process_group()
@@ -977,6 +990,8 @@ class DDPWorkload(ClassifierWorkload):
     events, and NCCL's watchdog thread queries those events from another thread."""
 
     world = 1
+    backend = "nccl"                     # the process group's (glooddp: "gloo")
+    ddp_options = {"bucket_cap_mb": 1}   # DistributedDataParallel's keyword arguments
 
     def rendezvous(self):
         """The file store's path (a fresh one; ddp2's rank 0 also starts rank 1 here)."""
@@ -986,15 +1001,15 @@ class DDPWorkload(ClassifierWorkload):
         import torch.distributed as dist
         self.dist = dist
         self.store_path = self.rendezvous()
-        init_nccl_group(dist, self.store_path, self.args.ddp_rank, self.world, self.dev)
+        init_group(dist, self.store_path, self.args.ddp_rank, self.world, self.dev, self.backend)
         model = MLP(self.din, self.hidden, self.nout, layers=8, dropout=0.1).to(self.dev)
         self.model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[self.dev.index],
-                                                               bucket_cap_mb=1)
+                                                               **self.ddp_options)
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
         self.fwd = self.model
 
     def finish(self):
-        end_nccl_group(self.dist, self.store_path if self.args.ddp_rank == 0 else None, self.join_peers)
+        end_group(self.dist, self.store_path if self.args.ddp_rank == 0 else None, self.join_peers)
 
     def join_peers(self):
         """Waits for the other ranks' processes this one started (none here)."""
@@ -5455,7 +5470,7 @@ class FSDPWorkload(TaskWorkload):
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
         self.dist = dist
         self.store_path = fresh_store_path("graft_fsdp_store.")
-        init_nccl_group(dist, self.store_path, 0, 1, self.dev)
+        init_group(dist, self.store_path, 0, 1, self.dev)
         h, blocks = self.width, self.blocks
 
         class Net(nn.Module):
@@ -5495,7 +5510,7 @@ class FSDPWorkload(TaskWorkload):
         return total
 
     def finish(self):
-        end_nccl_group(self.dist, self.store_path)
+        end_group(self.dist, self.store_path)
 
 
 class OptZooWorkload(TaskWorkload):
@@ -10362,6 +10377,662 @@ class HostRegWorkload(TaskWorkload):
             self.set_registered(False)
 
 
+# --------------------------------------------------------------------------- sixteenth red-team round
+# Patterns the rounds before leave out, each chosen for what a tool that holds launches back,
+# matches them against recorded sequences and replays graphs with patched arguments could get
+# wrong: a model's heads run by torch.nn.parallel.parallel_apply, four fresh Python threads a
+# step launching at once onto one stream (the legacy default stream, or a side stream the caller
+# made current), each with a cuBLAS handle and a CUDA generator of its own, blocks one thread
+# freed taken by another in stream order alone; the program's own CUDA graph captured in a
+# background thread (capture_error_mode "thread_local" or "relaxed", torch.cuda.graph's own
+# synchronize and empty_cache from that thread) and replayed there while the main thread trains
+# eagerly on the default stream; a whole-step graph of the program's own with external event
+# nodes (torch.cuda.Event(external=True)): it waits on a loader stream's eager record at its
+# start, and eager streams wait on the records it makes after the forward and after clipping,
+# reading the loss and the gradients while the graph still runs the optimizer, the host reading
+# the loss early; AWD-LSTM (weight-dropped cuDNN LSTMs whose weights are packed anew every call,
+# truncated backpropagation through a length drawn every step with the state carried across
+# steps, NT-ASGD switching from SGD to ASGD on an evaluation read back, the averaged weights
+# swapped in by p.data for every evaluation); and DistributedDataParallel over gloo with CUDA
+# gradients, whose buckets go through pinned host memory on gloo's streams and worker threads,
+# one of which makes the default stream wait for its copies.
+
+class PApplyWorkload(TaskWorkload):
+    """A shared trunk and four heads run by torch.nn.parallel.parallel_apply on one GPU, as
+    DataParallel's replicas and multi-head models built on it do: every step the main thread
+    runs the trunk (Linear 256 to 512, GELU) on a batch of 4 x 64 rows, cuts its output into
+    four chunks (views) and parallel_apply starts four new Python threads, one per head (3-layer
+    MLPs of widths 256, 384, 512 and 640, so each launches its own kernels), each under the
+    stream the caller had current: on about half the steps (a seeded host random.Random) the
+    legacy default stream the main thread uses, on the others a side stream the caller made
+    current after side.wait_stream(main) (the trunk's output recorded on it with record_stream,
+    since the heads' backward reads it there), joined back by main.wait_stream(side). The
+    threads launch at once, in an order the GIL and the scheduler pick anew in every run, each
+    with a cuBLAS handle of its own from PyTorch's pool and dropout drawn from a CUDA generator
+    of its own (the default generator would hand out Philox offsets in thread order), and exit
+    with their work queued; the caching allocator hands a block one thread freed to another
+    thread's next allocation on the same stream, ordered by nothing but that stream. The heads'
+    outputs are joined by torch.cat on the main thread, the cross-entropy's backward runs on the
+    autograd thread through an autograd graph recorded by five threads, then
+    clip_grad_norm_ and AdamW (foreach). A tool that issues one thread's held launches after
+    another thread's later ones on the same stream (a block rewritten before the kernel that
+    read it ran), or joins a side stream at the wrong point, gives other values. The stream the
+    heads ran on and the gradient norm end every line (" p=d|s n=<hex>"). No sync in the loop."""
+
+    heads, rows, trunk, p = 4, 64, 512, 0.1
+    widths = (256, 384, 512, 640)
+
+    def setup(self, mode="eager"):
+        import random
+        from torch.nn.parallel import parallel_apply
+        self.parallel_apply = parallel_apply
+        T, nout, p = self.trunk, self.nout, self.p
+
+        class Head(nn.Module):
+            """A 3-layer MLP head whose dropout masks come from its own CUDA generator."""
+
+            def __init__(self, width, seed, dev):
+                super().__init__()
+                self.fc1 = nn.Linear(T, width)
+                self.fc2 = nn.Linear(width, width)
+                self.fc3 = nn.Linear(width, nout)
+                self.gen = torch.Generator(device=dev)
+                self.gen.manual_seed(seed)
+
+            def drop(self, h):
+                keep = torch.rand(h.shape, device=h.device, generator=self.gen) >= p
+                return h * keep / (1.0 - p)
+
+            def forward(self, h):
+                h = self.drop(F.gelu(self.fc1(h)))
+                h = self.drop(F.gelu(self.fc2(h)))
+                return self.fc3(h)
+
+        self.stem = nn.Sequential(nn.Linear(self.din, T), nn.GELU()).to(self.dev)
+        self.branches = nn.ModuleList([Head(w, 4040 + k, self.dev) for k, w in enumerate(self.widths)]).to(self.dev)
+        self.params = list(self.stem.parameters()) + list(self.branches.parameters())
+        self.opt = torch.optim.AdamW(self.params, lr=1e-3, weight_decay=0.01, foreach=True)
+        self.label_setup()
+        self.side = torch.cuda.Stream(device=self.dev)
+        self.norm_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.rng = random.Random(4041)
+        self.notes = {}
+
+    def step(self, i):
+        on_side = self.rng.random() < 0.5
+        K, main = self.heads, torch.cuda.current_stream(self.dev)
+        x = torch.randn(K * self.rows, self.din, device=self.dev, generator=self.gen)
+        y = (x @ self.label_proj).argmax(dim=-1)
+        self.opt.zero_grad(set_to_none=True)
+        h = self.stem(x)
+        chunks = h.chunk(K)
+        devices = [self.dev] * K
+        if on_side:
+            self.side.wait_stream(main)
+            h.record_stream(self.side)                    # the heads read it there, in backward too
+            with torch.cuda.stream(self.side):
+                outs = self.parallel_apply(list(self.branches), chunks, devices=devices)
+            main.wait_stream(self.side)
+        else:
+            outs = self.parallel_apply(list(self.branches), chunks, devices=devices)
+        loss = F.cross_entropy(torch.cat(outs), y)
+        loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(self.params, 1.0, foreach=True)
+        self.opt.step()
+        self.norm_buf[i].copy_(norm)
+        self.notes[i] = "s" if on_side else "d"
+        return loss
+
+    def loss_lines(self):
+        n = tensor_hexes(self.norm_buf)
+        for i, where in self.notes.items():
+            self.extra[i] = "p=%s n=%s" % (where, n[i])
+        return super().loss_lines()
+
+
+class BgCaptureWorkload(TaskWorkload):
+    """An evaluator thread that captures and replays a CUDA graph of its own while the main
+    thread trains eagerly, as serving stacks that graph an eval or decode path next to a live
+    training loop do: every 10th step the main thread copies the parameters into one of two
+    snapshot buffers (_foreach_copy_ on the default stream), records an event and hands (round,
+    event) to a Python thread through a queue.Queue. That thread (grad mode off, its own
+    non-blocking stream) waits for the event, copies the snapshot into an eval copy of the model
+    and replays its eval graph (the summed cross-entropy and the correct count of a held-out
+    batch copied into the graph's static input) and reads the result back through pinned memory
+    after an event's synchronize. It captures that graph itself, by torch.cuda.graph on its
+    stream, at rounds 0, 10 and 20 (steps 9, 109 and 209) for batches of 256, 512 and 384 rows,
+    in capture_error_mode "thread_local", "relaxed" and "thread_local" (two eager warm-up passes
+    first, the previous graph dropped), while the main thread keeps launching: torch.cuda.graph
+    synchronizes the device and empties the caching allocator's cache (cudaFree) from that
+    thread, then the capture runs beside the main thread's eager kernels, allocations and frees.
+    At round r the main thread takes the reply of round r - 2 (a host wait, rarely a long one)
+    and makes the default stream wait for its event before it rewrites that round's snapshot
+    buffer, and cuts its learning rate (a kernel argument) by 0.8 when that evaluation did not
+    improve on the best. The main thread trains the MLP (6 layers) with AdamW (foreach); its
+    input dropout comes from the batch generator, not from the default CUDA generator, which a
+    capture in any thread puts in capture mode. A tool that answers the evaluator's synchronize
+    or cudaFree before the main thread's held work ran, mixes the main thread's launches into
+    the capture, or lets a replay read a snapshot before its copy ran, gives other values. The
+    round's eval loss and correct count end every 10th line (" ev=<hex> acc=<n>", and " cap=t|r"
+    where the round captured its graph), the learning rate the lines where a reply was taken
+    (" lr=<float.hex>"). No sync in the main thread; the host waits on the reply queue."""
+
+    hidden, every, lag, p = 512, 10, 2, 0.1
+    sizes = (256, 512, 384)                       # eval rows, one graph each
+    modes = ("thread_local", "relaxed", "thread_local")
+    recapture_every, pool_batches = 10, 16        # rounds per graph; held-out batches
+
+    def setup(self, mode="eager"):
+        import copy
+        import queue
+        import threading
+        self.model = MLP(self.din, self.hidden, self.nout, layers=6).to(self.dev)
+        self.params = list(self.model.parameters())
+        self.lr = 1e-3
+        self.opt = torch.optim.AdamW(self.params, lr=self.lr, weight_decay=0.01, foreach=True)
+        self.label_setup()
+        self.emodel = copy.deepcopy(self.model).eval()
+        self.emodel.requires_grad_(False)
+        self.eparams = list(self.emodel.parameters())
+        self.snaps = [[torch.empty_like(q) for q in self.params] for _ in range(self.lag)]
+        self.pool_x = torch.randn(self.pool_batches, max(self.sizes), self.din, device=self.dev, generator=self.gen)
+        self.pool_y = (self.pool_x @ self.label_proj).argmax(dim=-1)
+        self.bg = torch.cuda.Stream(device=self.dev)
+        self.bg.wait_stream(torch.cuda.current_stream(self.dev))   # its first copies read what setup made
+        self.host_out = torch.zeros(2, dtype=torch.float32).pin_memory()
+        self.graph, self.graph_k = None, -1
+        self.results, self.captured, self.lrs = {}, {}, {}
+        self.best, self.sent, self.taken = None, 0, 0
+        self.failure = None
+        self.jobs, self.replies = queue.Queue(), queue.Queue()
+        self.thread = threading.Thread(target=self.evaluator, name="workloads-bgcapture", daemon=True)
+        self.thread.start()
+
+    # --- the evaluator thread
+    def evaluator(self):
+        try:
+            with torch.cuda.device(self.dev), torch.no_grad(), torch.cuda.stream(self.bg):
+                while True:
+                    job = self.jobs.get()
+                    if job is None:
+                        return
+                    self.evaluate(*job)
+        except BaseException as e:  # noqa: BLE001 (handed to the main thread)
+            self.failure = e
+            self.replies.put(None)
+
+    def eval_body(self):
+        logits = self.emodel(self.sx)
+        return torch.stack([F.cross_entropy(logits, self.sy, reduction="sum"),
+                            (logits.argmax(dim=-1) == self.sy).sum().float()])
+
+    def capture(self, r, k):
+        """The eval graph for sizes[k], captured on this thread's stream."""
+        n = self.sizes[k]
+        self.graph = self.out = None                               # the old graph and its pool go
+        self.sx = self.pool_x[0, :n].clone()
+        self.sy = self.pool_y[0, :n].clone()
+        for _ in range(2):                                         # warm-up, on the capture's stream
+            self.eval_body()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=self.bg, capture_error_mode=self.modes[k]):
+            self.out = self.eval_body()
+        self.graph, self.graph_k = g, k
+        self.captured[r] = self.modes[k][0]
+
+    def evaluate(self, r, ready):
+        self.bg.wait_event(ready)                                  # the snapshot was copied
+        torch._foreach_copy_(self.eparams, self.snaps[r % self.lag])
+        k = min(r // self.recapture_every, len(self.sizes) - 1)
+        if k != self.graph_k:
+            self.capture(r, k)
+        n, b = self.sizes[k], r % self.pool_batches
+        self.sx.copy_(self.pool_x[b, :n])
+        self.sy.copy_(self.pool_y[b, :n])
+        self.graph.replay()
+        self.host_out.copy_(self.out, non_blocking=True)
+        done = torch.cuda.Event()
+        done.record(self.bg)
+        done.synchronize()
+        loss, hits = self.host_out.tolist()
+        self.results[r] = (loss, int(hits) if math.isfinite(hits) else -1)
+        self.replies.put((r, done))
+
+    # --- the main thread
+    def take(self, i):
+        """The oldest reply: the default stream waits for its event, the learning rate follows it."""
+        item = self.replies.get(timeout=120)
+        if item is None:
+            raise RuntimeError("bgcapture: the evaluator thread failed: %r" % (self.failure,))
+        r, done = item
+        self.taken += 1
+        torch.cuda.current_stream(self.dev).wait_event(done)      # its reads of the snapshot are done
+        loss = self.results[r][0]
+        if math.isfinite(loss):
+            if self.best is None or loss < self.best:
+                self.best = loss
+            else:
+                self.lr *= 0.8
+                self.opt.param_groups[0]["lr"] = self.lr
+        self.lrs[i] = self.lr
+
+    def step(self, i):
+        x, y = self.batch_for(i)
+        keep = torch.rand(x.shape, device=self.dev, generator=self.gen) >= self.p
+        x = x * keep / (1.0 - self.p)
+        self.opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(self.model(x), y)
+        loss.backward()
+        self.opt.step()
+        if i % self.every == self.every - 1:
+            r = i // self.every
+            if r >= self.lag:
+                self.take(i)                                       # round r - lag: its buffer is free
+            torch._foreach_copy_(self.snaps[r % self.lag], [q.detach() for q in self.params])
+            ready = torch.cuda.Event()
+            ready.record(torch.cuda.current_stream(self.dev))
+            self.jobs.put((r, ready))
+            self.sent += 1
+        return loss
+
+    def loss_lines(self):
+        while self.taken < self.sent:
+            self.take(self.steps - 1)
+        for r, (ev, acc) in self.results.items():
+            i = r * self.every + self.every - 1
+            self.extra[i] = "ev=%s acc=%d" % (f32_hex(ev), acc)
+            if r in self.captured:
+                self.extra[i] += " cap=" + self.captured[r]
+        for i, lr in self.lrs.items():
+            self.extra[i] = (self.extra[i] + " " if i in self.extra else "") + "lr=" + float.hex(lr)
+        return super().loss_lines()
+
+    def finish(self):
+        self.jobs.put(None)
+        self.thread.join(timeout=60)
+
+
+class ExtEventWorkload(TaskWorkload):
+    """A whole training step graphed by the program with external event nodes
+    (torch.cuda.Event(external=True), cudaEventRecordExternal and cudaEventWaitExternal), as
+    pipelines that overlap logging and data loading with a graphed step do: a loader stream
+    writes every step's batch into the static input (normal_ from the batch generator, labels
+    by a matmul) after waiting for the event the step before recorded once its backward was done,
+    and records ev_data; the step waits for ev_data, runs forward (MLP, 6 layers, dropout 0.1),
+    the cross-entropy and the accuracy, records ev_fwd, runs backward and clip_grad_norm_,
+    records ev_clip, and steps a capturable AdamW whose learning rate is a CUDA tensor. A logger
+    stream waits for ev_fwd and copies the loss and accuracy into a ring, a stats stream waits
+    for ev_clip and computes the gradient norm (_foreach_norm) while the optimizer still runs,
+    and the default stream waits for both before the next step; every 10th step the logger
+    also copies the loss into pinned memory and records an event the host synchronizes at
+    once, so the host reads the loss while the step's backward may still run, and sets the
+    next learning rate from it (fill_ of the tensor, down by 0.95 above its running average,
+    else up by 1.01, clamped). Steps 0-39 run eagerly, with the same events recorded eagerly;
+    step 40 trains on a side stream as the warm-up and then the program captures the step by
+    torch.cuda.graph on that stream, so ev_data's wait and the two records become event nodes
+    of its graph; from then on the default stream replays the graph, but every 25th step runs
+    eagerly again (gradients zeroed in place in the graph's own gradient tensors). So the same
+    event handles are recorded by eager calls on some steps and by nodes inside the program's
+    graph on others, and eager work waits on records inside a graph still running. A tool that
+    binds the graph's wait to an earlier record (issuing the loader's work after the graph), or
+    an eager wait to a record other than the graph's (reading a loss or gradients of another
+    step), gives other values. Where torch.cuda.Event has no external flag every step runs
+    eagerly and the first line says " ext=0". The step's kind, accuracy and gradient norm end
+    every line (" g=e|c|r a=<hex> n=<hex>": eager, captured after the warm-up, replayed), the
+    loss as the host read it and the learning rate it set every 10th (" h=<hex>
+    lr=<float.hex>"); the loss is the logger's copy. No sync in the loop but the host's early
+    reads."""
+
+    capture_at, eager_every, host_every = 40, 25, 10
+    lr0, lr_min, lr_max = 1e-3, 1e-4, 3e-3
+
+    def setup(self, mode="eager"):
+        self.model = MLP(self.din, self.hidden, self.nout, layers=6, dropout=0.1).to(self.dev)
+        self.params = list(self.model.parameters())
+        self.lr = self.lr0
+        self.opt = torch.optim.AdamW(self.params, lr=torch.tensor(self.lr0, device=self.dev), weight_decay=0.01,
+                                     foreach=True, capturable=True)
+        self.label_setup()
+        self.sx = torch.zeros(self.batch, self.din, device=self.dev)
+        self.sy = torch.zeros(self.batch, dtype=torch.long, device=self.dev)
+        self.loader, self.logger, self.stats, self.side = (torch.cuda.Stream(device=self.dev) for _ in range(4))
+        self.loader.wait_stream(torch.cuda.current_stream(self.dev))    # label_proj, sx, sy
+        try:
+            self.ev_data, self.ev_fwd, self.ev_clip = (torch.cuda.Event(external=True) for _ in range(3))
+            self.external = True
+        except TypeError:                                                # a torch without external events
+            print("workloads: extevent: torch.cuda.Event has no external flag: every step eager")
+            self.ev_data, self.ev_fwd, self.ev_clip = (torch.cuda.Event() for _ in range(3))
+            self.external = False
+        self.ev_host = torch.cuda.Event()
+        self.host = torch.zeros(2, dtype=torch.float32).pin_memory()
+        self.log_buf = torch.zeros(self.steps, 2, dtype=torch.float32, device=self.dev)   # loss, accuracy
+        self.norm_buf = torch.zeros(self.steps, dtype=torch.float32, device=self.dev)
+        self.graph = None
+        self.avg = None
+        self.notes, self.read = {}, {}
+
+    def load(self):
+        """This step's batch into the static input, on the loader stream, then ev_data."""
+        with torch.cuda.stream(self.loader):
+            self.loader.wait_event(self.ev_clip)         # the step before has read sx and sy
+            self.sx.normal_(generator=self.gen)
+            self.sy.copy_((self.sx @ self.label_proj).argmax(dim=-1))
+            self.ev_data.record(self.loader)
+
+    def body(self):
+        """One training step on the current stream: eagerly, or into the capture."""
+        cur = torch.cuda.current_stream(self.dev)
+        cur.wait_event(self.ev_data)                     # in the graph: an event wait node
+        logits = self.model(self.sx)
+        loss = F.cross_entropy(logits, self.sy)
+        acc = (logits.argmax(dim=-1) == self.sy).float().mean()
+        self.ev_fwd.record(cur)                          # in the graph: an event record node
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.params, 1.0, foreach=True)
+        self.ev_clip.record(cur)
+        self.opt.step()
+        return loss.detach(), acc
+
+    def log(self, i, loss, acc, host):
+        """The logger and stats streams read this step's outputs once its events say so."""
+        main = torch.cuda.current_stream(self.dev)
+        with torch.cuda.stream(self.logger):
+            self.logger.wait_event(self.ev_fwd)
+            self.log_buf[i, 0].copy_(loss)
+            self.log_buf[i, 1].copy_(acc)
+            if host:
+                self.host.copy_(self.log_buf[i], non_blocking=True)
+                self.ev_host.record(self.logger)
+        with torch.cuda.stream(self.stats):
+            self.stats.wait_event(self.ev_clip)
+            norms = torch._foreach_norm([q.grad for q in self.params])
+            self.norm_buf[i].copy_(torch.linalg.vector_norm(torch.stack(norms)))
+        main.wait_stream(self.logger)
+        main.wait_stream(self.stats)
+
+    def steer(self, i):
+        """The host reads the loss early (the step may still run) and sets the next learning rate."""
+        self.ev_host.synchronize()
+        loss = float(self.host[0])
+        if math.isfinite(loss):
+            if self.avg is not None:
+                self.lr = min(self.lr_max, max(self.lr_min, self.lr * (0.95 if loss > self.avg else 1.01)))
+            self.avg = loss if self.avg is None else 0.9 * self.avg + 0.1 * loss
+        self.opt.param_groups[0]["lr"].fill_(self.lr)           # the tensor the graph reads
+        self.read[i] = (loss, self.lr)
+
+    def capture(self, i, host):
+        """Step i trains on the side stream (the warm-up), then the program captures the step."""
+        main = torch.cuda.current_stream(self.dev)
+        self.side.wait_stream(main)
+        with torch.cuda.stream(self.side):
+            self.opt.zero_grad(set_to_none=False)
+            loss, acc = self.body()
+            self.log(i, loss, acc, host)
+        main.wait_stream(self.side)
+        self.opt.zero_grad(set_to_none=True)             # the capture's backward makes them, in its pool
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=self.side):
+            self.static_loss, self.static_acc = self.body()
+        self.graph = g
+
+    def step(self, i):
+        host = i % self.host_every == self.host_every - 1
+        self.load()
+        if i == self.capture_at and self.external:
+            self.capture(i, host)
+            kind = "c"
+        else:
+            if self.graph is not None and i % self.eager_every != self.eager_every - 1:
+                self.graph.replay()
+                loss, acc, kind = self.static_loss, self.static_acc, "r"
+            else:
+                self.opt.zero_grad(set_to_none=False)
+                loss, acc = self.body()
+                kind = "e"
+            self.log(i, loss, acc, host)
+        if host:
+            self.steer(i)
+        self.notes[i] = kind
+        return self.log_buf[i, 0]
+
+    def loss_lines(self):
+        logged, n = tensor_hexes(self.log_buf[:, 1]), tensor_hexes(self.norm_buf)
+        for i, kind in self.notes.items():
+            self.extra[i] = "g=%s a=%s n=%s" % (kind, logged[i], n[i])
+            if i in self.read:
+                loss, lr = self.read[i]
+                self.extra[i] += " h=%s lr=%s" % (f32_hex(loss), float.hex(lr))
+        if self.steps:
+            self.extra[0] = self.extra.get(0, "") + " ext=%d" % int(self.external)
+        return super().loss_lines()
+
+
+class AWDLSTMWorkload(Workload):
+    """AWD-LSTM word-level language modelling as Merity et al.'s recipe trains it: three
+    single-layer cuDNN LSTMs (256 to 512 to 512 to 256 units, the embedding tied to the
+    decoder) whose hidden-to-hidden weights are dropped out anew every step (DropConnect
+    through a WeightDrop wrapper as fastai's WeightDropout writes it: the parameter replaced by
+    a dropped copy set on the LSTM before each call, flatten_parameters disabled, so cuDNN packs
+    the weights into a fresh buffer at every call and backward unpacks their gradients),
+    embedding dropout of whole rows, locked (variational) dropout between layers, activation
+    and temporal activation regularization. Truncated backpropagation through time over a
+    token stream (32 columns of phrases of 8 tokens with 5 % noise, on the GPU): every step's
+    length is drawn by a seeded host random.Random (about N(48, 5), half as long on 5 % of
+    steps), the batch is a view into the stream at a moving offset, the LSTMs' state is carried
+    from step to step (detached), reset where the stream ends, and the learning rate is scaled
+    by the length for the step. SGD (foreach, lr 5, clip 0.25) until NT-ASGD's trigger: every
+    20th step the model is evaluated on a held-out stream in two chunks (state carried, .item()
+    read back) and, once that loss is worse than the best before the last two evaluations (or
+    from step 159 on), the optimizer becomes torch.optim.ASGD (t0=0, lambd=0, foreach), which
+    reads its step count back and uploads two scalars per parameter from the host every step;
+    from then on every evaluation swaps ASGD's averaged weights in by p.data = ax.clone() and the
+    trained ones back after. A tool that replays a step's cuDNN kernels with another length's
+    workspace, or the carried state of another step, or misses a weight packing, trains on
+    other values. The step's length and optimizer end every line (" T=<n> o=s|a", " e" where the
+    stream began again), the evaluation loss every 20th (" ev=<hex>", " sw" where the optimizer
+    switched). A sync every ASGD step and every evaluation."""
+
+    syncs = True
+    vocab, emb, hid, batch, bptt = 1024, 256, 512, 32, 48
+    dropout, dropouth, dropouti, dropoute, wdrop = 0.4, 0.25, 0.4, 0.1, 0.5
+    alpha, beta, lr, clip, wdecay = 2.0, 1.0, 5.0, 0.25, 1.2e-6
+    corpus, eval_len, eval_batch, eval_chunk, phrase, phrases, noise = 4096, 129, 16, 64, 8, 64, 0.05
+    eval_every, nonmono, force_switch = 20, 2, 150
+
+    def setup(self, mode="eager"):
+        import random
+        import warnings
+        # cuDNN warns once that the weights are not one contiguous chunk: that is the point here.
+        warnings.filterwarnings("ignore", message="RNN module weights are not part of single contiguous")
+        V, E, H, dev, wdrop = self.vocab, self.emb, self.hid, self.dev, self.wdrop
+
+        class WeightDrop(nn.Module):
+            """DropConnect on an LSTM's hidden-to-hidden weight: the LSTM's parameter removed, a
+            raw one kept here, a dropped copy set on the LSTM before every call."""
+
+            def __init__(self, rnn, p):
+                super().__init__()
+                self.rnn, self.p = rnn, p
+                raw = rnn.weight_hh_l0.detach().clone()
+                delattr(rnn, "weight_hh_l0")
+                self.weight_hh_raw = nn.Parameter(raw)
+                rnn.flatten_parameters = lambda: None      # the weights stay apart: packed at every call
+
+            def forward(self, x, h):
+                raw = self.weight_hh_raw
+                setattr(self.rnn, "weight_hh_l0", F.dropout(raw, self.p, training=True) if self.training
+                        else raw.clone())                  # never the Parameter itself (it would register)
+                return self.rnn(x, h)
+
+        class AWD(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.encoder = nn.Embedding(V, E, device=dev)
+                sizes = (E, H, H, E)
+                self.rnns = nn.ModuleList([WeightDrop(nn.LSTM(sizes[k], sizes[k + 1], device=dev), wdrop)
+                                           for k in range(3)])
+                self.decoder = nn.Linear(E, V, device=dev)
+                self.decoder.weight = self.encoder.weight  # tied
+                with torch.no_grad():
+                    self.encoder.weight.uniform_(-0.1, 0.1)
+                    self.decoder.bias.zero_()
+
+        self.model = AWD()
+        self.params = list(self.model.parameters())
+        self.opt = torch.optim.SGD(self.params, lr=self.lr, weight_decay=self.wdecay, foreach=True)
+        self.kind = "s"
+        self.bank = torch.randint(0, V, (self.phrases, self.phrase), device=dev, generator=self.gen)
+        self.data = self.token_stream(self.corpus, self.batch)           # T, B
+        self.edata = self.token_stream(self.eval_len, self.eval_batch)
+        self.pos, self.hidden = 0, self.init_hidden(self.batch)
+        self.evals = []
+        self.rng = random.Random(1150)
+        self.notes = {}
+
+    def token_stream(self, T, B):
+        """B columns of T tokens: phrases drawn from a fixed bank, 5 % of tokens replaced."""
+        g, V, P = self.gen, self.vocab, self.phrase
+        ids = torch.randint(0, self.phrases, (B, (T + P - 1) // P), device=self.dev, generator=g)
+        tok = self.bank[ids].reshape(B, -1)[:, :T]
+        flip = torch.rand(B, T, device=self.dev, generator=g) < self.noise
+        tok = torch.where(flip, torch.randint(0, V, (B, T), device=self.dev, generator=g), tok)
+        return tok.t().contiguous()
+
+    def init_hidden(self, B):
+        return [(torch.zeros(1, B, n, device=self.dev), torch.zeros(1, B, n, device=self.dev))
+                for n in (self.hid, self.hid, self.emb)]
+
+    @staticmethod
+    def lockdrop(x, p, train):
+        """Variational dropout: one mask per sequence, the same at every time step."""
+        if not train or p == 0:
+            return x
+        return x * (x.new_empty(1, x.shape[1], x.shape[2]).bernoulli_(1 - p) / (1 - p))
+
+    def run(self, tok, hidden, train):
+        """Logits, the last LSTM's raw and dropped outputs, the new state."""
+        m = self.model
+        m.train(train)
+        w = m.encoder.weight
+        if train:                                                          # embedding dropout: whole rows
+            w = w * (w.new_empty(w.shape[0], 1).bernoulli_(1 - self.dropoute) / (1 - self.dropoute))
+        x = self.lockdrop(F.embedding(tok, w), self.dropouti, train)
+        state = []
+        for k, rnn in enumerate(m.rnns):
+            raw, h = rnn(x, hidden[k])
+            state.append(h)
+            x = self.lockdrop(raw, self.dropouth if k < len(m.rnns) - 1 else self.dropout, train)
+        return m.decoder(x), raw, x, state
+
+    def evaluate(self):
+        """The held-out loss, with ASGD's averaged weights swapped in once it runs."""
+        kept = []
+        if self.kind == "a":
+            for q in self.params:
+                state = self.opt.state.get(q, {})
+                if "ax" in state:
+                    kept.append((q, q.data))
+                    q.data = state["ax"].clone()
+        with torch.no_grad():
+            hidden = self.init_hidden(self.eval_batch)
+            total, n_all = torch.zeros((), device=self.dev), self.eval_len - 1
+            for s in range(0, n_all, self.eval_chunk):
+                n = min(self.eval_chunk, n_all - s)
+                logits, _, _, hidden = self.run(self.edata[s:s + n], hidden, False)
+                total = total + n * F.cross_entropy(logits.reshape(-1, self.vocab),
+                                                    self.edata[s + 1:s + 1 + n].reshape(-1))
+            ev = (total / n_all).item()
+        for q, data in kept:
+            q.data = data
+        return ev
+
+    def step(self, i):
+        note = ""
+        bptt = self.bptt if self.rng.random() < 0.95 else self.bptt / 2
+        seq = max(8, int(self.rng.gauss(bptt, 5)))
+        if self.pos + seq + 1 > self.corpus:                               # the stream ends: begin again
+            self.pos, self.hidden, note = 0, self.init_hidden(self.batch), " e"
+        src = self.data[self.pos:self.pos + seq]
+        tgt = self.data[self.pos + 1:self.pos + 1 + seq]
+        hidden = [tuple(t.detach() for t in h) for h in self.hidden]
+        group = self.opt.param_groups[0]
+        lr = group["lr"]
+        group["lr"] = lr * seq / self.bptt
+        self.opt.zero_grad(set_to_none=True)
+        logits, raw, dropped, self.hidden = self.run(src, hidden, True)
+        loss = F.cross_entropy(logits.reshape(-1, self.vocab), tgt.reshape(-1))
+        reg = self.alpha * dropped.pow(2).mean() + self.beta * (raw[1:] - raw[:-1]).pow(2).mean()
+        (loss + reg).backward()
+        torch.nn.utils.clip_grad_norm_(self.params, self.clip, foreach=True)
+        self.opt.step()
+        group["lr"] = lr
+        self.pos += seq
+        note = "T=%d o=%s%s" % (seq, self.kind, note)
+        if i % self.eval_every == self.eval_every - 1:
+            ev = self.evaluate()
+            note += " ev=" + f32_hex(ev)
+            worse = len(self.evals) > self.nonmono and ev > min(self.evals[:-self.nonmono])
+            if self.kind == "s" and (worse or i + 1 >= self.force_switch):
+                self.opt = torch.optim.ASGD(self.params, lr=self.lr, t0=0, lambd=0.0, weight_decay=self.wdecay,
+                                            foreach=True)
+                self.kind = "a"
+                note += " sw"
+            self.evals.append(ev)
+        self.notes[i] = note
+        return loss.detach()
+
+    def loss_lines(self):
+        for i, note in self.notes.items():
+            self.extra[i] = note
+        return super().loss_lines()
+
+
+class GlooDDPWorkload(DDPWorkload):
+    """ddp's MLP (8 layers, dropout 0.1) in DistributedDataParallel over gloo instead of NCCL,
+    world size 1, as scripts that fall back to gloo (no NCCL, a CPU-first launcher) run on a
+    GPU: gloo all-reduces CUDA tensors through host memory. Every gradient bucket (1 MB,
+    gradient_as_bucket_view=True: the gradients are views of the buckets) is all-reduced from the
+    autograd thread, mid-backward: gloo takes a stream from PyTorch's pool, makes it wait for
+    an event on the autograd thread's stream and copies the bucket into fresh pinned memory
+    there; one of gloo's two worker threads synchronizes that stream, reduces on the host,
+    copies the result back on the same stream, records an event and makes the default stream
+    (its current stream: the one training runs on) wait for it, then completes the bucket's
+    future by recording events there; the autograd thread's end-of-backward callback waits on
+    the futures (a host wait) and makes its stream wait for them. Two micro-batches a step, the
+    first under no_sync() (gradients accumulated in the buckets, no all-reduce); AdamW
+    (foreach). So a library's worker thread inserts waits and records into the stream the
+    program's own threads are launching on, at host moments no one fixes, and copies from and
+    to pinned memory on streams whose earlier work other threads issued. A tool that lets a
+    bucket's copy out read it before backward wrote it, or the optimizer read a bucket before
+    the copy back, gives other values. The loss is the sum of the two micro-batches' halves.
+    GLOO_SOCKET_IFNAME defaults to lo (one rank opens no connection)."""
+
+    syncs = True
+    backend = "gloo"
+    ddp_options = {"bucket_cap_mb": 1, "gradient_as_bucket_view": True}
+    micro = 2
+
+    def setup(self, mode="eager"):
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+        super().setup(mode)
+
+    def step(self, i):
+        import contextlib
+        self.opt.zero_grad(set_to_none=False)                   # the gradients stay bucket views
+        total = torch.zeros((), device=self.dev)
+        for k in range(self.micro):
+            x, y = self.batch_for(i)
+            last = k == self.micro - 1
+            with (contextlib.nullcontext() if last else self.model.no_sync()):
+                loss = self.loss_of(x, y) / self.micro
+                loss.backward()
+            total = total + loss.detach()
+        self.opt.step()
+        return total
+
+
 WORKLOADS = {
     "mlp": ClassifierWorkload,
     "mlp_item": MLPItem,
@@ -10486,6 +11157,11 @@ WORKLOADS = {
     "ropecplx": RoPECplxWorkload,
     "selckpt": SelCkptWorkload,
     "hostreg": HostRegWorkload,
+    "papply": PApplyWorkload,
+    "bgcapture": BgCaptureWorkload,
+    "extevent": ExtEventWorkload,
+    "awdlstm": AWDLSTMWorkload,
+    "glooddp": GlooDDPWorkload,
     "pipeline2": Pipeline2Workload,
     "ddp2": DDP2Workload,
 }
