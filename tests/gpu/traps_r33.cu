@@ -188,45 +188,13 @@
 #include <thread>
 #include <vector>
 
-#include "trap_mirror.cuh"
+#include "trap_words.cuh"
 
 namespace {
 
 // ---------------------------------------------------------------- shared helpers
 
-constexpr int kW = 2048;  // words per buffer
-constexpr int kWGrid = kW / kBlock;
 constexpr int kL = 128;  // threads of the one-block kernels
-
-// A device buffer (deviceBuffer's pattern) and its host mirror.
-struct Buf {
-  uint32_t* d = nullptr;
-  std::vector<uint32_t> h;
-  explicit Buf(uint32_t seed, int n = kW) : d(deviceBuffer(seed, n)), h(hostPattern(seed, n)) {}
-  void check(const char* tag, const char* what, int at) const {
-    const std::string name = std::string(tag) + "_" + what;
-    checkDev(name.c_str(), at, d, h);
-  }
-};
-
-// trap_common.cuh's mix and mix2 over kW words, with their mirrors. dst must
-// not alias a source.
-void mixOn(cudaStream_t s, Buf& dst, const Buf& src, uint32_t salt) {
-  mix<<<kWGrid, kBlock, 0, s>>>(dst.d, src.d, kW, salt);
-  CKL();
-  mixHost(dst.h, src.h, kW, salt);
-}
-void mix2On(cudaStream_t s, Buf& dst, const Buf& a, const Buf& b, uint32_t salt) {
-  mix2<<<kWGrid, kBlock, 0, s>>>(dst.d, a.d, b.d, kW, salt);
-  CKL();
-  mix2Host(dst.h, a.h, b.h, kW, salt);
-}
-
-[[noreturn]] void mismatch(const char* scenario, int step, const std::string& what) {
-  std::printf("MISMATCH %s at step %d: %s\n", scenario, step, what.c_str());
-  std::fflush(stdout);
-  std::exit(1);
-}
 
 // An event whose completion the program's own wait implies: cudaEventQuery
 // must say cudaSuccess (eagerly it cannot say anything else), else a MISMATCH
