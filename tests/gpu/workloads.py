@@ -7821,7 +7821,25 @@ class MemOpsWorkload(TaskWorkload):
         return super().loss_lines()
 
 
-class BgEvalWorkload(TaskWorkload):
+class EvaluatorThread:
+    """A Python thread of the case's own running self.evaluator, which takes jobs from
+    self.jobs until None (bgeval, bgcapture), and the learning rates it set (self.lrs, by
+    step) on the loss lines."""
+
+    def start_evaluator(self, name):
+        self.thread = threading.Thread(target=self.evaluator, name=name, daemon=True)
+        self.thread.start()
+
+    def add_lr_extras(self):
+        for i, lr in self.lrs.items():
+            self.extra[i] = (self.extra[i] + " " if i in self.extra else "") + "lr=" + float.hex(lr)
+
+    def finish(self):
+        self.jobs.put(None)
+        self.thread.join(timeout=60)
+
+
+class BgEvalWorkload(EvaluatorThread, TaskWorkload):
     """An evaluator thread that shares the default stream with training, as scripts that
     evaluate snapshots in the background without a stream of their own do: every 8th step,
     after the optimizer step, the training thread clones every parameter (on the legacy
@@ -7867,8 +7885,7 @@ class BgEvalWorkload(TaskWorkload):
         self.best = None
         self.failure = None
         self.jobs = queue.Queue()
-        self.thread = threading.Thread(target=self.evaluator, name="workloads-bgeval", daemon=True)
-        self.thread.start()
+        self.start_evaluator("workloads-bgeval")
 
     def evaluator(self):
         with torch.cuda.device(self.dev):
@@ -7931,13 +7948,8 @@ class BgEvalWorkload(TaskWorkload):
         self.check()
         for k, (ev, acc) in self.results.items():
             self.extra[k] = "ev=%s acc=%d" % (f32_hex(ev), acc)
-        for i, lr in self.lrs.items():
-            self.extra[i] = (self.extra[i] + " " if i in self.extra else "") + "lr=" + float.hex(lr)
+        self.add_lr_extras()
         return super().loss_lines()
-
-    def finish(self):
-        self.jobs.put(None)
-        self.thread.join(timeout=60)
 
 
 class StreamChurnWorkload(TaskWorkload):
@@ -10490,7 +10502,7 @@ class PApplyWorkload(TaskWorkload):
         return super().loss_lines()
 
 
-class BgCaptureWorkload(TaskWorkload):
+class BgCaptureWorkload(EvaluatorThread, TaskWorkload):
     """An evaluator thread that captures and replays a CUDA graph of its own while the main
     thread trains eagerly, as serving stacks that graph an eval or decode path next to a live
     training loop do: every 10th step the main thread copies the parameters into one of two
@@ -10545,8 +10557,7 @@ class BgCaptureWorkload(TaskWorkload):
         self.best, self.sent, self.taken = None, 0, 0
         self.failure = None
         self.jobs, self.replies = queue.Queue(), queue.Queue()
-        self.thread = threading.Thread(target=self.evaluator, name="workloads-bgcapture", daemon=True)
-        self.thread.start()
+        self.start_evaluator("workloads-bgcapture")
 
     # --- the evaluator thread
     def evaluator(self):
@@ -10643,13 +10654,8 @@ class BgCaptureWorkload(TaskWorkload):
             self.extra[i] = "ev=%s acc=%d" % (f32_hex(ev), acc)
             if r in self.captured:
                 self.extra[i] += " cap=" + self.captured[r]
-        for i, lr in self.lrs.items():
-            self.extra[i] = (self.extra[i] + " " if i in self.extra else "") + "lr=" + float.hex(lr)
+        self.add_lr_extras()
         return super().loss_lines()
-
-    def finish(self):
-        self.jobs.put(None)
-        self.thread.join(timeout=60)
 
 
 class ExtEventWorkload(TaskWorkload):
