@@ -133,6 +133,18 @@ CUresult impliedQuery(Q query) {
   for (int n = 0; n < 100000 && r == CUDA_ERROR_NOT_READY; ++n) r = query();
   return r;
 }
+// parseModeArgs for the query reviews (sim_review49_queries,
+// sim_review50_records), which also take --verbose (g_verbose) and
+// --implied-poll (g_impliedPoll).
+inline ModeArgs parseQueryModeArgs(int argc, char** argv, const char* program, int defaultSteps) {
+  static std::vector<char*> rest;
+  for (int i = 0; i < argc; ++i) {
+    if (i > 0 && !std::strcmp(argv[i], "--verbose")) g_verbose = true;
+    else if (i > 0 && !std::strcmp(argv[i], "--implied-poll")) g_impliedPoll = true;
+    else rest.push_back(argv[i]);
+  }
+  return parseModeArgs(int(rest.size()), rest.data(), program, defaultSteps);
+}
 inline void printTally() {
   if (g_impliedPoll)
     std::printf("%s: %s: %ld implied-complete queries first said CUDA_ERROR_NOT_READY\n", g_program, g_mode,

@@ -702,14 +702,7 @@ void twoThreadsSync(const simtest::Driver& drv, CUcontext ctx, int steps) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // --verbose and --implied-poll are this program's own; the rest is the harness's.
-  std::vector<char*> rest;
-  for (int i = 0; i < argc; ++i) {
-    if (i > 0 && !std::strcmp(argv[i], "--verbose")) g_verbose = true;
-    else if (i > 0 && !std::strcmp(argv[i], "--implied-poll")) g_impliedPoll = true;
-    else rest.push_back(argv[i]);
-  }
-  const ModeArgs args = parseModeArgs(int(rest.size()), rest.data(), "sim_review49_queries", 200);
+  const ModeArgs args = parseQueryModeArgs(argc, argv, "sim_review49_queries", 200);
   const std::string& mode = args.mode;
   const int steps = args.steps;
   simtest::Driver drv;
