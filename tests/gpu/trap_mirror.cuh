@@ -142,4 +142,14 @@ __host__ __device__ inline void orderedOpAt(int fn, uint32_t* dst, const uint32_
   }
 }
 
+// A surface object over the whole of array `a`.
+inline cudaSurfaceObject_t surfaceOver(cudaArray_t a) {
+  cudaResourceDesc res = {};
+  res.resType = cudaResourceTypeArray;
+  res.res.array.array = a;
+  cudaSurfaceObject_t s = 0;
+  CK(cudaCreateSurfaceObject(&s, &res));
+  return s;
+}
+
 }  // namespace

@@ -236,15 +236,6 @@ void checkArray1D(const char* what, int at, const Array1D& a) {
   checkHost(what, at, got.data(), a.h);
 }
 
-cudaSurfaceObject_t surfaceOver(cudaArray_t a) {
-  cudaResourceDesc res = {};
-  res.resType = cudaResourceTypeArray;
-  res.res.array.array = a;
-  cudaSurfaceObject_t s = 0;
-  CK(cudaCreateSurfaceObject(&s, &res));
-  return s;
-}
-
 // Offsets and sizes of a kernel's parameters (cuFuncGetParamInfo), as a
 // digest line; the parameter count is where the driver stops answering.
 struct ParamLayout {

@@ -426,15 +426,6 @@ __global__ void cubeK(cudaSurfaceObject_t c, uint32_t* out2, int fa, int fb, int
   surfCubemapwrite(cubeTexel(a, b, salt), c, x * 4, y, fw);
 }
 
-cudaSurfaceObject_t surfaceOf(cudaArray_t a) {
-  cudaResourceDesc res = {};
-  res.resType = cudaResourceTypeArray;
-  res.res.array.array = a;
-  cudaSurfaceObject_t s = 0;
-  CK(cudaCreateSurfaceObject(&s, &res));
-  return s;
-}
-
 // The arrays, the linear memory and their mirrors.
 struct LayeredSet {
   cudaArray_t l1 = nullptr, l2 = nullptr, cube = nullptr;
@@ -604,8 +595,8 @@ void layeredCubemapCopies() {
       old = StepSurfaces{};
     }
     StepSurfaces& cur = ring[i % 3];
-    cur.layered = surfaceOf(a.l1);
-    cur.cube = surfaceOf(a.cube);
+    cur.layered = surfaceOver(a.l1);
+    cur.cube = surfaceOver(a.cube);
     const uint32_t salt = hash32(uint32_t(i) + 37210u);
     const int l1z = (i + i / 5) % kL1Layers, l2z = (2 * i + 1) % kL2Layers;
     const int depth = (i % 2 == 1 && l1z + 1 < kL1Layers && l2z + 1 < kL2Layers) ? 2 : 1;
