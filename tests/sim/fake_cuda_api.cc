@@ -1466,13 +1466,19 @@ CUresult CUDAAPI cuCtxGetCacheConfig(CUfunc_cache* pconfig) {
   return CUDA_SUCCESS;
 }
 
-// CU_LIMIT_STACK_SIZE grows at launches (growStackFor); the printf FIFO and
-// the device heap are kept as set. Other limits are refused.
+// CU_LIMIT_STACK_SIZE grows at launches (growStackFor), and a graph made
+// before the program lowered it fails to launch (Exec::stackLimit); the printf
+// FIFO and the device heap are kept as set. Other limits are refused.
 CUresult CUDAAPI cuCtxSetLimit(CUlimit limit, size_t value) {
   SIM_ENTRY("cuCtxSetLimit", kNeedCtx);
   Context* ctx = currentCtx();
   switch (limit) {
-    case CU_LIMIT_STACK_SIZE: ctx->stackLimit = (value + 15) / 16 * 16; return CUDA_SUCCESS;
+    case CU_LIMIT_STACK_SIZE: {
+      const size_t rounded = (value + 15) / 16 * 16;
+      ctx->stackLimitSets += rounded != ctx->stackLimit;
+      ctx->stackLimit = rounded;
+      return CUDA_SUCCESS;
+    }
     case CU_LIMIT_PRINTF_FIFO_SIZE: ctx->printfFifoLimit = value; return CUDA_SUCCESS;
     case CU_LIMIT_MALLOC_HEAP_SIZE: ctx->mallocHeapLimit = value; return CUDA_SUCCESS;
     case CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED:

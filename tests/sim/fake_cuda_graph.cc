@@ -231,6 +231,8 @@ CUresult instantiate(CUgraphExec* pexec, CUgraph g) {
   }
   auto ex = std::make_shared<Exec>();
   ex->ctx = ctx ? ctx : currentCtx();
+  ex->stackLimit = ex->ctx->stackLimit;
+  ex->stackLimitSets = ex->ctx->stackLimitSets;
   ex->source = graph;
   ex->snap = snapshotOf(*graph);
   auto h = reinterpret_cast<CUgraphExec>(ex.get());
@@ -268,6 +270,10 @@ CUresult graphLaunchImpl(bool pt, CUgraphExec e, CUstream h) {
     // Simplification: child-graph nodes are not simulated.
     invalidate(s->capture.get());
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
+  if (ex->ctx->stackLimitSets != ex->stackLimitSets && ex->ctx->stackLimit < ex->stackLimit) {
+    setSticky(CUDA_ERROR_LAUNCH_FAILED, "a graph made under a larger stack limit launched after cuCtxSetLimit lowered it");
+    return CUDA_ERROR_LAUNCH_FAILED;
   }
   for (const NodeParams& p : ex->snap->params)
     if (p.kind == NodeKind::Kernel) growStackFor(p.ctx ? p.ctx : ex->ctx, *p.kernel.kernel);

@@ -177,6 +177,12 @@ struct ExecSnapshot {
 
 struct Exec {
   Context* ctx = nullptr;              // the context of its nodes (several of one family: the family's)
+  // The context's stack limit when instantiated, and its count of the
+  // program's changes then: launched after the program lowered the limit
+  // below it, it fails (CUDA_ERROR_LAUNCH_FAILED, sticky), as on an H200
+  // (tests/gpu/traps_r37.cu, stack_limit_epochs).
+  size_t stackLimit = 0;
+  uint64_t stackLimitSets = 0;
   std::shared_ptr<Graph> source;       // keeps node handles alive
   std::shared_ptr<ExecSnapshot> snap;  // copy-on-write on node updates
   CompletionPtr lastLaunch;            // launches of one exec are serialized
@@ -290,6 +296,7 @@ struct Context {
   std::shared_ptr<Stream> legacy;
   std::shared_ptr<Stream> recordStream;  // cuCtxRecordEvent's, named by no handle
   size_t stackLimit = 1024;              // CU_LIMIT_STACK_SIZE; grows at launches (KernelObj::stackBytes)
+  uint64_t stackLimitSets = 0;           // cuCtxSetLimit calls that changed stackLimit (Exec::stackLimitSets)
   size_t printfFifoLimit = 1 << 20, mallocHeapLimit = 8 << 20;
   int cachePreference = CU_FUNC_CACHE_PREFER_NONE;  // cuCtxSetCacheConfig (KernelObj::cachePreference)
   // CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED (cuCtxSetLimit). A model of what

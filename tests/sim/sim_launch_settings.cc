@@ -7,6 +7,11 @@
 //            Every change of the limit drops graft's graphs (a graph keeps
 //            the stack it was made under: tests/gpu/traps_r37.cu,
 //            stack_limit_epochs, on an H200), so this part runs eagerly.
+//   epochs   (--stack-epochs, alone) the limit set to 8 KiB, then to 1 KiB and back
+//            every 40 iterations of five launches: a graph made under 8 KiB
+//            and launched after the lowering fails (the simulator's model of
+//            the H200, sticky), so graft must drop its graphs at each change
+//            and build them again within each epoch.
 //   attr     each iteration raises a kernel's dynamic shared memory allowance
 //            to 64 KiB, launches it with 64 KiB among four other kernels and
 //            lowers the allowance to 48 KiB again: every launch was made under
@@ -86,7 +91,7 @@ bool readBack(const simtest::DriverApi& cu, CUstream s, const char* part, int it
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool expectGraphs = false, failed = false, cluster = false, cache = false;
+  bool expectGraphs = false, failed = false, cluster = false, cache = false, stackEpochs = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--expect-graphs") == 0) {
       expectGraphs = true;
@@ -96,8 +101,10 @@ int main(int argc, char** argv) {
       cluster = true;
     } else if (std::strcmp(argv[i], "--cache") == 0) {
       cache = true;
+    } else if (std::strcmp(argv[i], "--stack-epochs") == 0) {
+      stackEpochs = true;
     } else {
-      std::printf("usage: sim_launch_settings [--expect-graphs] [--failed | --cluster | --cache]\n");
+      std::printf("usage: sim_launch_settings [--expect-graphs] [--failed | --cluster | --cache | --stack-epochs]\n");
       return 2;
     }
   }
@@ -116,6 +123,34 @@ int main(int argc, char** argv) {
   }
   CUdeviceptr x = simtest::zeroedBuffer(cu), y = simtest::zeroedBuffer(cu), z = simtest::zeroedBuffer(cu);
   int bad = 0;
+  if (stackEpochs) {
+    uint64_t hx = 0, hy = 0, hz = 0;
+    SimCounters before{};
+    simCounters(&before);
+    for (int it = 0; it < 4 * kIterations; ++it) {
+      if (it % 40 == 0) SIM_CHECK(cu.cuCtxSetLimit(CU_LIMIT_STACK_SIZE, (it / 40) % 2 ? 1024 : 8192));
+      SIM_CHECK(simtest::launchAdd(cu, add, y, x, 1, s));
+      SIM_CHECK(simtest::launchAdd(cu, add, z, y, 2, s));
+      SIM_CHECK(simtest::launchAdd(cu, add, x, z, uint64_t(it), s));
+      SIM_CHECK(simtest::launchAdd(cu, add, y, x, 3, s));
+      SIM_CHECK(simtest::launchAdd(cu, add, x, y, 4, s));
+      hy = hx + 1, hz = hy + 2, hx = hz + uint64_t(it), hy = hx + 3, hx = hy + 4;
+      if (it % 8 == 7 && !readBack(cu, s, "epochs", it, x, hx)) ++bad;
+    }
+    SIM_CHECK(cu.cuCtxSynchronize());
+    const Counts counts = countsSince(before);
+    std::printf("sim_launch_settings: epochs part: kernels from graphs %llu, eager %llu\n",
+                (unsigned long long)counts.graph, (unsigned long long)counts.eager);
+    if (bad || simtest::failedCalls()) {
+      std::printf("sim_launch_settings: %d wrong values, %d failed calls\n", bad, simtest::failedCalls());
+      return 1;
+    }
+    if (expectGraphs && counts.graph * 10 < (counts.graph + counts.eager) * 3) {
+      std::printf("sim_launch_settings: too few kernels from graphs\n");
+      return 3;
+    }
+    return 0;
+  }
   if (cluster) {
     CUfunction shaped = simtest::libraryKernel3("sim_add_cluster_shaped");
     const int widths[4] = {0, 2, 4, 1};
